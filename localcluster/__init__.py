@@ -1,0 +1,1 @@
+"""localcluster package."""

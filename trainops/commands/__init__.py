@@ -1,0 +1,1 @@
+"""One module per `trainops` subcommand; see `trainops.cli`."""

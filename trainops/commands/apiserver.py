@@ -1,0 +1,16 @@
+"""`trainops apiserver` (not implemented yet)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("apiserver", help="(not implemented yet)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print("trainops apiserver: not implemented yet", file=sys.stderr)
+    return 2

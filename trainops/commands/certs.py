@@ -1,0 +1,16 @@
+"""`trainops certs` (not implemented yet)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("certs", help="(not implemented yet)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print("trainops certs: not implemented yet", file=sys.stderr)
+    return 2
