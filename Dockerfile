@@ -1,0 +1,23 @@
+# The trainops image: one binary, every component (`trainops webhook`, `trainops check`, …).
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY trainops/ trainops/
+COPY policies/ policies/
+COPY webhook/ webhook/
+COPY controller/ controller/
+COPY gitops/ gitops/
+COPY certs/ certs/
+COPY localcluster/ localcluster/
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --uid 65532 --no-create-home --shell /usr/sbin/nologin trainops
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+USER 65532:65532
+EXPOSE 8443
+ENTRYPOINT ["trainops"]
+CMD ["webhook", "--cert-dir", "/etc/trainops/certs"]
