@@ -1,0 +1,224 @@
+"""Strict decoding of a training job against its structural schema: unknown fields and types.
+
+A real API server, asked with `fieldValidation=Strict` (what kubectl sends), rejects fields its
+schema does not know and values of the wrong JSON type before any rule runs. The webhook cannot
+count on that order (`trainops check` and the GitOps pre-flight have no server at all), so
+`check(obj)` repeats it from the same schema the CRDs carry (`policies.schema`):
+
+- an unknown field is reported on its parent, `spec.replicaSpecs[1].template: Forbidden:
+  unknown field "containers"`, so the path points at an object that exists in the user's file;
+- a value of the wrong type is `Invalid` with the expected type;
+- inside the embedded pod template, missing `required` fields and duplicate keys of
+  `x-kubernetes-list-type: map` lists are reported as the server would (our own fields'
+  required-ness, enums and ranges are the semantic rules' business, so nothing is said twice);
+- `null` counts as absent, as the server prunes nulls on non-nullable fields;
+- `status` and the root `metadata` are skipped: the server owns both (status is ignored on
+  writes to the main resource; ObjectMeta has its own validation).
+
+The schema is compiled once per kind into a small tree of `_Node`s and walked by hand: no
+jsonschema per request, paths built only when something is wrong. Never raises on arbitrary
+input: recursion follows the schema, which is finite, not the object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from policies import fieldpath
+from policies.fieldpath import FieldError, Path
+from policies.schema import openapi_schema
+
+__all__ = ["check"]
+
+_SKIPPED_ROOT_FIELDS = frozenset({"metadata", "status"})
+_EXPECTED = {"int-or-string": "integer or string"}
+
+
+def check(obj: Any) -> list[FieldError]:
+    """Unknown fields and type mismatches in a whole job object (empty when it decodes)."""
+    if not isinstance(obj, dict):
+        return [fieldpath.invalid(Path(), _type_name(obj), "must be of type object")]
+    root = _compiled(obj.get("kind"))
+    if root is None:
+        return []
+    errors: list[FieldError] = []
+    for key, value in obj.items():
+        if key in _SKIPPED_ROOT_FIELDS or value is None:
+            continue
+        child = root.props.get(key) if isinstance(key, str) else None
+        if child is None:
+            errors.append(fieldpath.forbidden(Path(), f'unknown field "{key}"'))
+        else:
+            _walk(child, value, (key,), errors)
+    return errors
+
+
+# --- compiled schema --------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Node:
+    type: str  # object, array, string, integer, number, boolean, int-or-string, any
+    props: dict[str, _Node] = field(default_factory=dict)
+    additional: _Node | None = None
+    items: _Node | None = None
+    required: tuple[str, ...] = ()
+    map_keys: tuple[tuple[str, Any], ...] = ()  # (key, default) of list-type map lists
+
+
+@cache
+def _compiled(kind: Any) -> _Node | None:
+    try:
+        schema = openapi_schema(kind)
+    except (ValueError, TypeError):
+        return None
+    return _compile(schema, in_template=False)
+
+
+def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
+    if schema.get("x-kubernetes-int-or-string"):
+        return _Node("int-or-string")
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return _Node("any")
+    node = _Node(schema["type"])
+    for name, sub in schema.get("properties", {}).items():
+        node.props[name] = _compile(sub, in_template=in_template or name == "template")
+    if "additionalProperties" in schema:
+        node.additional = _compile(schema["additionalProperties"], in_template=in_template)
+    if "items" in schema:
+        node.items = _compile(schema["items"], in_template=in_template)
+    if in_template:
+        node.required = tuple(schema.get("required", ()))
+        if schema.get("x-kubernetes-list-type") == "map":
+            item_props = schema["items"].get("properties", {})
+            node.map_keys = tuple(
+                (k, item_props.get(k, {}).get("default"))
+                for k in schema.get("x-kubernetes-list-map-keys", ())
+            )
+    return node
+
+
+# --- walking ----------------------------------------------------------------------------------
+
+
+class _MapKey(str):
+    """A map key in a path under construction (rendered `[k]`)."""
+
+
+def _path(parts: tuple[Any, ...]) -> Path:
+    path = Path()
+    for part in parts:
+        if isinstance(part, _MapKey):
+            path = path.key(str(part))
+        elif isinstance(part, int):
+            path = path.index(part)
+        else:
+            path = path.child(part)
+    return path
+
+
+def _walk(node: _Node, value: Any, parts: tuple[Any, ...], errors: list[FieldError]) -> None:
+    kind = node.type
+    if kind == "object":
+        if not isinstance(value, dict):
+            errors.append(_wrong_type(parts, value, "object"))
+            return
+        _walk_object(node, value, parts, errors)
+    elif kind == "array":
+        if not isinstance(value, list):
+            errors.append(_wrong_type(parts, value, "array"))
+            return
+        _walk_array(node, value, parts, errors)
+    elif kind != "any" and not _scalar_ok(kind, value):
+        errors.append(_wrong_type(parts, value, _EXPECTED.get(kind, kind)))
+
+
+def _walk_object(
+    node: _Node, value: dict[Any, Any], parts: tuple[Any, ...], errors: list[FieldError]
+) -> None:
+    props = node.props
+    for key, child_value in value.items():
+        if child_value is None:
+            continue
+        child = props.get(key) if isinstance(key, str) else None
+        if child is not None:
+            _walk(child, child_value, (*parts, key), errors)
+        elif node.additional is not None:
+            _walk(node.additional, child_value, (*parts, _MapKey(str(key))), errors)
+        else:
+            errors.append(fieldpath.forbidden(_path(parts), f'unknown field "{key}"'))
+    for name in node.required:
+        if value.get(name) is None:
+            errors.append(fieldpath.required(_path((*parts, name))))
+
+
+def _walk_array(
+    node: _Node, value: list[Any], parts: tuple[Any, ...], errors: list[FieldError]
+) -> None:
+    items = node.items
+    if items is None:
+        return
+    seen: set[tuple[Any, ...]] = set()
+    for i, item in enumerate(value):
+        if item is None:
+            errors.append(_wrong_type((*parts, i), item, _EXPECTED.get(items.type, items.type)))
+            continue
+        _walk(items, item, (*parts, i), errors)
+        if node.map_keys and isinstance(item, dict):
+            shown = {k: item.get(k, default) for k, default in node.map_keys}
+            key = tuple(_hashable(v) for v in shown.values())
+            if key in seen:
+                errors.append(fieldpath.duplicate(_path((*parts, i)), shown))
+            seen.add(key)
+
+
+def _scalar_ok(kind: str, value: Any) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, (int, float))
+    if kind == "int-or-string":
+        return isinstance(value, (int, str)) or (isinstance(value, float) and value.is_integer())
+    return False
+
+
+def _wrong_type(parts: tuple[Any, ...], value: Any, expected: str) -> FieldError:
+    detail = f"must be of type {expected}"
+    if expected == _EXPECTED["int-or-string"] and isinstance(value, float):
+        detail += f' (quote it: "{value}")'
+    return fieldpath.invalid(_path(parts), _type_name(value), detail)
+
+
+def _type_name(value: Any) -> str:
+    """The JSON type of a value, as Kubernetes' schema errors show it instead of the value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
