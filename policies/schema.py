@@ -28,6 +28,7 @@ from policies.schemas import pod_template_spec
 __all__ = [
     "CLEAN_UP_POLICIES",
     "KIND_REPLICA_TYPES",
+    "MAIN_CONTAINERS",
     "MAX_COMMAND_ITEMS",
     "MAX_TYPE_LENGTH",
     "RESTART_POLICIES",
@@ -40,6 +41,7 @@ KIND_REPLICA_TYPES: dict[str, tuple[str, ...]] = {
     "TensorFlowTrainingJob": ("chief", "worker", "ps", "evaluator"),
     "XGBoostTrainingJob": ("master", "worker"),
 }
+MAIN_CONTAINERS = {"TensorFlowTrainingJob": "tensorflow", "XGBoostTrainingJob": "xgboost"}
 RESTART_POLICIES = ("Never", "OnFailure", "Always", "ExitCode")
 CLEAN_UP_POLICIES = ("None", "All", "Unfinished")
 REPLICA_PHASES = ("Creating", "Pending", "Running", "Succeeded", "Failed", "Unknown", "Deleted")
@@ -48,6 +50,17 @@ MAX_TYPE_LENGTH = 32
 """Replica type names are short words; the bound keeps CEL string comparisons cheap."""
 MAX_COMMAND_ITEMS = 256
 """Bound on debug/resume command and args lists (compared by the resumeSpecs transition rule)."""
+MAX_ARG_LENGTH = 4096
+"""Bound on each debug/resume command or argument string (same reason)."""
+PRIORITY_RANGE = (0, 100)
+DEFAULT_RESTART_POLICY = {"TensorFlowTrainingJob": "Never", "XGBoostTrainingJob": "Never"}
+DEFAULT_CLEAN_UP_POLICY = {"TensorFlowTrainingJob": "Unfinished", "XGBoostTrainingJob": "None"}
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+FILESET_PATTERN = (
+    r"^t9k://pvc/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+    r"(/([^./][^/]*|\.|\.[^./][^/]*|\.\.[^/]+)?)*$"
+)
+"""t9k://pvc/<pvc-name>[/<path>]: a DNS-1123 PVC name and a path without `..` segments."""
 
 
 def openapi_schema(kind: str) -> Schema:
@@ -61,6 +74,7 @@ def _schema(kind: str) -> Schema:
         raise ValueError(f"unknown training-job kind {kind!r}")
     return _obj(
         f"{kind} is a T9k distributed training job (batch.tensorstack.dev/v1beta1).",
+        required=("spec",),
         apiVersion=_str("APIVersion of the object: batch.tensorstack.dev/v1beta1."),
         kind=_str(f"Kind of the object: {kind}."),
         metadata={"type": "object"},
@@ -76,9 +90,11 @@ def _spec(kind: str) -> Schema:
     types = KIND_REPLICA_TYPES[kind]
     return _obj(
         "The desired job: its replicas and how it runs.",
+        required=("replicaSpecs",),
         replicaSpecs=_list(
             "One entry per replica type; each type at most once.",
             _replica_spec(kind, types),
+            min_items=1,
             max_items=len(types),
             map_keys=("type",),
         ),
@@ -87,6 +103,7 @@ def _spec(kind: str) -> Schema:
             cleanUpPolicy=_enum(
                 "Which replicas to delete when the job ends: None, All or Unfinished.",
                 CLEAN_UP_POLICIES,
+                default=DEFAULT_CLEAN_UP_POLICY[kind],
             ),
             backoffLimit=_int(
                 "How many replica restarts, across all replicas, before the job fails.",
@@ -133,16 +150,25 @@ def _spec(kind: str) -> Schema:
             t9kScheduler=_obj(
                 "Schedule with the T9k Scheduler.",
                 required=("queue",),
-                queue=_str("The queue the replicas wait in.", max_length=253),
-                priority=_int("The priority within the queue.", fmt="int32"),
+                queue={
+                    **_str("The queue the replicas wait in.", max_length=253),
+                    "minLength": 1,
+                    "pattern": DNS1123_SUBDOMAIN,
+                },
+                priority={
+                    **_int("The priority within the queue.", minimum=PRIORITY_RANGE[0]),
+                    "maximum": PRIORITY_RANGE[1],
+                },
             ),
         ),
         tensorboardSpec=_obj(
             "A TensorBoard that visualises the training logs.",
-            image=_str("The TensorBoard image."),
+            required=("image", "trainingLogFilesets"),
+            image={**_str("The TensorBoard image."), "minLength": 1},
             trainingLogFilesets=_list(
                 "Log locations, as t9k://pvc/<pvc-name>/<path> URIs.",
-                _str("A t9k://pvc/<pvc-name>/<path> URI."),
+                {**_str("A t9k://pvc/<pvc-name>/<path> URI."), "pattern": FILESET_PATTERN},
+                min_items=1,
             ),
         ),
     )
@@ -158,11 +184,12 @@ def _replica_spec(kind: str, types: tuple[str, ...]) -> Schema:
         "A set of identical replicas of one type.",
         required=("type",),
         type=_replica_type(types, "The replica type."),
-        replicas=_int("How many replicas of this type (default 1).", minimum=0),
+        replicas={**_int("How many replicas of this type.", minimum=0), "default": 1},
         restartPolicy=_enum(
             "When replicas restart: Never, OnFailure, Always or ExitCode "
             "(on exit codes 130, 137, 138 and 143).",
             RESTART_POLICIES,
+            default=DEFAULT_RESTART_POLICY[kind],
         ),
         template=template,
     )
@@ -170,7 +197,7 @@ def _replica_spec(kind: str, types: tuple[str, ...]) -> Schema:
 
 def _mode_spec(types: tuple[str, ...], description: str, **lists: str) -> Schema:
     commands = {
-        name: _list(text, _str(), max_items=MAX_COMMAND_ITEMS, atomic=True)
+        name: _list(text, _str(max_length=MAX_ARG_LENGTH), max_items=MAX_COMMAND_ITEMS, atomic=True)
         for name, text in lists.items()
     }
     return _obj(
@@ -281,11 +308,14 @@ def _list(
     description: str,
     items: Schema,
     *,
+    min_items: int | None = None,
     max_items: int | None = None,
     map_keys: tuple[str, ...] = (),
     atomic: bool = False,
 ) -> Schema:
     node: Schema = {"description": description, "type": "array", "items": items}
+    if min_items is not None:
+        node["minItems"] = min_items
     if max_items is not None:
         node["maxItems"] = max_items
     if map_keys:
@@ -305,8 +335,17 @@ def _str(description: str = "", *, max_length: int | None = None) -> Schema:
     return node
 
 
-def _enum(description: str, values: tuple[str, ...], *, max_length: int | None = None) -> Schema:
-    return {**_str(description, max_length=max_length), "enum": list(values)}
+def _enum(
+    description: str,
+    values: tuple[str, ...],
+    *,
+    max_length: int | None = None,
+    default: str | None = None,
+) -> Schema:
+    node = {**_str(description, max_length=max_length), "enum": list(values)}
+    if default is not None:
+        node["default"] = default
+    return node
 
 
 def _int(description: str, *, minimum: int | None = None, fmt: str = "int32") -> Schema:

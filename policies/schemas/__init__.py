@@ -4,7 +4,7 @@
 `policies.schemas.derive` from the definitions shipped in the `kubernetes-validate` package
 (Kubernetes `derive.KUBERNETES_VERSION`). It is committed rather than derived at import time so
 admission never reads the 100 MB schema collection (deriving takes ~0.2 s; loading this file
-takes a few ms, once per process). `trainops crds --regenerate-pod-schema` rewrites it, and
+takes a few ms, once per process). `python -m policies.schemas.derive` rewrites it, and
 `tests/crds/test_crds_fresh.py` fails when it no longer matches a fresh derivation.
 """
 

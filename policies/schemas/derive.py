@@ -23,8 +23,8 @@ rather than a hand-typed copy:
   subset controller-gen emits with `generateEmbeddedObjectMeta`, plus `generateName` and
   `creationTimestamp` so the `creationTimestamp: null` that kubectl prints is not unknown).
 
-This runs only when the committed `podtemplatespec.json` is regenerated (`trainops crds
---regenerate-pod-schema`) and in the staleness test; admission reads the committed file.
+This runs only when the committed `podtemplatespec.json` is regenerated (`python -m
+policies.schemas.derive`) and in the staleness test; admission reads the committed file.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ __all__ = [
     "DerivationError",
     "derive_pod_template_spec",
     "load_definitions",
+    "render",
 ]
 
 KUBERNETES_VERSION = "v1.32.0"
@@ -190,3 +191,19 @@ def _single_type(value: Any, stack: tuple[str, ...]) -> str:
     if len(types) != 1:
         raise DerivationError(f"ambiguous type {value!r} in {stack[-1]}")
     return str(types[0])
+
+
+def render(schema: dict[str, Any]) -> str:
+    """The committed file's exact text."""
+    return json.dumps(schema, indent=1) + "\n"
+
+
+def main() -> None:
+    """Rewrite the committed `podtemplatespec.json` from the installed definitions."""
+    target = Path(__file__).with_name("podtemplatespec.json")
+    target.write_text(render(derive_pod_template_spec()), encoding="utf-8")
+    print(target)
+
+
+if __name__ == "__main__":
+    main()

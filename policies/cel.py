@@ -1,0 +1,267 @@
+"""The CRDs' CEL rules (`x-kubernetes-validations`): the policy a cluster enforces on its own.
+
+The webhook is the primary enforcer, but when it is down (or not installed) the API server
+still validates against the CRD. Every rule of `policies` that CEL can express is written here
+as data, next to the schema node it guards, and `schema_with_rules(kind)` attaches them to
+`policies.schema.openapi_schema(kind)` for `trainops crds`. Single-field constraints (enums,
+minimum, maximum, pattern, maxItems, maxLength) are plain OpenAPI keywords in
+`policies.schema`; only rules across fields or over lists live here.
+
+Rules run on the stored object, i.e. after the mutating webhook and the schema defaults, so
+replica types are already lower case and `replicas` is set (the rules still guard with `has()`
+where a default may be missing). `tests/policies/test_cel.py` evaluates every rule with
+cel-python on the same fixtures as `policies.admit` and requires the same verdict.
+
+Cost: a real API server estimates each rule's worst case from the schema and refuses CRDs over
+budget. Lists a rule iterates carry `maxItems` (replicaSpecs and debug/resume specs: one entry
+per type) and the strings it compares carry `maxLength`; the resumeSpecs transition rule
+compares command/args lists bounded by `MAX_COMMAND_ITEMS` items of `MAX_ARG_LENGTH` bytes.
+The main-container rule iterates the pod's `containers`, which Kubernetes leaves unbounded.
+
+Not expressible here (webhook only): quantities (limits >= requests), the derived-name length
+(it depends on the largest replica index), and immutability of replica templates (comparing
+whole pod templates is too costly for the estimator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from policies import schema as schema_mod
+from policies.fieldpath import ErrorType, FieldError, Path
+
+__all__ = ["Rule", "evaluate", "rules", "schema_with_rules"]
+
+ITEMS = "*"
+"""In a rule location, the items of an array node."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One `x-kubernetes-validations` entry."""
+
+    rule: str
+    message: str
+    reason: str = "FieldValueInvalid"
+    field_path: str = ""
+
+    @property
+    def is_transition(self) -> bool:
+        return "oldSelf" in self.rule
+
+    def as_validation(self) -> dict[str, str]:
+        out = {"rule": self.rule, "message": self.message, "reason": self.reason}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        return out
+
+
+Location = tuple[str, ...]
+
+
+def rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
+    """The rules of `kind`, keyed by schema location (property names, `ITEMS` for items)."""
+    return _rules(kind)
+
+
+def schema_with_rules(kind: str) -> dict[str, Any]:
+    """`openapi_schema(kind)` with every rule attached where it belongs (a fresh copy)."""
+    schema = schema_mod.openapi_schema(kind)
+    for location, entries in rules(kind).items():
+        node = schema
+        for step in location:
+            node = node["items"] if step == ITEMS else node["properties"][step]
+        node["x-kubernetes-validations"] = [r.as_validation() for r in entries]
+    return schema
+
+
+def evaluate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
+    """Run the rules of `kind` on `obj` (and `old` for transition rules) with cel-python.
+
+    What an API server does with the CRD's rules, for tests and offline checks: a rule runs
+    on every node of its location that exists (transition rules only where the old object
+    has the node too; list-map items pair up by key). An evaluation error counts as a
+    failure, as it does on a server.
+    """
+    errors: list[FieldError] = []
+    for location, entries in rules(kind).items():
+        for path, node, old_node in _nodes(obj, old, location):
+            for rule in entries:
+                if rule.is_transition and old_node is _MISSING:
+                    continue
+                if not _passes(rule.rule, node, None if old_node is _MISSING else old_node):
+                    errors.append(_error(rule, path))
+    return errors
+
+
+# --- the rules --------------------------------------------------------------------------------
+
+_SPEC = ("spec",)
+_REPLICAS = ("spec", "replicaSpecs")
+_REPLICA = ("spec", "replicaSpecs", ITEMS)
+_REPLICA_COUNT = "(has(self.replicas) ? self.replicas : 1)"
+_IMMUTABLE_RESUME = (
+    "field is immutable: set resume specs when creating the job; "
+    "spec.runMode.pause.enabled may be toggled freely"
+)
+
+
+@cache
+def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
+    if kind not in schema_mod.KIND_REPLICA_TYPES:
+        raise ValueError(f"unknown training-job kind {kind!r}")
+    main = schema_mod.MAIN_CONTAINERS[kind]
+    out: dict[Location, list[Rule]] = {
+        _SPEC: [*_mode_type_rules(), _resume_specs_immutable()],
+        _REPLICAS: [],
+        _REPLICA: [_main_container(main)],
+    }
+    if kind == "TensorFlowTrainingJob":
+        out[_REPLICAS].append(
+            Rule(
+                "self.exists(r, r.type == 'chief') || "
+                f"self.exists(r, r.type == 'worker' && {_REPLICA_COUNT.replace('self', 'r')} > 0)",
+                "a chief (1 replica) or at least 1 worker replica is required: "
+                "the chief, else worker 0, is the master",
+                "FieldValueRequired",
+            )
+        )
+        out[_REPLICA].append(
+            Rule(
+                f"self.type != 'chief' || {_REPLICA_COUNT} == 1",
+                "chief must have exactly 1 replica: it is the master of the job",
+                field_path=".replicas",
+            )
+        )
+        out[_REPLICA].append(
+            Rule(
+                f"self.type != 'evaluator' || {_REPLICA_COUNT} <= 1",
+                "evaluator may have at most 1 replica",
+                field_path=".replicas",
+            )
+        )
+    else:
+        out[_REPLICAS].append(
+            Rule(
+                "self.exists(r, r.type == 'master')",
+                'a replica spec of type "master" with 1 replica is required',
+                "FieldValueRequired",
+            )
+        )
+        out[_REPLICA].append(
+            Rule(
+                f"self.type != 'master' || {_REPLICA_COUNT} == 1",
+                "master must have exactly 1 replica: it is the master of the job",
+                field_path=".replicas",
+            )
+        )
+    return {k: tuple(v) for k, v in out.items() if v}
+
+
+def _main_container(name: str) -> Rule:
+    return Rule(
+        "has(self.template) && has(self.template.spec) && has(self.template.spec.containers) && "
+        f"self.template.spec.containers.exists(c, c.name == '{name}' && "
+        "has(c.image) && size(c.image) > 0)",
+        f'a container named "{name}" with an image runs the training',
+        "FieldValueRequired",
+        field_path=".template.spec.containers",
+    )
+
+
+def _mode_type_rules() -> list[Rule]:
+    out = []
+    for section, key in (("debug", "replicaSpecs"), ("pause", "resumeSpecs")):
+        specs = f"self.runMode.{section}.{key}"
+        out.append(
+            Rule(
+                f"!has(self.runMode) || !has(self.runMode.{section}) || !has({specs}) || "
+                f"({specs}.all(d, has(self.replicaSpecs) && "
+                "self.replicaSpecs.exists(r, r.type == d.type)))",
+                f"each {section} {key} type must be a replica type of this job",
+                "FieldValueInvalid",
+                field_path=f".runMode.{section}.{key}",
+            )
+        )
+    return out
+
+
+def _resume_specs_immutable() -> Rule:
+    def present(root: str) -> str:
+        specs = f"{root}.runMode.pause.resumeSpecs"
+        return (
+            f"has({root}.runMode) && has({root}.runMode.pause) && has({specs}) && size({specs}) > 0"
+        )
+
+    return Rule(
+        f"({present('self')}) ? (({present('oldSelf')}) && "
+        "self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : "
+        f"!({present('oldSelf')})",
+        _IMMUTABLE_RESUME,
+        "FieldValueForbidden",
+        field_path=".runMode.pause.resumeSpecs",
+    )
+
+
+# --- evaluation helpers -----------------------------------------------------------------------
+
+_MISSING: Any = object()
+
+
+def _nodes(obj: Any, old: Any, location: Location) -> list[tuple[Path, Any, Any]]:
+    """Every node at `location` in `obj`, with its path and its old counterpart (or missing)."""
+    found: list[tuple[Path, Any, Any]] = [(Path(), obj, _MISSING if old is None else old)]
+    for step in location:
+        nxt: list[tuple[Path, Any, Any]] = []
+        for path, node, old_node in found:
+            if step == ITEMS:
+                if not isinstance(node, list):
+                    continue
+                for i, item in enumerate(node):
+                    nxt.append((path.index(i), item, _pair(item, old_node)))
+            elif isinstance(node, dict) and node.get(step) is not None:
+                before = old_node.get(step, _MISSING) if isinstance(old_node, dict) else _MISSING
+                nxt.append((path.child(step), node[step], _MISSING if before is None else before))
+        found = nxt
+    return found
+
+
+def _pair(item: Any, old_list: Any) -> Any:
+    """The old list-map item with the same `type` key (transition rules pair items by key)."""
+    if not (isinstance(item, dict) and isinstance(old_list, list)):
+        return _MISSING
+    for before in old_list:
+        if isinstance(before, dict) and before.get("type") == item.get("type"):
+            return before
+    return _MISSING
+
+
+def _error(rule: Rule, path: Path) -> FieldError:
+    for part in filter(None, rule.field_path.split(".")):
+        path = path.child(part)
+    reasons = {t.cause_reason: t for t in ErrorType}
+    return FieldError(reasons.get(rule.reason, ErrorType.INVALID), path, rule.message)
+
+
+def _passes(rule: str, node: Any, old: Any) -> bool:
+    """Evaluate one rule; a CEL error is a failure, as on a server."""
+    import celpy  # cel-python loads slowly: only tests and tools evaluate rules here
+
+    activation = {"self": celpy.json_to_cel(node)}
+    if old is not None:
+        activation["oldSelf"] = celpy.json_to_cel(old)
+    try:
+        result = _program(rule).evaluate(activation)
+    except Exception:  # cel-python raises assorted errors for no-such-key and overloads
+        return False
+    return result is True or (not isinstance(result, Exception) and bool(result) is True)
+
+
+@cache
+def _program(rule: str) -> Any:
+    import celpy
+
+    env = celpy.Environment()
+    return env.program(env.compile(rule))

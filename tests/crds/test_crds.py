@@ -1,0 +1,230 @@
+"""The generated CRDs: fresh, structural as apiextensions.k8s.io/v1 requires, and installable."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+
+from policies.schemas import derive, pod_template_spec
+from trainops import cli
+from trainops.commands import crds
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy" / "crds"
+CRDS = {crd["spec"]["names"]["kind"]: crd for crd in crds.build_crds()}
+
+# The keywords of apiextensions.k8s.io/v1 JSONSchemaProps that our schemas may use.
+ALLOWED_KEYS = {
+    "description",
+    "type",
+    "format",
+    "default",
+    "enum",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "required",
+    "items",
+    "properties",
+    "additionalProperties",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-validations",
+}
+TYPES = {"object", "array", "string", "integer", "number", "boolean"}
+FORMATS = {"int32", "int64", "float", "double", "byte", "date", "date-time", "uuid"}
+
+
+def structural_violations(node: dict[str, Any], path: str = "") -> list[str]:
+    """What apiextensions' structural-schema validation would say about `node` and below."""
+    out = [f"{path}: keyword {k} not allowed" for k in node if k not in ALLOWED_KEYS]
+    if node.get("x-kubernetes-int-or-string"):
+        if "type" in node:
+            out.append(f"{path}: int-or-string node must not have a type")
+    elif node.get("type") not in TYPES:
+        out.append(f"{path}: every node needs a type, got {node.get('type')!r}")
+    if "properties" in node and "additionalProperties" in node:
+        out.append(f"{path}: additionalProperties and properties are mutually exclusive")
+    if not isinstance(node.get("additionalProperties", {}), dict):
+        out.append(f"{path}: additionalProperties must be a schema")
+    if "format" in node and node["format"] not in FORMATS:
+        out.append(f"{path}: unsupported format {node['format']}")
+    if node.get("type") == "object" and not (
+        "properties" in node
+        or "additionalProperties" in node
+        or node.get("x-kubernetes-preserve-unknown-fields")
+        or path == ".properties[metadata]"
+    ):
+        out.append(f"{path}: object without fields would be pruned empty")
+    for name in node.get("required", []):
+        if name not in node.get("properties", {}):
+            out.append(f"{path}: required {name} is not a property")
+    if node.get("x-kubernetes-list-type") == "map":
+        items = node["items"]
+        for key in node.get("x-kubernetes-list-map-keys", []):
+            prop = items.get("properties", {}).get(key)
+            if prop is None or prop.get("type") not in ("string", "integer", "boolean"):
+                out.append(f"{path}: list-map key {key} must be a scalar property")
+            elif key not in items.get("required", []) and "default" not in prop:
+                out.append(f"{path}: list-map key {key} must be required or defaulted")
+    if "default" in node and "enum" in node and node["default"] not in node["enum"]:
+        out.append(f"{path}: default not in enum")
+    for rule in node.get("x-kubernetes-validations", []):
+        out.extend(rule_violations(node, rule, path))
+    for name, sub in node.get("properties", {}).items():
+        out.extend(structural_violations(sub, f"{path}.properties[{name}]"))
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            out.extend(structural_violations(node[key], f"{path}.{key}"))
+    return out
+
+
+def rule_violations(node: dict[str, Any], rule: dict[str, str], path: str) -> list[str]:
+    out = [
+        f"{path}: rule keyword {k}"
+        for k in rule
+        if k not in {"rule", "message", "reason", "fieldPath"}
+    ]
+    if rule.get("reason") not in {
+        "FieldValueInvalid",
+        "FieldValueForbidden",
+        "FieldValueRequired",
+        "FieldValueDuplicate",
+    }:
+        # apiextensions accepts only these four reasons.
+        out.append(f"{path}: unsupported reason {rule.get('reason')}")
+    target = node
+    for part in filter(None, rule.get("fieldPath", "").split(".")):
+        target = target.get("properties", {}).get(part, {})
+        if not target:
+            out.append(f"{path}: fieldPath {rule['fieldPath']} names no field")
+            break
+    try:
+        env = celpy.Environment()
+        env.program(env.compile(rule["rule"]))
+    except Exception as e:
+        out.append(f"{path}: rule does not compile: {e}")
+    return out
+
+
+@pytest.mark.parametrize("kind", CRDS)
+def test_the_crd_schema_is_structural(kind: str) -> None:
+    schema = CRDS[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert structural_violations(schema) == []
+
+
+@pytest.mark.parametrize("kind", CRDS)
+def test_the_root_metadata_is_only_typed_as_object(kind: str) -> None:
+    schema = CRDS[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert schema["properties"]["metadata"] == {"type": "object"}
+
+
+@pytest.mark.parametrize("kind", CRDS)
+def test_lists_the_rules_iterate_are_bounded(kind: str) -> None:
+    spec = CRDS[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    types = spec["properties"]["replicaSpecs"]["items"]["properties"]["type"]["enum"]
+    run_mode = spec["properties"]["runMode"]["properties"]
+    for lst in (
+        spec["properties"]["replicaSpecs"],
+        run_mode["debug"]["properties"]["replicaSpecs"],
+        run_mode["pause"]["properties"]["resumeSpecs"],
+    ):
+        assert lst["maxItems"] == len(types)
+        assert lst["items"]["properties"]["type"]["maxLength"] > 0
+    resume = run_mode["pause"]["properties"]["resumeSpecs"]["items"]["properties"]
+    for name in ("command", "args"):
+        assert resume[name]["maxItems"] > 0
+        assert resume[name]["items"]["maxLength"] > 0
+
+
+def test_the_replica_template_embeds_the_derived_pod_schema() -> None:
+    schema = CRDS["XGBoostTrainingJob"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    template = schema["properties"]["spec"]["properties"]["replicaSpecs"]["items"]["properties"][
+        "template"
+    ]
+    assert template["properties"] == pod_template_spec()["properties"]
+    container = template["properties"]["spec"]["properties"]["containers"]["items"]
+    assert container["properties"]["resources"]["properties"]["limits"]["additionalProperties"] == {
+        "x-kubernetes-int-or-string": True
+    }
+    assert container["properties"]["ports"]["items"]["properties"]["protocol"]["default"] == "TCP"
+
+
+@pytest.mark.parametrize(
+    ("kind", "short"), [("TensorFlowTrainingJob", "tfj"), ("XGBoostTrainingJob", "xgbj")]
+)
+def test_names_subresources_and_printer_columns(kind: str, short: str) -> None:
+    spec = CRDS[kind]["spec"]
+    assert CRDS[kind]["metadata"]["name"] == f"{kind.lower()}s.batch.tensorstack.dev"
+    assert spec["names"]["shortNames"] == [short]
+    assert spec["names"]["categories"] == ["all", "t9k", "trainingjobs"]
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1beta1", True, True)
+    assert version["subresources"] == {"status": {}}
+    assert [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]] == [
+        ("Phase", ".status.phase"),
+        ("Age", ".metadata.creationTimestamp"),
+    ]
+
+
+@pytest.mark.parametrize("kind", CRDS)
+def test_a_crd_fits_in_etcd_but_needs_server_side_apply(kind: str) -> None:
+    size = len(crds.render([CRDS[kind]]).encode())
+    assert 262_144 < size < 1_500_000
+
+
+def test_the_committed_crds_are_fresh() -> None:
+    for crd in CRDS.values():
+        committed = (DEPLOY / crds.file_name(crd)).read_text(encoding="utf-8")
+        assert committed == crds.render([crd]), (
+            f"deploy/crds/{crds.file_name(crd)} is stale: run `trainops crds --out deploy/crds`"
+        )
+
+
+def test_the_committed_pod_schema_matches_a_fresh_derivation() -> None:
+    committed = (ROOT / "policies" / "schemas" / "podtemplatespec.json").read_text(encoding="utf-8")
+    assert committed == derive.render(derive.derive_pod_template_spec()), (
+        "policies/schemas/podtemplatespec.json is stale: run `python -m policies.schemas.derive`"
+    )
+
+
+def test_derivation_refuses_a_list_map_key_that_is_neither_required_nor_defaulted() -> None:
+    defs = dict(derive.load_definitions())
+    port = dict(defs["io.k8s.api.core.v1.ContainerPort"])
+    port["required"] = []
+    defs["io.k8s.api.core.v1.ContainerPort"] = port
+    with pytest.raises(derive.DerivationError, match="containerPort"):
+        derive.derive_pod_template_spec(defs)
+
+
+def test_the_command_prints_both_crds_as_multi_document_yaml() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli.main(["crds"]) == 0
+    docs = [d for d in yaml.safe_load_all(out.getvalue()) if d]
+    assert [d["spec"]["names"]["kind"] for d in docs] == [
+        "TensorFlowTrainingJob",
+        "XGBoostTrainingJob",
+    ]
+
+
+def test_the_command_writes_one_file_per_crd(tmp_path: Path) -> None:
+    with redirect_stdout(io.StringIO()):
+        assert cli.main(["crds", "--out", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "batch.tensorstack.dev_tensorflowtrainingjobs.yaml",
+        "batch.tensorstack.dev_xgboosttrainingjobs.yaml",
+    ]
