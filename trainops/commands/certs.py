@@ -1,16 +1,182 @@
-"""`trainops certs` (not implemented yet)."""
+"""`trainops certs`: make webhook certificates by hand, and inject a CA bundle once.
+
+- `generate` writes a fresh CA and a serving certificate signed by it into a directory, for
+  running the webhook outside a cluster or with certificates you distribute yourself.
+- `inject` patches `caBundle` into the webhook configurations (and CRD conversion webhooks, if
+  any) — what `trainops webhook --manage-certs` does continuously, done once. It uses the
+  synchronous `kubernetes` client and the same pure functions as the manager (certs/inject.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG_NAME = "trainops-webhook"
+DEFAULT_CRDS = (
+    "tensorflowtrainingjobs.batch.tensorstack.dev",
+    "xgboosttrainingjobs.batch.tensorstack.dev",
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("certs", help="(not implemented yet)")
-    parser.set_defaults(func=run)
+    parser = subparsers.add_parser("certs", help="generate webhook certificates, inject CA bundles")
+    sub = parser.add_subparsers(dest="certs_command", metavar="ACTION")
+    parser.set_defaults(func=lambda args: _usage(parser))
+
+    gen = sub.add_parser(
+        "generate",
+        help="write ca.crt, tls.crt and tls.key for the webhook",
+        description="Write a new CA (ca.crt) and a serving pair (tls.crt, tls.key) signed by it. "
+        "The serving certificate always names localhost and 127.0.0.1.",
+    )
+    gen.add_argument("--out", type=Path, required=True, help="directory to write into")
+    gen.add_argument(
+        "--san",
+        action="append",
+        default=[],
+        metavar="NAME_OR_IP",
+        help="extra DNS name or IP address (repeatable), e.g. trainops-webhook.trainops-system.svc",
+    )
+    gen.add_argument("--days", type=int, default=365, help="serving certificate validity (days)")
+    gen.add_argument("--ca-days", type=int, default=3650, help="CA validity (days)")
+    gen.set_defaults(func=_generate)
+
+    inj = sub.add_parser(
+        "inject",
+        help="patch a CA bundle into the webhook configurations once",
+        description="Set caBundle on every webhook of the named Mutating- and "
+        "ValidatingWebhookConfigurations, and on CRD conversion webhooks if they use one.",
+    )
+    inj.add_argument("--ca-file", type=Path, required=True, help="PEM file with the CA(s)")
+    inj.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    inj.add_argument("--context", help="kubeconfig context to use")
+    inj.add_argument(
+        "--webhook-config-name",
+        action="append",
+        dest="webhook_configs",
+        help=f"configuration name (repeatable; default {DEFAULT_CONFIG_NAME})",
+    )
+    inj.add_argument(
+        "--crd", action="append", dest="crds", help="CRD name (repeatable; default: the job CRDs)"
+    )
+    inj.set_defaults(func=_inject)
 
 
-def run(args: argparse.Namespace) -> int:
-    print("trainops certs: not implemented yet", file=sys.stderr)
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
     return 2
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from certs import pki
+
+    if args.days < 1 or args.ca_days < 1:
+        print("trainops certs generate: --days and --ca-days must be positive", file=sys.stderr)
+        return 2
+    ca = pki.new_ca(days=args.ca_days)
+    serving = pki.new_serving_cert(ca, args.san, days=args.days)
+    try:
+        pki.write_bundle(args.out, ca, serving)
+    except OSError as exc:
+        print(f"trainops certs generate: {exc}", file=sys.stderr)
+        return 1
+    names = ", ".join(str(e.value) for e in pki.san_entries(args.san))
+    print(f"wrote {args.out}/ca.crt, tls.crt, tls.key (serial {serving.serial:x}; SANs: {names})")
+    return 0
+
+
+def _inject(args: argparse.Namespace) -> int:
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+
+    from certs.inject import ca_bundle_b64, crd_with_ca_bundle, webhook_config_with_ca_bundle
+
+    try:
+        bundle = ca_bundle_b64(args.ca_file.read_bytes())
+    except (OSError, ValueError) as exc:
+        print(f"trainops certs inject: {args.ca_file}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        config.load_kube_config(config_file=args.kubeconfig, context=args.context)
+    except Exception as exc:
+        print(f"trainops certs inject: cannot load kubeconfig: {exc}", file=sys.stderr)
+        return 2
+    api = client.ApiClient()
+    admission = client.AdmissionregistrationV1Api(api)
+    crds = client.ApiextensionsV1Api(api)
+
+    targets: list[tuple[str, str, Any, Any, Any]] = []
+    for name in args.webhook_configs or [DEFAULT_CONFIG_NAME]:
+        targets.append(
+            (
+                "MutatingWebhookConfiguration",
+                name,
+                admission.read_mutating_webhook_configuration,
+                admission.replace_mutating_webhook_configuration,
+                webhook_config_with_ca_bundle,
+            )
+        )
+        targets.append(
+            (
+                "ValidatingWebhookConfiguration",
+                name,
+                admission.read_validating_webhook_configuration,
+                admission.replace_validating_webhook_configuration,
+                webhook_config_with_ca_bundle,
+            )
+        )
+    for name in args.crds or DEFAULT_CRDS:
+        targets.append(
+            (
+                "CustomResourceDefinition",
+                name,
+                crds.read_custom_resource_definition,
+                crds.replace_custom_resource_definition,
+                crd_with_ca_bundle,
+            )
+        )
+
+    found = 0
+    for kind, name, read, replace, update in targets:
+        for _attempt in range(5):
+            try:
+                current = json.loads(read(name, _preload_content=False).data)
+            except ApiException as exc:
+                if exc.status == 404:
+                    print(f"{kind} {name}: not found, skipped")
+                    break
+                print(f"trainops certs inject: {kind} {name}: {_reason(exc)}", file=sys.stderr)
+                return 1
+            if kind != "CustomResourceDefinition":
+                found += 1
+            updated = update(current, bundle)
+            if updated is None:
+                print(f"{kind} {name}: already up to date")
+                break
+            try:
+                replace(name, updated)
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue  # changed since we read it: read again
+                print(f"trainops certs inject: {kind} {name}: {_reason(exc)}", file=sys.stderr)
+                return 1
+            print(f"{kind} {name}: caBundle set")
+            break
+        else:
+            print(f"trainops certs inject: {kind} {name}: kept conflicting", file=sys.stderr)
+            return 1
+    if not found:
+        print("trainops certs inject: no webhook configuration found", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _reason(exc: Any) -> str:
+    try:
+        return str(json.loads(exc.body)["message"])
+    except Exception:
+        return f"{exc.status} {exc.reason}"

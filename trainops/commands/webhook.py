@@ -1,16 +1,124 @@
-"""`trainops webhook` (not implemented yet)."""
+"""`trainops webhook`: serve the admission webhook over HTTPS.
+
+With `--manage-certs`, the process also keeps its own certificates: it stores a CA and a serving
+pair in a Secret, writes them into `--cert-dir`, renews them before expiry and patches the CA
+bundle into the webhook configurations (see certs/manager.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from pathlib import Path
+
+DEFAULT_CONFIG_NAME = "trainops-webhook"
+DEFAULT_SECRET_NAME = "trainops-webhook-certs"
+DEFAULT_CRDS = (
+    "tensorflowtrainingjobs.batch.tensorstack.dev",
+    "xgboosttrainingjobs.batch.tensorstack.dev",
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("webhook", help="(not implemented yet)")
+    parser = subparsers.add_parser(
+        "webhook",
+        help="serve the admission webhook (mutate + validate) over HTTPS",
+        description="Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS.",
+    )
+    parser.add_argument(
+        "--cert-dir",
+        type=Path,
+        required=True,
+        help="directory holding tls.crt and tls.key (watched; changes are picked up live)",
+    )
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8443, help="port to listen on")
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=7 * 1024 * 1024,
+        help="largest request body accepted; larger gets 413 (default 7 MiB)",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    managed = parser.add_argument_group("certificate self-management (in cluster)")
+    managed.add_argument(
+        "--manage-certs",
+        action="store_true",
+        help="create, store, renew and inject the webhook's certificates",
+    )
+    managed.add_argument("--service", help="the webhook's Service name (for the DNS SANs)")
+    managed.add_argument("--namespace", help="the webhook's namespace")
+    managed.add_argument(
+        "--secret-name", default=DEFAULT_SECRET_NAME, help="Secret keeping the CA and pair"
+    )
+    managed.add_argument(
+        "--webhook-config-name",
+        action="append",
+        dest="webhook_configs",
+        help=f"Mutating/ValidatingWebhookConfiguration to patch (default {DEFAULT_CONFIG_NAME})",
+    )
+    managed.add_argument(
+        "--crd",
+        action="append",
+        dest="crds",
+        help="CRD whose conversion webhook gets the CA bundle (default: the two job CRDs)",
+    )
+    managed.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=60.0,
+        help="how often to re-check the Secret and the injected bundles",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("trainops webhook: not implemented yet", file=sys.stderr)
-    return 2
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from webhook.app import Settings
+    from webhook.server import Companion, ServerConfig
+    from webhook.server import run as run_server
+
+    config = ServerConfig(
+        cert_dir=args.cert_dir,
+        host=args.host,
+        port=args.port,
+        settings=Settings(max_body_bytes=args.max_body_bytes),
+    )
+    companion: Companion | None = None
+    if args.manage_certs:
+        if not args.service or not args.namespace:
+            print(
+                "trainops webhook: --manage-certs needs --service and --namespace", file=sys.stderr
+            )
+            return 2
+        from certs.manager import CertManager, ManagerConfig
+
+        companion = CertManager(
+            ManagerConfig(
+                namespace=args.namespace,
+                service=args.service,
+                secret_name=args.secret_name,
+                cert_dir=args.cert_dir,
+                webhook_configs=tuple(args.webhook_configs or (DEFAULT_CONFIG_NAME,)),
+                crds=tuple(args.crds or DEFAULT_CRDS),
+                resync_seconds=args.resync_seconds,
+            )
+        )
+    else:
+        missing = [p for p in (config.cert_file, config.key_file) if not p.is_file()]
+        if missing:
+            print(
+                f"trainops webhook: {', '.join(map(str, missing))} not found; create them with "
+                f"`trainops certs generate --out {args.cert_dir}` or use --manage-certs",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        return run_server(config, companion=companion)
+    except (OSError, ValueError) as exc:
+        print(f"trainops webhook: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,163 @@
+"""Bad input gets a 4xx with a plain message, never a 5xx, and the server keeps serving."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.webhook.conftest import Webhook
+from tests.webhook.reviews import example, review
+from webhook.app import Settings
+from webhook.server import RunningServer, ServerConfig, start
+
+NOT_A_REVIEW = {
+    "not JSON": (b"{not json", "not valid JSON"),
+    "not UTF-8": (b"\xff\xfe\x00{", "not valid JSON"),
+    "a JSON list": (b"[]", "not a JSON object"),
+    "another kind": (b'{"apiVersion": "v1", "kind": "Pod"}', "not an AdmissionReview"),
+    "no request": (
+        b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
+        "no request",
+    ),
+    "deeply nested JSON": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+}
+
+
+@pytest.mark.parametrize("body,expected", NOT_A_REVIEW.values(), ids=NOT_A_REVIEW.keys())
+async def test_a_body_that_is_not_an_admission_review_gets_400(
+    webhook: Webhook, body: bytes, expected: str
+) -> None:
+    status, text = await webhook.post("/validate", body)
+    assert status == 400
+    assert isinstance(text, str) and expected in text
+    await _still_serving(webhook)
+
+
+BROKEN_REQUESTS = {
+    "no uid": (lambda r: r["request"].pop("uid"), "request.uid"),
+    "unknown operation": (lambda r: r["request"].__setitem__("operation", "PATCH"), "operation"),
+    "create without object": (lambda r: r["request"].__setitem__("object", None), "request.object"),
+    "update without old object": (
+        lambda r: r["request"].__setitem__("operation", "UPDATE"),
+        "request.oldObject",
+    ),
+}
+
+
+@pytest.mark.parametrize("breaks,expected", BROKEN_REQUESTS.values(), ids=BROKEN_REQUESTS.keys())
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+async def test_a_review_missing_what_the_api_server_always_sends_gets_400(
+    webhook: Webhook, path: str, breaks, expected: str
+) -> None:
+    sent = review(example("tensorflow-mnist"))
+    breaks(sent)
+    status, text = await webhook.post(path, sent)
+    assert status == 400
+    assert isinstance(text, str) and expected in text
+
+
+async def test_an_object_nested_deeply_but_parseable_is_answered_without_a_5xx(
+    webhook: Webhook,
+) -> None:
+    sent = review(example("tensorflow-mnist"))
+    deep: object = "leaf"
+    for _ in range(900):
+        deep = [deep]
+    template = sent["request"]["object"]["spec"]["replicaSpecs"][0]["template"]
+    template["metadata"] = {"labels": deep}
+    body = json.dumps(sent).encode()
+    for path in ("/mutate", "/validate"):
+        status, _ = await webhook.post(path, body)
+        assert status in (200, 400)
+    await _still_serving(webhook)
+
+
+async def test_a_body_over_the_limit_gets_413(webhook: Webhook) -> None:
+    limit = Settings().max_body_bytes
+    status, text = await webhook.post("/validate", b" " * (limit + 1))
+    assert status == 413
+    assert str(limit) in str(text)
+    await _still_serving(webhook)
+
+
+async def test_an_update_carrying_two_3_mib_objects_fits_the_limit(webhook: Webhook) -> None:
+    old, _ = __import__("policies").default(example("tensorflow-mnist"))
+    old["metadata"]["annotations"] = {"bulk": "x" * (3 * 1024 * 1024 - 4096)}
+    body = json.dumps(review(old, operation="UPDATE", old=old)).encode()
+    assert 6_000_000 < len(body) <= Settings().max_body_bytes
+    status, answer = await webhook.post("/validate", body)
+    assert status == 200 and isinstance(answer, dict)
+    assert "response" in answer
+
+
+async def test_a_get_on_an_admission_endpoint_is_refused_with_405(webhook: Webhook) -> None:
+    async with webhook.session.get(webhook.url + "/validate") as resp:
+        assert resp.status == 405
+
+
+# --- slow clients -------------------------------------------------------------------------
+
+SLOW = Settings(body_timeout=0.3, idle_timeout=0.5, linger_timeout=0.3)
+
+
+@pytest.fixture
+async def strict_server(cert_dir: Path) -> AsyncIterator[RunningServer]:
+    config = ServerConfig(
+        cert_dir=cert_dir, host="127.0.0.1", port=0, settings=SLOW, handshake_timeout=0.5
+    )
+    server = await start(config)
+    yield server
+    await server.close()
+
+
+async def _read_until_closed(reader: asyncio.StreamReader) -> bytes:
+    """Everything the server sends before it closes (bounded by a generous deadline)."""
+    async with asyncio.timeout(10):
+        return await reader.read()
+
+
+async def _tls_connect(server: RunningServer, ctx: ssl.SSLContext):
+    return await asyncio.open_connection(
+        "127.0.0.1", server.port, ssl=ctx, server_hostname="localhost"
+    )
+
+
+async def test_a_client_that_never_finishes_its_headers_is_disconnected(
+    strict_server: RunningServer, client_context: ssl.SSLContext
+) -> None:
+    reader, writer = await _tls_connect(strict_server, client_context)
+    writer.write(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-")
+    await writer.drain()
+    assert await _read_until_closed(reader) == b""
+    writer.close()
+
+
+async def test_a_client_that_trickles_its_body_gets_408(
+    strict_server: RunningServer, client_context: ssl.SSLContext
+) -> None:
+    reader, writer = await _tls_connect(strict_server, client_context)
+    writer.write(
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 1000\r\n\r\n{"apiVersion"'
+    )
+    await writer.drain()
+    answer = await _read_until_closed(reader)
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert b"not received within 0.3s" in answer
+    writer.close()
+
+
+async def test_a_client_that_never_starts_tls_is_disconnected(strict_server: RunningServer) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", strict_server.port)
+    assert await _read_until_closed(reader) == b""
+    writer.close()
+
+
+async def _still_serving(webhook: Webhook) -> None:
+    status, body = await webhook.post("/validate", review(example("tensorflow-mnist")))
+    assert status == 200 and isinstance(body, dict)

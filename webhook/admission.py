@@ -1,0 +1,227 @@
+"""Admission decisions: an AdmissionReview dict in, an AdmissionReview dict out. Pure.
+
+No HTTP, no clock, no I/O: the aiohttp shell in `webhook.app` parses the body, calls `review()`
+and serialises what comes back. Two kinds of failure are kept apart, as the API server does:
+
+- the *review* is malformed (not JSON, not an AdmissionReview, no `uid`, a CREATE without an
+  object): `ReviewError`, which the shell answers with HTTP 400. The API server counts that as
+  a failed call and applies the webhook's `failurePolicy`.
+- the *object* is wrong: HTTP 200 with `allowed: false` and a `Status` explaining why.
+
+Why 403/Forbidden for a denial, not 422/Invalid: kubectl special-cases `reason: Invalid`
+(it rewrites the error as "The <kind> "<name>" is invalid: …" built from `details`) and would drop
+the `admission webhook "<name>" denied the request:` context the API server adds. With any other
+reason kubectl prints `Error from server (Forbidden): error when creating "job.yaml": admission
+webhook "<name>" denied the request: <field>: <message>` — the line users search for, and what
+controller-runtime webhooks produce. `details.causes` still lists every violation (field,
+reason, message) for API clients.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import policies
+from policies.fieldpath import FieldError
+from webhook.review import (
+    API_VERSIONS,
+    KIND,
+    OPERATIONS,
+    AdmissionRequest,
+    AdmissionResponse,
+    AdmissionReview,
+    Status,
+)
+
+__all__ = [
+    "DENIAL_CODE",
+    "DENIAL_REASON",
+    "MAX_WARNING_LENGTH",
+    "Endpoint",
+    "Outcome",
+    "ReviewError",
+    "denial_status",
+    "mutate",
+    "parse_review",
+    "review",
+    "validate",
+]
+
+Endpoint = Literal["mutate", "validate"]
+Verdict = Literal["allowed", "patched", "denied", "skipped", "error"]
+
+DENIAL_CODE = 403
+DENIAL_REASON = "Forbidden"
+MAX_WARNING_LENGTH = 120
+OTHER_KIND = "other"
+
+
+class ReviewError(ValueError):
+    """The request body is not a usable AdmissionReview (answered with HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer, plus the low-cardinality labels the metrics are counted by."""
+
+    review: AdmissionReview
+    kind: str
+    operation: str
+    verdict: Verdict
+
+
+def review(endpoint: Endpoint, doc: Any) -> Outcome:
+    """Answer one parsed AdmissionReview for `/mutate` or `/validate`.
+
+    Raises `ReviewError` for a malformed review, including JSON nested too deeply to process.
+    """
+    api_version, request = parse_review(doc)
+    try:
+        response, verdict = (mutate if endpoint == "mutate" else validate)(request)
+    except RecursionError:
+        raise ReviewError("object is nested too deeply to be checked") from None
+    obj = request.get("object") or request.get("oldObject")
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    return Outcome(
+        review={"apiVersion": api_version, "kind": KIND, "response": response},
+        kind=kind if kind in policies.KINDS else OTHER_KIND,
+        operation=request["operation"],
+        verdict=verdict,
+    )
+
+
+def parse_review(doc: Any) -> tuple[str, AdmissionRequest]:
+    """Check the envelope the API server sends; return its apiVersion and request."""
+    if not isinstance(doc, dict):
+        raise ReviewError("body is not a JSON object")
+    api_version = doc.get("apiVersion")
+    if doc.get("kind") != KIND or api_version not in API_VERSIONS:
+        raise ReviewError(
+            f"body is not an AdmissionReview (kind {doc.get('kind')!r}, apiVersion "
+            f"{api_version!r}; expected kind 'AdmissionReview', apiVersion one of "
+            f"{', '.join(API_VERSIONS)})"
+        )
+    request = doc.get("request")
+    if not isinstance(request, dict):
+        raise ReviewError("AdmissionReview has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("request.uid is missing or not a string")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise ReviewError(f"request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
+    for key, needed in (("object", ("CREATE", "UPDATE")), ("oldObject", ("UPDATE",))):
+        value = request.get(key)
+        if operation in needed and not isinstance(value, dict):
+            raise ReviewError(f"request.{key} must be an object for operation {operation}")
+    return cast(str, api_version), cast(AdmissionRequest, request)
+
+
+def mutate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
+    """Complete a training job with its defaults, as a JSON Patch (none when nothing changes)."""
+    uid = request["uid"]
+    if request["operation"] not in ("CREATE", "UPDATE"):
+        return {"uid": uid, "allowed": True}, "allowed"
+    obj = cast(dict[str, Any], request.get("object"))
+    if not policies.is_training_job(obj):
+        return _unhandled(uid, obj), "skipped"
+    try:
+        _, patch = policies.default(obj)
+    except RecursionError:
+        raise
+    except Exception as exc:  # a bug in a rule must not let an unchecked object through
+        return _internal_error(uid, "defaulting", exc), "error"
+    if not patch:
+        return {"uid": uid, "allowed": True}, "allowed"
+    encoded = json.dumps(patch, separators=(",", ":"), ensure_ascii=False).encode()
+    return {
+        "uid": uid,
+        "allowed": True,
+        "patchType": "JSONPatch",
+        "patch": base64.b64encode(encoded).decode("ascii"),
+    }, "patched"
+
+
+def validate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
+    """Deny a training job that breaks a rule, naming every violated field."""
+    uid = request["uid"]
+    if request["operation"] not in ("CREATE", "UPDATE"):
+        return {"uid": uid, "allowed": True}, "allowed"
+    obj = cast(dict[str, Any], request.get("object"))
+    if not policies.is_training_job(obj):
+        return _unhandled(uid, obj), "skipped"
+    old = request.get("oldObject") if request["operation"] == "UPDATE" else None
+    try:
+        verdict = policies.admit(obj, old)
+    except RecursionError:
+        raise
+    except Exception as exc:
+        return _internal_error(uid, "validation", exc), "error"
+    response: AdmissionResponse = {"uid": uid, "allowed": verdict.allowed}
+    if verdict.errors:
+        response["status"] = denial_status(verdict.errors, obj)
+    warnings = _warnings(verdict.warnings)
+    if warnings:
+        response["warnings"] = warnings
+    return response, "allowed" if verdict.allowed else "denied"
+
+
+def denial_status(errors: Sequence[FieldError], obj: dict[str, Any]) -> Status:
+    """The Status for a denied object: every `field: message` in the message, one cause each.
+
+    One error renders as `field: message`; several as `[f1: m1, f2: m2]`, the way
+    apimachinery renders an aggregate, so the text matches what the API server itself prints.
+    """
+    texts = [str(e) for e in errors]
+    message = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    details: dict[str, Any] = {
+        "group": policies.GROUP,
+        "kind": str(obj.get("kind", "")),
+        "causes": [e.as_cause() for e in errors],
+    }
+    if isinstance(name, str):
+        details["name"] = name
+    return {
+        "status": "Failure",
+        "code": DENIAL_CODE,
+        "reason": DENIAL_REASON,
+        "message": message,
+        "details": cast(Any, details),
+    }
+
+
+def _unhandled(uid: str, obj: dict[str, Any]) -> AdmissionResponse:
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    text = f"trainops webhook does not check {kind}.{api_version}; admitted unchanged"
+    return {"uid": uid, "allowed": True, "warnings": _warnings([text])}
+
+
+def _internal_error(uid: str, stage: str, exc: Exception) -> AdmissionResponse:
+    return {
+        "uid": uid,
+        "allowed": False,
+        "status": {
+            "status": "Failure",
+            "code": 500,
+            "reason": "InternalError",
+            "message": f"trainops webhook failed during {stage}: {type(exc).__name__}",
+        },
+    }
+
+
+def _warnings(texts: Sequence[str]) -> list[str]:
+    """Deduplicated, one line each, at most 120 characters (longer ones are cut with `...`)."""
+    out: list[str] = []
+    for text in texts:
+        line = " ".join(str(text).split())
+        if len(line) > MAX_WARNING_LENGTH:
+            line = line[: MAX_WARNING_LENGTH - 3] + "..."
+        if line and line not in out:
+            out.append(line)
+    return out

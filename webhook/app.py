@@ -1,0 +1,227 @@
+"""The aiohttp shell around `webhook.admission`: routes, limits, metrics, readiness.
+
+Everything the handlers share lives in typed `web.AppKey`s. The handler does the transport
+work only — read the body under a deadline and a size limit, parse JSON, call the pure
+`admission.review`, serialise, count — and maps each kind of bad input to a 4xx with a plain
+message. A rejected *object* is not bad input: it is a 200 carrying `allowed: false`.
+
+Limits (documented in docs/WEBHOOK.md):
+- body: `max_body_bytes` (7 MiB by default: the API server may send an object and an old object
+  of up to ~3 MiB each, plus the envelope) — larger bodies get 413;
+- body read: `body_timeout` seconds after the headers arrived — a client trickling its body
+  gets 408 and the connection is closed;
+- after a refused body (408, 413) the rest of it is read and dropped for at most
+  `linger_timeout` seconds, so the client can read the answer, then the connection is closed;
+- headers: a connection that has not delivered complete headers within `idle_timeout` seconds of
+  opening (or of its previous response) is closed by aiohttp's keep-alive timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+from webhook import admission
+from webhook.tls import ReloadingTLS
+
+__all__ = [
+    "METRICS",
+    "READINESS",
+    "SETTINGS",
+    "TLS",
+    "Metrics",
+    "Readiness",
+    "Settings",
+    "create_app",
+]
+
+log = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Limits and timeouts of the HTTP shell."""
+
+    max_body_bytes: int = 7 * MiB
+    body_timeout: float = 10.0
+    idle_timeout: float = 120.0
+    linger_timeout: float = 2.0
+
+
+class Readiness:
+    """Why the webhook is not ready yet; ready when no reason is left.
+
+    Parts of the process (the certificate manager) add a reason while they cannot serve
+    correctly and remove it when they can. `/readyz` reports the reasons.
+    """
+
+    def __init__(self) -> None:
+        self._reasons: dict[str, str] = {}
+
+    def block(self, part: str, reason: str) -> None:
+        self._reasons[part] = reason
+
+    def clear(self, part: str) -> None:
+        self._reasons.pop(part, None)
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        return dict(self._reasons)
+
+    @property
+    def ready(self) -> bool:
+        return not self._reasons
+
+
+@dataclass
+class Metrics:
+    """The webhook's Prometheus metrics, in a registry of their own (one per app)."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.requests = Counter(
+            "trainops_webhook_requests",
+            "Admission requests answered, by endpoint, kind, operation and verdict.",
+            ["endpoint", "kind", "operation", "verdict"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "trainops_webhook_request_duration_seconds",
+            "Time from the start of reading a request to the response being ready.",
+            ["endpoint"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=self.registry,
+        )
+        self.cert_expiry = Gauge(
+            "trainops_webhook_certificate_expiry_seconds",
+            "Seconds until the serving certificate in use expires (negative once expired).",
+            registry=self.registry,
+        )
+
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", Metrics)
+READINESS = web.AppKey("readiness", Readiness)
+TLS = web.AppKey("tls", ReloadingTLS)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    tls: ReloadingTLS | None = None,
+    readiness: Readiness | None = None,
+) -> web.Application:
+    """The webhook application. With `tls`, its certificate files are watched while it runs."""
+    settings = settings or Settings()
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    metrics = Metrics()
+    app[SETTINGS] = settings
+    app[METRICS] = metrics
+    app[READINESS] = readiness or Readiness()
+    if tls is not None:
+        app[TLS] = tls
+        metrics.cert_expiry.set_function(lambda: tls.not_after.timestamp() - time.time())
+        app.cleanup_ctx.append(_watch_certificates)
+    app.router.add_post("/mutate", _mutate)
+    app.router.add_post("/validate", _validate)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
+    return app
+
+
+async def _watch_certificates(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[TLS].watch(), name="tls-watch")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _mutate(request: web.Request) -> web.Response:
+    return await _admit(request, "mutate")
+
+
+async def _validate(request: web.Request) -> web.Response:
+    return await _admit(request, "validate")
+
+
+async def _admit(request: web.Request, endpoint: admission.Endpoint) -> web.Response:
+    app = request.app
+    metrics = app[METRICS]
+    started = time.perf_counter()
+    try:
+        response = await _answer(request, endpoint)
+    finally:
+        metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+    return response
+
+
+async def _answer(request: web.Request, endpoint: admission.Endpoint) -> web.Response:
+    settings = request.app[SETTINGS]
+    count = request.app[METRICS].requests
+    try:
+        async with asyncio.timeout(settings.body_timeout):
+            body = await request.read()
+    except TimeoutError:
+        count.labels(endpoint, "", "", "timeout").inc()
+        return _plain(408, f"request body not received within {settings.body_timeout:g}s", True)
+    except web.HTTPRequestEntityTooLarge:
+        count.labels(endpoint, "", "", "too_large").inc()
+        return _plain(
+            413, f"request body larger than the limit of {settings.max_body_bytes} bytes", True
+        )
+    try:
+        doc = json.loads(body)
+    except RecursionError:
+        count.labels(endpoint, "", "", "bad_request").inc()
+        return _plain(400, "request body is JSON nested too deeply")
+    except ValueError as exc:
+        count.labels(endpoint, "", "", "bad_request").inc()
+        return _plain(400, f"request body is not valid JSON: {exc}")
+    try:
+        outcome = admission.review(endpoint, doc)
+    except admission.ReviewError as exc:
+        count.labels(endpoint, "", "", "bad_request").inc()
+        return _plain(400, str(exc))
+    if outcome.verdict == "error":
+        log.error("policy evaluation failed: %s", outcome.review.get("response"))
+    count.labels(endpoint, outcome.kind, outcome.operation, outcome.verdict).inc()
+    data = json.dumps(outcome.review, separators=(",", ":"), ensure_ascii=False).encode()
+    return web.Response(body=data, content_type="application/json")
+
+
+def _plain(status: int, text: str, close: bool = False) -> web.Response:
+    response = web.Response(status=status, text=text + "\n")
+    if close:
+        response.force_close()
+    return response
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    readiness = request.app[READINESS]
+    if readiness.ready:
+        return web.Response(text="ok\n")
+    lines = [f"{part}: {reason}" for part, reason in sorted(readiness.reasons.items())]
+    return web.Response(status=503, text="not ready\n" + "\n".join(lines) + "\n")
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[METRICS].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
