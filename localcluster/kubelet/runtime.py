@@ -1,0 +1,230 @@
+"""The process runtime: starts container processes through the shim and reads their records.
+
+Layout of one pod under `DATA_DIR/pods/<uid>/`:
+
+    pod.json                          namespace, name, uid (to find logs and orphans)
+    root/                             the pod's root: mount links, workingDirs, tmp/
+    volumes/<volume>/                 emptyDir, configMap and secret volumes
+    containers/<name>/<attempt>/      one instance: meta.json, spec.json, shim.json, pid.json,
+                                      exit.json, shim.err
+    logs/<name>/<attempt>.log         CRI-format log of that instance (kept for `previous`)
+
+Everything the kubelet needs to know about an instance is on disk, so a new kubelet process
+sees exactly what the old one saw: an instance with `exit.json` has finished; one whose shim is
+alive (same pid and same process start time, which rules out pid reuse) is running; one whose
+shim vanished without an exit record is lost (reported as `ContainerStatusUnknown`, exit 137,
+after killing whatever is left of its process group).
+
+Disk reads are small and run in a worker thread (`asyncio.to_thread`), never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from localcluster.kubelet import shim
+from localcluster.kubelet.model import Instance
+
+__all__ = ["Runtime", "StartSpec"]
+
+LOST_MESSAGE = "The container could not be located when the pod was terminated"
+
+
+@dataclass(frozen=True)
+class StartSpec:
+    uid: str
+    container: str
+    attempt: int
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _alive(record: dict[str, Any] | None) -> bool:
+    """The process of a pid record still exists and is the same process (not a reused pid)."""
+    if not record or not isinstance(record.get("pid"), int):
+        return False
+    try:
+        stat = Path(f"/proc/{record['pid']}/stat").read_bytes()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] == b"Z":  # exited, not yet reaped
+        return False
+    return record.get("start") is None or int(fields[19]) == record["start"]
+
+
+class Runtime:
+    """Starts, signals and inspects container instances under `data_dir/pods`."""
+
+    def __init__(self, data_dir: Path, *, on_exit: Callable[[str], None] | None = None) -> None:
+        self.data_dir = data_dir
+        self.pods_dir = data_dir / "pods"
+        self.pods_dir.mkdir(parents=True, exist_ok=True)
+        self._on_exit = on_exit or (lambda uid: None)
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    # -- paths ---------------------------------------------------------------------------
+    def pod_dir(self, uid: str) -> Path:
+        return self.pods_dir / uid
+
+    def instance_dir(self, uid: str, container: str, attempt: int) -> Path:
+        return self.pod_dir(uid) / "containers" / container / str(attempt)
+
+    def log_path(self, uid: str, container: str, attempt: int) -> Path:
+        return self.pod_dir(uid) / "logs" / container / f"{attempt}.log"
+
+    # -- pod records ---------------------------------------------------------------------
+    def record_pod(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        path = self.pod_dir(meta["uid"])
+        path.mkdir(parents=True, exist_ok=True)
+        if not (path / "pod.json").exists():
+            shim.write_json(
+                str(path / "pod.json"),
+                {"namespace": meta.get("namespace"), "name": meta["name"], "uid": meta["uid"]},
+            )
+
+    def known_pods(self) -> list[dict[str, Any]]:
+        out = []
+        for child in sorted(self.pods_dir.iterdir()) if self.pods_dir.exists() else []:
+            rec = _read_json(child / "pod.json")
+            if rec:
+                out.append(rec)
+        return out
+
+    def remove_pod(self, uid: str) -> None:
+        shutil.rmtree(self.pod_dir(uid), ignore_errors=True)
+
+    # -- instances -----------------------------------------------------------------------
+    def instances(self, uid: str, container: str) -> list[Instance]:
+        base = self.pod_dir(uid) / "containers" / container
+        if not base.exists():
+            return []
+        attempts = sorted(int(p.name) for p in base.iterdir() if p.name.isdigit())
+        out = [self._instance(base / str(a), a) for a in attempts]
+        return [i for i in out if i is not None]
+
+    def _instance(self, path: Path, attempt: int) -> Instance | None:
+        meta = _read_json(path / "meta.json")
+        if meta is None:
+            return None
+        cid = meta["containerID"]
+        started = meta["startedAt"]
+        ext = _read_json(path / "exit.json")
+        if ext is not None:
+            code = int(ext.get("exitCode", 0))
+            return Instance(
+                attempt,
+                cid,
+                ext.get("startedAt") or started,
+                ext.get("finishedAt"),
+                code,
+                ext.get("signal"),
+                ext.get("reason") or ("Completed" if code == 0 else "Error"),
+                ext.get("message", ""),
+            )
+        pid = _read_json(path / "pid.json")
+        if _alive(_read_json(path / "shim.json")):
+            return Instance(attempt, cid, (pid or {}).get("startedAt") or started)
+        # Lost: the shim died without recording an exit (killed, or the machine rebooted).
+        if _alive(pid):
+            assert pid is not None
+            _killpg(pid["pid"], signal.SIGKILL)
+        finished = meta.get("lostAt") or started
+        return Instance(
+            attempt, cid, started, finished, 137, None, "ContainerStatusUnknown", LOST_MESSAGE
+        )
+
+    def running_instances(self, uid: str) -> list[tuple[str, int]]:
+        base = self.pod_dir(uid) / "containers"
+        out = []
+        if base.exists():
+            for cdir in base.iterdir():
+                for inst in self.instances(uid, cdir.name):
+                    if inst.running:
+                        out.append((cdir.name, inst.attempt))
+        return out
+
+    async def start(self, spec: StartSpec, *, now: str) -> None:
+        """Start one instance through the shim; returns once the shim is recorded."""
+        path = self.instance_dir(spec.uid, spec.container, spec.attempt)
+        log = self.log_path(spec.uid, spec.container, spec.attempt)
+        await asyncio.to_thread(self._prepare, path, log, spec, now)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            shim.__file__,
+            str(path / "spec.json"),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=open(path / "shim.err", "ab"),  # noqa: SIM115 - inherited by the shim
+            start_new_session=True,
+        )
+        await asyncio.to_thread(
+            shim.write_json,
+            str(path / "shim.json"),
+            {"pid": proc.pid, "start": shim.proc_start_ticks(proc.pid)},
+        )
+        task = asyncio.create_task(self._reap(proc, spec.uid))
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    def _prepare(self, path: Path, log: Path, spec: StartSpec, now: str) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        cid = "trainops://" + uuid.uuid4().hex + uuid.uuid4().hex
+        shim.write_json(str(path / "meta.json"), {"containerID": cid, "startedAt": now})
+        shim.write_json(
+            str(path / "spec.json"),
+            {
+                "argv": spec.argv,
+                "env": spec.env,
+                "cwd": spec.cwd,
+                "log": str(log),
+                "state_dir": str(path),
+            },
+        )
+
+    async def _reap(self, proc: asyncio.subprocess.Process, uid: str) -> None:
+        await proc.wait()
+        self._on_exit(uid)
+
+    async def wait_watchers(self) -> None:
+        if self._watchers:
+            await asyncio.gather(*self._watchers, return_exceptions=True)
+
+    async def signal(self, uid: str, container: str, attempt: int, sig: int) -> bool:
+        """Signal the instance's process group; False when it is not (yet) known."""
+        path = self.instance_dir(uid, container, attempt)
+        pid = await asyncio.to_thread(_read_json, path / "pid.json")
+        if not pid or not await asyncio.to_thread(_alive, pid):
+            return False
+        _killpg(pid["pid"], sig)
+        return True
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,135 @@
+"""The per-container shim: runs one container process and outlives the kubelet.
+
+Like containerd's shim, this small process sits between the kubelet and the container process so
+that (1) the container's output is captured with a timestamp per line in the CRI log format
+(`<RFC 3339 nano> <stream> <F|P> <text>`), (2) the exit code is recorded in `exit.json` even when
+the kubelet is not running, and (3) a restarted kubelet can adopt a running container: it
+finds the shim and the process by pid and process start time, and reads the exit record later.
+
+Standard library only, started as `python -I -S shim.py <spec.json>` (fast start-up, no site).
+The shim runs in its own session; the container process runs in its own process group (pgid =
+its pid), which the kubelet signals (SIGTERM, then SIGKILL). When the main process exits, the
+rest of its process group is killed, as the kernel does to a container when its PID 1 exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+
+_MAX_LINE = 16 * 1024  # longer lines are split into partial (P) entries, like CRI runtimes
+
+
+def now_rfc3339_nano() -> str:
+    ns = time.time_ns()
+    base = datetime.fromtimestamp(ns // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{base}.{ns % 1_000_000_000:09d}Z"
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """Process start time in clock ticks since boot (/proc/<pid>/stat field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return int(fields[19])
+
+
+def write_json(path: str, value: object) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _pump(stream: object, name: bytes, log: object, lock: threading.Lock) -> None:
+    while True:
+        line = stream.readline(_MAX_LINE)  # type: ignore[attr-defined]
+        if not line:
+            return
+        tag = b"F" if line.endswith(b"\n") else b"P"
+        text = line[:-1] if tag == b"F" else line
+        entry = now_rfc3339_nano().encode() + b" " + name + b" " + tag + b" " + text + b"\n"
+        with lock:
+            log.write(entry)  # type: ignore[attr-defined]
+            log.flush()  # type: ignore[attr-defined]
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """The shim outlives signals meant for the container: it must record the exit."""
+
+
+def main(spec_path: str) -> int:
+    # A handler, not SIG_IGN: ignored dispositions would be inherited by the container process.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _ignore)
+    with open(spec_path) as f:
+        spec = json.load(f)
+    state = spec["state_dir"]
+    log = open(spec["log"], "ab")  # noqa: SIM115 - kept open for the process's lifetime
+    started = now_rfc3339_nano()
+    try:
+        child = subprocess.Popen(
+            spec["argv"],
+            env=spec["env"],
+            cwd=spec["cwd"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            process_group=0,
+            restore_signals=True,
+        )
+    except OSError as e:
+        reason = (
+            "executable file not found in $PATH" if isinstance(e, FileNotFoundError) else e.strerror
+        )
+        write_json(
+            os.path.join(state, "exit.json"),
+            {
+                "exitCode": 128,
+                "reason": "StartError",
+                "message": f'exec: "{spec["argv"][0]}": {reason}',
+                "startedAt": started,
+                "finishedAt": now_rfc3339_nano(),
+            },
+        )
+        return 0
+    write_json(
+        os.path.join(state, "pid.json"),
+        {"pid": child.pid, "start": proc_start_ticks(child.pid), "startedAt": started},
+    )
+    lock = threading.Lock()
+    pumps = [
+        threading.Thread(target=_pump, args=(child.stdout, b"stdout", log, lock), daemon=True),
+        threading.Thread(target=_pump, args=(child.stderr, b"stderr", log, lock), daemon=True),
+    ]
+    for t in pumps:
+        t.start()
+    code = child.wait()
+    finished = now_rfc3339_nano()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)  # leftovers of the container's process group
+    for t in pumps:
+        t.join(timeout=2.0)
+    record: dict[str, object] = {"startedAt": started, "finishedAt": finished}
+    if code < 0:
+        record.update({"exitCode": 128 - code, "signal": -code})
+    else:
+        record["exitCode"] = code
+    write_json(os.path.join(state, "exit.json"), record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,296 @@
+"""The pod status a kubelet reports, computed from the pod and its container instances.
+
+Pure: `pod_status(pod, init, containers, now=..., ...)` returns the whole `status` object. The
+rules follow the kubelet (`getPhase`, `convertToAPIContainerStatuses`, the condition generators
+in `pkg/kubelet/status`):
+
+- phase: Pending while an init container has not succeeded or a container has not started;
+  Running while one runs (or, under `Always`/`OnFailure`, while failed ones wait to restart);
+  Succeeded when all exited 0 under a non-`Always` policy; Failed when one failed under `Never`
+  (or an init container failed under `Never`). A terminal phase never changes again.
+- container state: `running{startedAt}`; `terminated{exitCode, reason, signal, startedAt,
+  finishedAt, containerID}`; or `waiting{reason, message}` (ContainerCreating, PodInitializing,
+  CrashLoopBackOff, CreateContainerConfigError). `lastState` is the instance before the current.
+- conditions (in a real kubelet's order): PodReadyToStartContainers, Initialized, Ready,
+  ContainersReady, PodScheduled; `lastTransitionTime` moves only when the status flips.
+- `ready`/`started` follow the container running: probes are not run (see docs/KUBELET.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from localcluster.kubelet.model import ContainerView, Instance
+from policies.quantity import QuantityError, parse_quantity
+
+__all__ = ["compute_phase", "pod_status", "qos_class"]
+
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def pod_status(
+    pod: Mapping[str, Any],
+    init: Sequence[ContainerView],
+    containers: Sequence[ContainerView],
+    *,
+    now: str,
+    host_ip: str = "127.0.0.1",
+    pod_ip: str = "127.0.0.1",
+    sandbox_ready: bool = True,
+    terminating_done: bool = False,
+) -> dict[str, Any]:
+    """The full `status` for `pod`.
+
+    `terminating_done`: the pod was deleted and all its processes are gone; like kubelets since
+    1.27 the pod then reports a terminal phase (Succeeded if every container exited 0).
+    """
+    old = dict(pod.get("status") or {})
+    spec = pod.get("spec") or {}
+    policy = spec.get("restartPolicy") or "Always"
+    has_init = bool(spec.get("initContainers"))
+    init_statuses = [_container_status(v, default_reason="PodInitializing") for v in init]
+    default = "PodInitializing" if has_init else "ContainerCreating"
+    statuses = [_container_status(v, default_reason=default) for v in containers]
+
+    phase = compute_phase(policy, init_statuses, statuses)
+    if old.get("phase") in _TERMINAL:
+        phase = old["phase"]
+    elif terminating_done:
+        finished = all((s["state"].get("terminated") or {}).get("exitCode") == 0 for s in statuses)
+        phase = "Succeeded" if finished and statuses else "Failed"
+
+    status: dict[str, Any] = {"phase": phase}
+    status["conditions"] = _conditions(
+        old.get("conditions") or [],
+        phase,
+        init_statuses,
+        statuses,
+        sandbox_ready=sandbox_ready and not terminating_done and phase not in _TERMINAL,
+        now=now,
+    )
+    status["hostIP"] = host_ip
+    status["hostIPs"] = [{"ip": host_ip}]
+    status["podIP"] = pod_ip
+    status["podIPs"] = [{"ip": pod_ip}]
+    status["startTime"] = old.get("startTime") or now
+    if init_statuses:
+        status["initContainerStatuses"] = init_statuses
+    status["containerStatuses"] = statuses
+    status["qosClass"] = qos_class(spec)
+    return status
+
+
+def compute_phase(
+    restart_policy: str,
+    init_statuses: Sequence[Mapping[str, Any]],
+    statuses: Sequence[Mapping[str, Any]],
+) -> str:
+    """The kubelet's `getPhase` over container statuses (API shape)."""
+    for s in init_statuses:
+        term = s["state"].get("terminated")
+        if term is not None and term.get("exitCode") == 0:
+            continue
+        if term is not None and restart_policy == "Never":
+            return "Failed"
+        return "Pending"  # initializing (running, waiting, or failed and restarting)
+
+    running = waiting = stopped = succeeded = 0
+    for s in statuses:
+        state = s["state"]
+        if "running" in state:
+            running += 1
+        elif "terminated" in state:
+            stopped += 1
+            if state["terminated"].get("exitCode") == 0:
+                succeeded += 1
+        elif "terminated" in (s.get("lastState") or {}):
+            stopped += 1  # waiting to restart
+        else:
+            waiting += 1
+    if waiting > 0:
+        return "Pending"
+    if running > 0:
+        return "Running"
+    if stopped > 0:
+        if restart_policy == "Always":
+            return "Running"
+        if stopped == succeeded:
+            return "Succeeded"
+        if restart_policy == "Never":
+            return "Failed"
+        return "Running"
+    return "Pending"
+
+
+def qos_class(spec: Mapping[str, Any]) -> str:
+    """Guaranteed / Burstable / BestEffort from the containers' cpu and memory resources."""
+    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    any_set = False
+    for c in containers:
+        res = c.get("resources") or {}
+        c_limits = _quantities(res.get("limits"))
+        c_requests = {**c_limits, **_quantities(res.get("requests"))}
+        if c_requests or c_limits:
+            any_set = True
+        for name, value in c_requests.items():
+            requests[name] = requests.get(name, Decimal(0)) + value
+        for name, value in c_limits.items():
+            limits[name] = limits.get(name, Decimal(0)) + value
+        if set(c_limits) != {"cpu", "memory"} or any(
+            c_requests.get(k) != c_limits.get(k) for k in ("cpu", "memory")
+        ):
+            guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _quantities(values: Any) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
+    for name in ("cpu", "memory"):
+        if isinstance(values, Mapping) and name in values:
+            try:
+                q = parse_quantity(values[name])
+            except QuantityError:
+                continue
+            if q != 0:
+                out[name] = q
+    return out
+
+
+def _terminated(i: Instance) -> dict[str, Any]:
+    term: dict[str, Any] = {
+        "exitCode": i.exit_code,
+        "reason": i.reason or ("Completed" if i.exit_code == 0 else "Error"),
+        "startedAt": i.started_at,
+        "finishedAt": i.finished_at,
+        "containerID": i.container_id,
+    }
+    if i.signal:
+        term["signal"] = i.signal
+    if i.message:
+        term["message"] = i.message
+    return term
+
+
+def _container_status(view: ContainerView, *, default_reason: str) -> dict[str, Any]:
+    last, previous = view.last, view.previous
+    state: dict[str, Any]
+    last_state: dict[str, Any] = {}
+    if last is not None and last.running:
+        state = {"running": {"startedAt": last.started_at}}
+        if previous is not None:
+            last_state = {"terminated": _terminated(previous)}
+    elif view.waiting_reason:
+        waiting: dict[str, Any] = {"reason": view.waiting_reason}
+        if view.waiting_message:
+            waiting["message"] = view.waiting_message
+        state = {"waiting": waiting}
+        if last is not None:
+            last_state = {"terminated": _terminated(last)}
+    elif last is not None:
+        state = {"terminated": _terminated(last)}
+        if previous is not None:
+            last_state = {"terminated": _terminated(previous)}
+    else:
+        state = {"waiting": {"reason": default_reason}}
+    running = "running" in state
+    status: dict[str, Any] = {
+        "name": view.name,
+        "state": state,
+        "lastState": last_state,
+        "ready": running,
+        "restartCount": last.attempt if last is not None else 0,
+        "image": view.image,
+        "imageID": "",
+        "started": running,
+    }
+    if last is not None:
+        status["containerID"] = last.container_id
+    return status
+
+
+def _condition(
+    old: Sequence[Mapping[str, Any]],
+    kind: str,
+    ok: bool,
+    now: str,
+    reason: str = "",
+    message: str = "",
+) -> dict[str, Any]:
+    value = "True" if ok else "False"
+    previous = next((c for c in old if c.get("type") == kind), None)
+    since = (
+        previous.get("lastTransitionTime")
+        if previous is not None and previous.get("status") == value
+        else None
+    )
+    cond: dict[str, Any] = {
+        "type": kind,
+        "status": value,
+        "lastProbeTime": None,
+        "lastTransitionTime": since or now,
+    }
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def _conditions(
+    old: Sequence[Mapping[str, Any]],
+    phase: str,
+    init_statuses: Sequence[Mapping[str, Any]],
+    statuses: Sequence[Mapping[str, Any]],
+    *,
+    sandbox_ready: bool,
+    now: str,
+) -> list[dict[str, Any]]:
+    incomplete = [
+        s["name"]
+        for s in init_statuses
+        if (s["state"].get("terminated") or {}).get("exitCode") != 0
+    ]
+    unready = [s["name"] for s in statuses if not s["ready"]]
+    completed = phase == "Succeeded"
+    conds = [_condition(old, "PodReadyToStartContainers", sandbox_ready, now)]
+    if incomplete and not completed:
+        conds.append(
+            _condition(
+                old,
+                "Initialized",
+                False,
+                now,
+                "ContainersNotInitialized",
+                f"containers with incomplete status: [{' '.join(incomplete)}]",
+            )
+        )
+    else:
+        conds.append(_condition(old, "Initialized", True, now, "PodCompleted" if completed else ""))
+    for kind in ("Ready", "ContainersReady"):
+        if completed:
+            conds.append(_condition(old, kind, False, now, "PodCompleted"))
+        elif unready:
+            conds.append(
+                _condition(
+                    old,
+                    kind,
+                    False,
+                    now,
+                    "ContainersNotReady",
+                    f"containers with unready status: [{' '.join(unready)}]",
+                )
+            )
+        else:
+            conds.append(_condition(old, kind, True, now))
+    scheduled = next((c for c in old if c.get("type") == "PodScheduled"), None)
+    conds.append(
+        dict(scheduled) if scheduled is not None else _condition(old, "PodScheduled", True, now)
+    )
+    return conds

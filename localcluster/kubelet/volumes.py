@@ -1,0 +1,201 @@
+"""Pod volumes on the local file system: what to create (pure plan) and creating it.
+
+Local processes cannot own absolute paths such as `/etc/config` or `/dev/shm`, so every pod has
+a root directory (`DATA_DIR/pods/<uid>/root`) and a mount path `/etc/config` becomes the
+symlink `<root>/etc/config` pointing at the volume's directory
+(`DATA_DIR/pods/<uid>/volumes/<volume>`, or the claim's or host's directory). The process runs
+with `TRAINOPS_POD_ROOT=<root>` and, without a `workingDir`, in `<root>`; command and args
+elements that start with a mount path are rewritten to the mapped path (see docs/KUBELET.md).
+
+Volume kinds: `emptyDir` (a directory; `medium: Memory` too), `configMap` and `secret` (files
+materialised from the objects, honouring `items`, `defaultMode`, `mode`, `optional`), `hostPath`
+(the host path itself), `persistentVolumeClaim` (a per-claim directory under
+`DATA_DIR/volumes/<namespace>/<claim>` that outlives the pod). Anything else is refused with a
+clear message rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+__all__ = ["MountLink", "VolumeFile", "VolumePlan", "materialise", "plan_volumes", "rewrite_path"]
+
+
+@dataclass(frozen=True)
+class VolumeFile:
+    volume: str
+    path: str  # relative to the volume directory
+    content: bytes
+    mode: int
+
+
+@dataclass(frozen=True)
+class MountLink:
+    mount_path: str  # absolute, as in the pod spec
+    target: str  # "volume:<name>[/subPath]", "host:<abs path>" or "claim:<ns>/<claim>[/subPath]"
+
+
+@dataclass(frozen=True)
+class VolumePlan:
+    volumes: tuple[str, ...] = ()  # names of per-pod volume directories
+    files: tuple[VolumeFile, ...] = ()
+    links: tuple[MountLink, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+
+def plan_volumes(
+    pod: Mapping[str, Any],
+    *,
+    config_maps: Mapping[str, Mapping[str, Any]],
+    secrets: Mapping[str, Mapping[str, Any]],
+) -> VolumePlan | str:
+    """The directories, files and mount links of `pod`, or an error message."""
+    spec = pod.get("spec") or {}
+    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    volumes: list[str] = []
+    files: list[VolumeFile] = []
+    sources: dict[str, str] = {}
+    for vol in spec.get("volumes") or []:
+        name = str(vol.get("name") or "")
+        if "emptyDir" in vol:
+            volumes.append(name)
+            sources[name] = f"volume:{name}"
+        elif "configMap" in vol or "secret" in vol:
+            is_secret = "secret" in vol
+            src = vol["secret" if is_secret else "configMap"] or {}
+            obj_name = str(src.get("secretName" if is_secret else "name") or "")
+            store = secrets if is_secret else config_maps
+            volumes.append(name)
+            sources[name] = f"volume:{name}"
+            obj = store.get(obj_name)
+            if obj is None:
+                if src.get("optional"):
+                    continue
+                kind = "secret" if is_secret else "configmap"
+                return (
+                    f'MountVolume.SetUp failed for volume "{name}" : {kind} "{obj_name}" not found'
+                )
+            data = _data(obj, secret=is_secret)
+            default_mode = int(src.get("defaultMode", 0o644))
+            items = src.get("items")
+            if items:
+                for item in items:
+                    key = str(item.get("key") or "")
+                    if key not in data:
+                        if src.get("optional"):
+                            continue
+                        label = "Secret" if is_secret else "ConfigMap"
+                        return (
+                            f'MountVolume.SetUp failed for volume "{name}" : configmap references'
+                            f" non-existent config key: {key}"
+                            if not is_secret
+                            else f"couldn't find key {key} in {label} {namespace}/{obj_name}"
+                        )
+                    mode = int(item.get("mode", default_mode))
+                    files.append(VolumeFile(name, str(item.get("path") or key), data[key], mode))
+            else:
+                for key in sorted(data):
+                    files.append(VolumeFile(name, key, data[key], default_mode))
+        elif "hostPath" in vol:
+            sources[name] = "host:" + str((vol["hostPath"] or {}).get("path") or "/")
+        elif "persistentVolumeClaim" in vol:
+            claim = str((vol["persistentVolumeClaim"] or {}).get("claimName") or "")
+            sources[name] = f"claim:{namespace}/{claim}"
+        else:
+            kinds = sorted(k for k in vol if k != "name")
+            return f'volume "{name}": type {", ".join(kinds) or "<none>"} is not supported by the local kubelet'
+
+    links: list[MountLink] = []
+    claimed: dict[str, str] = {}
+    all_containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    for c in all_containers:
+        for m in c.get("volumeMounts") or []:
+            vname = str(m.get("name") or "")
+            path = str(m.get("mountPath") or "")
+            if vname not in sources:
+                return f'container "{c.get("name")}": volumeMount "{vname}" not found'
+            target = sources[vname]
+            sub = str(m.get("subPath") or "").strip("/")
+            if sub:
+                target = f"{target}/{sub}"
+            norm = str(PurePosixPath("/") / path.lstrip("/"))
+            if norm in claimed and claimed[norm] != target:
+                return (
+                    f"mountPath {norm} is used for two different volumes in this pod: the "
+                    "containers of a pod share one root directory locally"
+                )
+            if norm not in claimed:
+                claimed[norm] = target
+                links.append(MountLink(norm, target))
+    return VolumePlan(tuple(volumes), tuple(files), tuple(links))
+
+
+def rewrite_path(value: str, root: str, mount_paths: list[str]) -> str:
+    """`/etc/config/x` → `<root>/etc/config/x` when `/etc/config` is a mount path."""
+    for mp in sorted(mount_paths, key=len, reverse=True):
+        if value == mp or value.startswith(mp.rstrip("/") + "/"):
+            return root + value
+    return value
+
+
+def materialise(plan: VolumePlan, *, pod_dir: Path, data_dir: Path) -> None:
+    """Create volume directories, write files (atomically per file), and link mount paths."""
+    root = pod_dir / "root"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tmp").mkdir(exist_ok=True)
+    vol_root = pod_dir / "volumes"
+    for name in plan.volumes:
+        (vol_root / name).mkdir(parents=True, exist_ok=True)
+    by_volume: dict[str, list[VolumeFile]] = {}
+    for f in plan.files:
+        by_volume.setdefault(f.volume, []).append(f)
+    for name, vfiles in by_volume.items():
+        base = vol_root / name
+        for f in vfiles:
+            dest = base / f.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.tmp")
+            tmp.write_bytes(f.content)
+            os.chmod(tmp, f.mode & 0o777)
+            os.replace(tmp, dest)
+    for link in plan.links:
+        kind, _, rest = link.target.partition(":")
+        if kind == "volume":
+            target = vol_root / rest
+        elif kind == "claim":
+            target = data_dir / "volumes" / rest
+        else:
+            target = Path(rest)
+        if kind != "host":
+            target.mkdir(parents=True, exist_ok=True)
+        at = root / link.mount_path.lstrip("/")
+        at.parent.mkdir(parents=True, exist_ok=True)
+        if at.is_symlink() or at.exists():
+            if at.is_symlink() and os.readlink(at) == str(target):
+                continue
+            if at.is_dir() and not at.is_symlink():
+                shutil.rmtree(at)
+            else:
+                at.unlink()
+        at.symlink_to(target)
+
+
+def _data(obj: Mapping[str, Any], *, secret: bool) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    if secret:
+        for key, value in (obj.get("data") or {}).items():
+            out[key] = base64.b64decode(str(value or ""))
+        for key, value in (obj.get("stringData") or {}).items():
+            out[key] = str(value).encode()
+    else:
+        for key, value in (obj.get("binaryData") or {}).items():
+            out[key] = base64.b64decode(str(value or ""))
+        for key, value in (obj.get("data") or {}).items():
+            out[key] = str(value).encode()
+    return out

@@ -1,0 +1,134 @@
+"""The process runtime runs containers through the shim and records how they end."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from localcluster.kubelet.logs import LogOptions, select_log
+from localcluster.kubelet.runtime import Runtime, StartSpec
+
+NOW = "2026-01-01T00:00:00Z"
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+async def _until(check, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await asyncio.to_thread(check)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def _run(rt: Runtime, argv: list[str], *, name: str = "c", env: dict | None = None):
+    spec = StartSpec("uid-1", name, 0, argv, {**ENV, **(env or {})}, str(rt.data_dir))
+    await rt.start(spec, now=NOW)
+    return spec
+
+
+def _finished(rt: Runtime, name: str = "c"):
+    insts = rt.instances("uid-1", name)
+    return insts[-1] if insts and not insts[-1].running else None
+
+
+ENDINGS = {
+    "success": (["sh", "-c", "echo out; echo err >&2"], 0, None, "Completed"),
+    "failure with a code": (["sh", "-c", "exit 3"], 3, None, "Error"),
+    "killed by a signal": (["sh", "-c", "kill -9 $$"], 137, 9, "Error"),
+    "missing executable": (["/no/such/binary"], 128, None, "StartError"),
+}
+
+
+@pytest.mark.parametrize(("argv", "code", "sig", "reason"), ENDINGS.values(), ids=ENDINGS.keys())
+async def test_exits_are_recorded(tmp_path: Path, argv, code, sig, reason) -> None:
+    rt = Runtime(tmp_path)
+    await _run(rt, argv)
+    inst = await _until(lambda: _finished(rt))
+    assert (inst.exit_code, inst.signal, inst.reason) == (code, sig, reason)
+    assert inst.container_id.startswith("trainops://") and len(inst.container_id) == 75
+    await rt.wait_watchers()
+
+
+async def test_output_is_logged_per_line_with_stream_and_timestamp(tmp_path: Path) -> None:
+    rt = Runtime(tmp_path)
+    await _run(rt, ["sh", "-c", "echo $GREETING; echo oops >&2"], env={"GREETING": "hi"})
+    await _until(lambda: _finished(rt))
+    raw = rt.log_path("uid-1", "c", 0).read_bytes()
+    streams = sorted(line.split(b" ")[1] for line in raw.splitlines())
+    assert streams == [b"stderr", b"stdout"]
+    assert sorted(select_log(raw, LogOptions()).splitlines()) == [b"hi", b"oops"]
+
+
+async def test_sigterm_reaches_the_process_group_and_is_recorded(tmp_path: Path) -> None:
+    rt = Runtime(tmp_path)
+    script = "trap 'echo bye; exit 0' TERM; echo ready; while true; do sleep 0.05; done"
+    await _run(rt, ["sh", "-c", script])
+    log = rt.log_path("uid-1", "c", 0)
+    await _until(lambda: log.exists() and b"ready" in log.read_bytes())
+    assert rt.running_instances("uid-1") == [("c", 0)]
+    assert await rt.signal("uid-1", "c", 0, signal.SIGTERM)
+    inst = await _until(lambda: _finished(rt))
+    assert inst.exit_code == 0
+    assert b"bye" in log.read_bytes()
+
+
+async def test_sigkill_reports_137(tmp_path: Path) -> None:
+    rt = Runtime(tmp_path)
+    await _run(rt, ["sh", "-c", "trap '' TERM; echo ready; while true; do sleep 0.05; done"])
+    log = rt.log_path("uid-1", "c", 0)
+    await _until(lambda: log.exists() and b"ready" in log.read_bytes())
+    await rt.signal("uid-1", "c", 0, signal.SIGTERM)
+    await asyncio.sleep(0.1)
+    assert rt.running_instances("uid-1") == [("c", 0)]
+    await rt.signal("uid-1", "c", 0, signal.SIGKILL)
+    inst = await _until(lambda: _finished(rt))
+    assert (inst.exit_code, inst.signal) == (137, 9)
+
+
+async def test_a_new_runtime_adopts_a_running_instance_and_sees_its_exit(tmp_path: Path) -> None:
+    first = Runtime(tmp_path)
+    await _run(
+        first, [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(0.5)"]
+    )
+    log = first.log_path("uid-1", "c", 0)
+    await _until(lambda: log.exists() and b"up" in log.read_bytes())
+    second = Runtime(tmp_path)  # as after a kubelet restart: not the shim's parent
+    assert second.running_instances("uid-1") == [("c", 0)]
+    inst = await _until(lambda: _finished(second))
+    assert inst.exit_code == 0
+    await first.wait_watchers()
+
+
+async def test_an_instance_whose_shim_vanished_is_lost_and_its_process_killed(
+    tmp_path: Path,
+) -> None:
+    rt = Runtime(tmp_path)
+    await _run(rt, ["sh", "-c", "echo ready; sleep 30"])
+    log = rt.log_path("uid-1", "c", 0)
+    await _until(lambda: log.exists() and b"ready" in log.read_bytes())
+    shim_pid = __import__("json").loads(
+        (rt.instance_dir("uid-1", "c", 0) / "shim.json").read_text()
+    )["pid"]
+    child_pid = __import__("json").loads(
+        (rt.instance_dir("uid-1", "c", 0) / "pid.json").read_text()
+    )["pid"]
+    os.kill(shim_pid, signal.SIGKILL)
+    await rt.wait_watchers()
+    inst = _finished(rt)
+    assert inst is not None
+    assert (inst.exit_code, inst.reason) == (137, "ContainerStatusUnknown")
+    await _until(
+        lambda: (
+            not Path(f"/proc/{child_pid}").exists()
+            or b") Z" in Path(f"/proc/{child_pid}/stat").read_bytes()
+        )
+    )
