@@ -10,16 +10,29 @@ Contract (stable; other packages code against it):
   stored object on UPDATE. Never raises, whatever the input.
 - `admit(obj, old=None) -> Admission`: default, then validate the defaulted object.
 - `is_training_job(obj)`, `GROUP`, `VERSION`, `KINDS`.
+
+Layout: `job` dispatches on the kind; `tensorflow` and `xgboost` hold the per-kind facts
+(`kinds.KindSpec`); `defaults` fills in defaults; `rules_common`, `resources` (with `quantity`)
+and `update` hold the rules; `advice` the warnings; `structural` the strict schema decoding.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from policies.fieldpath import FieldError
+from policies.job import (
+    API_VERSION,
+    GROUP,
+    KINDS,
+    VERSION,
+    Admission,
+    admit,
+    default,
+    is_training_job,
+    validate,
+)
 
 __all__ = [
+    "API_VERSION",
     "GROUP",
     "KINDS",
     "VERSION",
@@ -30,50 +43,3 @@ __all__ = [
     "is_training_job",
     "validate",
 ]
-
-GROUP = "batch.tensorstack.dev"
-VERSION = "v1beta1"
-KINDS = ("TensorFlowTrainingJob", "XGBoostTrainingJob")
-
-
-@dataclass(frozen=True)
-class Admission:
-    """The verdict on one object: its defaulted form, the patch to it, and what is wrong."""
-
-    obj: dict[str, Any]
-    patch: list[dict[str, Any]]
-    errors: list[FieldError] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def allowed(self) -> bool:
-        return not self.errors
-
-
-def is_training_job(obj: Any) -> bool:
-    return (
-        isinstance(obj, dict)
-        and obj.get("kind") in KINDS
-        and isinstance(obj.get("apiVersion"), str)
-        and obj["apiVersion"].split("/")[0] == GROUP
-    )
-
-
-def default(obj: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Placeholder until the rules land: no defaults."""
-    import copy
-
-    return copy.deepcopy(obj), []
-
-
-def validate(
-    obj: dict[str, Any], old: dict[str, Any] | None = None
-) -> tuple[list[FieldError], list[str]]:
-    """Placeholder until the rules land: nothing is wrong."""
-    return [], []
-
-
-def admit(obj: dict[str, Any], old: dict[str, Any] | None = None) -> Admission:
-    defaulted, patch = default(obj)
-    errors, warnings = validate(defaulted, old)
-    return Admission(defaulted, patch, errors, warnings)

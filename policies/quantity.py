@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
+from functools import lru_cache
 
 __all__ = ["FORMAT_HINT", "QuantityError", "parse_quantity"]
 
@@ -66,6 +67,12 @@ def parse_quantity(value: object) -> Decimal:
         return Decimal(repr(value))
     if not isinstance(value, str):
         raise QuantityError(f"must be {FORMAT_HINT}")
+    return _parse_string(value)
+
+
+@lru_cache(maxsize=1024)
+def _parse_string(value: str) -> Decimal:
+    """Cached: a cluster's jobs repeat the same few dozen quantities (`500m`, `1Gi`, …)."""
     match = _QUANTITY.fullmatch(value)
     if match is None:
         raise QuantityError(f"must be {FORMAT_HINT}")

@@ -1,0 +1,59 @@
+"""Warnings: findings that do not block admission but that a user would want to hear about.
+
+They travel to kubectl as `Warning: 299 - "<text>"` headers, so each is one line under
+`MAX_WARNING_LENGTH` characters, starts with the field it is about, and says what happens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.kinds import KindSpec, Replica
+
+__all__ = ["MAX_WARNING_LENGTH", "warnings_for"]
+
+MAX_WARNING_LENGTH = 120
+
+
+def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) -> list[str]:
+    """Non-fatal findings on a defaulted job's `spec`, each shorter than 120 characters."""
+    found: list[str] = []
+    for r in replicas:
+        path = f"spec.replicaSpecs[{r.index}]"
+        template = r.raw.get("template")
+        pod_spec = template.get("spec") if isinstance(template, dict) else None
+        if not isinstance(pod_spec, dict):
+            continue
+        if "restartPolicy" in pod_spec:
+            found.append(
+                f"{path}.template.spec.restartPolicy is ignored: {path}.restartPolicy applies"
+            )
+        containers = pod_spec.get("containers")
+        if not isinstance(containers, list):
+            continue
+        for c in containers:
+            if isinstance(c, dict) and c.get("name") == kind.main_container:
+                resources = c.get("resources")
+                limits = resources.get("limits") if isinstance(resources, dict) else None
+                if not limits:
+                    found.append(
+                        f'{path}: container "{kind.main_container}" sets no resource limits;'
+                        " it may use a whole node"
+                    )
+                break
+    run_mode = spec.get("runMode")
+    if isinstance(run_mode, dict):
+        debug, pause = run_mode.get("debug"), run_mode.get("pause")
+        if isinstance(debug, dict) and debug.get("enabled") is True:
+            found.append(
+                "spec.runMode.debug.enabled: debug mode is on; replicas wait for you instead of training"
+            )
+        if isinstance(pause, dict) and pause.get("enabled") is True:
+            found.append("spec.runMode.pause.enabled: the job is paused; it runs no replicas")
+    return [_fit(w) for w in found]
+
+
+def _fit(text: str) -> str:
+    if len(text) < MAX_WARNING_LENGTH:
+        return text
+    return text[: MAX_WARNING_LENGTH - 4] + "..."

@@ -1,0 +1,138 @@
+"""Defaulting: fill in what the user left out, never change what they wrote.
+
+Why a separate step with a patch: the mutating webhook must answer with an RFC 6902 JSON Patch
+from the submitted object to the defaulted one, `trainops check` shows that patch, and the
+rules then judge the defaulted object (what would actually be stored).
+
+How the patch is made: every default is one `add`/`replace` of a key or one append to a list,
+so each step records its own operation (an RFC 6901 pointer and the new value) as it
+changes the copy. Diffing the two documents with `jsonpatch.make_patch` gives an equivalent
+patch but costs ~1.5 ms per four-type job (its list differ dominates), ten times the whole
+admission budget; the tests apply the recorded patch with `jsonpatch` and compare the result
+with the defaulted object, and check it against `make_patch`'s, so the two cannot drift.
+
+Defaults (sources in docs/POLICIES.md):
+
+- `spec.replicaSpecs[*].type`, `spec.runMode.debug.replicaSpecs[*].type` and
+  `spec.runMode.pause.resumeSpecs[*].type`: lower-cased (any case is accepted on input);
+- `spec.replicaSpecs[*].replicas`: 1;
+- `spec.replicaSpecs[*].restartPolicy`: per kind (`KindSpec.default_restart_policy`);
+- `spec.runPolicy.cleanUpPolicy`: per kind (`KindSpec.default_clean_up_policy`);
+- the main container's named port (`tfjob-port: 2222`, `xgboostjob-port: 9999`) when absent.
+
+A JSON `null` counts as absent, as the API server prunes nulls of non-nullable fields before
+defaulting. Anything of the wrong type is left untouched for the rules to report: defaulting
+never raises and never guesses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.kinds import KindSpec
+
+__all__ = ["apply_defaults", "copy_json", "default_with"]
+
+
+def default_with(kind: KindSpec | None, obj: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """A defaulted copy of `obj` and the JSON Patch to it; `kind=None` defaults nothing."""
+    defaulted = copy_json(obj)
+    ops: list[dict[str, Any]] = []
+    if kind is not None and isinstance(defaulted, dict):
+        apply_defaults(kind, defaulted, ops)
+    return defaulted, ops
+
+
+def apply_defaults(kind: KindSpec, obj: dict[str, Any], ops: list[dict[str, Any]]) -> None:
+    """Default `obj` in place, appending one JSON Patch operation per change to `ops`."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    replica_specs = spec.get("replicaSpecs")
+    if isinstance(replica_specs, list):
+        for i, item in enumerate(replica_specs):
+            if isinstance(item, dict):
+                _default_replica(kind, item, ("spec", "replicaSpecs", i), ops)
+    _default_run_policy(kind, spec, ops)
+    run_mode = spec.get("runMode")
+    if isinstance(run_mode, dict):
+        for section, key in (("debug", "replicaSpecs"), ("pause", "resumeSpecs")):
+            part = run_mode.get(section)
+            if isinstance(part, dict) and isinstance(part.get(key), list):
+                for i, item in enumerate(part[key]):
+                    if isinstance(item, dict):
+                        _lower_type(item, ("spec", "runMode", section, key, i), ops)
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like data that shares nothing, faster than `copy.deepcopy`.
+
+    Unlike `copy.deepcopy` (or a pickle round trip) it does not preserve shared sub-objects:
+    YAML aliases load as one dict referenced twice, and defaulting one occurrence in place must
+    not silently default the other, or the recorded patch would miss an operation.
+    """
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value
+
+
+def _set(
+    container: dict[str, Any], key: str, value: Any, at: tuple[Any, ...], ops: list[dict[str, Any]]
+) -> None:
+    """`container[key] = value`, recorded as `add` (new key) or `replace` (e.g. a null)."""
+    op = "replace" if key in container else "add"
+    container[key] = value
+    ops.append({"op": op, "path": _pointer((*at, key)), "value": copy_json(value)})
+
+
+def _default_replica(
+    kind: KindSpec, item: dict[str, Any], at: tuple[Any, ...], ops: list[dict[str, Any]]
+) -> None:
+    _lower_type(item, at, ops)
+    if item.get("replicas") is None:
+        _set(item, "replicas", 1, at, ops)
+    if item.get("restartPolicy") is None:
+        _set(item, "restartPolicy", kind.default_restart_policy, at, ops)
+    template = item.get("template")
+    tspec = template.get("spec") if isinstance(template, dict) else None
+    containers = tspec.get("containers") if isinstance(tspec, dict) else None
+    if isinstance(containers, list):
+        for j, container in enumerate(containers):
+            if isinstance(container, dict) and container.get("name") == kind.main_container:
+                _default_port(kind, container, (*at, "template", "spec", "containers", j), ops)
+                break
+
+
+def _default_port(
+    kind: KindSpec, container: dict[str, Any], at: tuple[Any, ...], ops: list[dict[str, Any]]
+) -> None:
+    ports = container.get("ports")
+    port = {"name": kind.port_name, "containerPort": kind.default_port}
+    if ports is None:
+        _set(container, "ports", [port], at, ops)
+    elif isinstance(ports, list) and not any(
+        isinstance(p, dict) and p.get("name") == kind.port_name for p in ports
+    ):
+        ports.append(port)
+        ops.append({"op": "add", "path": _pointer((*at, "ports", "-")), "value": dict(port)})
+
+
+def _default_run_policy(kind: KindSpec, spec: dict[str, Any], ops: list[dict[str, Any]]) -> None:
+    run_policy = spec.get("runPolicy")
+    if run_policy is None:
+        _set(spec, "runPolicy", {"cleanUpPolicy": kind.default_clean_up_policy}, ("spec",), ops)
+    elif isinstance(run_policy, dict) and run_policy.get("cleanUpPolicy") is None:
+        _set(run_policy, "cleanUpPolicy", kind.default_clean_up_policy, ("spec", "runPolicy"), ops)
+
+
+def _lower_type(item: dict[str, Any], at: tuple[Any, ...], ops: list[dict[str, Any]]) -> None:
+    rtype = item.get("type")
+    if isinstance(rtype, str) and rtype != rtype.lower():
+        _set(item, "type", rtype.lower(), at, ops)
+
+
+def _pointer(parts: tuple[Any, ...]) -> str:
+    """An RFC 6901 JSON Pointer (`~` -> `~0`, `/` -> `~1` in each part)."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)

@@ -1,0 +1,152 @@
+"""One entry point per admission step: `default`, `validate`, `admit`, for either kind.
+
+Why one module dispatches both kinds: the webhook, `trainops check` and the GitOps pre-flight
+must not care which kind they hold. The kind picks a `KindSpec` (`tensorflow.TENSORFLOW`,
+`xgboost.XGBOOST`); everything else is shared.
+
+Validation runs two layers and merges them so that nothing is said twice:
+
+1. `policies.structural.check` — strict decoding against the CRD schema: unknown fields and
+   values of the wrong JSON type;
+2. the semantic rules (`rules_common`, the kind's master rule, `update` on UPDATE). They skip
+   values of the wrong type, and any rule error at or below a path the structural layer already
+   found broken is dropped (an unknown-field report is about the unknown child only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies import structural
+from policies.advice import warnings_for
+from policies.defaults import default_with
+from policies.fieldpath import ErrorType, FieldError, Path, invalid, not_supported
+from policies.kinds import KindSpec, replicas_of
+from policies.rules_common import (
+    job_types,
+    validate_name,
+    validate_replica_specs,
+    validate_run_mode,
+    validate_run_policy,
+    validate_scheduler,
+    validate_tensorboard,
+)
+from policies.tensorflow import TENSORFLOW
+from policies.update import validate_update
+from policies.xgboost import XGBOOST
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "KINDS",
+    "SPECS",
+    "VERSION",
+    "Admission",
+    "admit",
+    "default",
+    "is_training_job",
+    "validate",
+]
+
+GROUP = "batch.tensorstack.dev"
+VERSION = "v1beta1"
+API_VERSION = f"{GROUP}/{VERSION}"
+SPECS: dict[str, KindSpec] = {s.kind: s for s in (TENSORFLOW, XGBOOST)}
+KINDS = tuple(SPECS)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The verdict on one object: its defaulted form, the patch to it, and what is wrong."""
+
+    obj: dict[str, Any]
+    patch: list[dict[str, Any]]
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+
+def is_training_job(obj: Any) -> bool:
+    """A TensorFlow or XGBoost training job of our group (any version)."""
+    return (
+        isinstance(obj, dict)
+        and obj.get("kind") in KINDS
+        and isinstance(obj.get("apiVersion"), str)
+        and obj["apiVersion"].split("/")[0] == GROUP
+    )
+
+
+def default(obj: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """A defaulted copy of `obj` and the RFC 6902 patch to it; `obj` is never mutated.
+
+    Objects of other kinds, and parts of the wrong type, are copied unchanged.
+    """
+    kind = SPECS.get(obj.get("kind")) if isinstance(obj, dict) else None  # type: ignore[arg-type]
+    return default_with(kind, obj)
+
+
+def validate(obj: Any, old: Any = None) -> tuple[list[FieldError], list[str]]:
+    """Errors and warnings for a defaulted job; `old` is the stored object on UPDATE."""
+    if not isinstance(obj, dict):
+        return [invalid(Path(), _type_name(obj), "a training job must be a JSON object")], []
+    raw_kind = obj.get("kind")
+    kind = SPECS.get(raw_kind) if isinstance(raw_kind, str) else None
+    if kind is None:
+        return [not_supported(Path.of("kind"), raw_kind, KINDS)], []
+    errors: list[FieldError] = []
+    if obj.get("apiVersion") != API_VERSION:
+        errors.append(not_supported(Path.of("apiVersion"), obj.get("apiVersion"), (API_VERSION,)))
+    found = structural.check(obj)
+    rules, warnings = _rules(kind, obj, old)
+    broken = [e.path.parts for e in found if not _is_unknown_field(e)]
+    errors.extend(found)
+    errors.extend(e for e in rules if not _under_any(e.path.parts, broken))
+    return errors, warnings
+
+
+def admit(obj: Any, old: Any = None) -> Admission:
+    """Default, then validate the defaulted object: the whole admission verdict."""
+    defaulted, patch = default(obj)
+    errors, warnings = validate(defaulted, old)
+    return Admission(defaulted, patch, errors, warnings)
+
+
+def _rules(kind: KindSpec, obj: dict[str, Any], old: Any) -> tuple[list[FieldError], list[str]]:
+    replicas = replicas_of(obj)
+    errors = validate_name(kind, obj.get("metadata"), replicas)
+    spec = obj.get("spec")
+    if spec is None:
+        errors.append(FieldError(ErrorType.REQUIRED, Path.of("spec")))
+        return errors, []
+    if not isinstance(spec, dict):
+        return errors, []
+    errors.extend(validate_replica_specs(kind, spec))
+    if replicas:
+        errors.extend(kind.validate_masters(replicas))
+    errors.extend(validate_run_policy(spec))
+    errors.extend(validate_scheduler(spec))
+    errors.extend(validate_tensorboard(spec))
+    errors.extend(validate_run_mode(kind, spec, job_types(kind, replicas)))
+    if old is not None:
+        errors.extend(validate_update(kind, obj, old))
+    return errors, warnings_for(kind, spec, replicas)
+
+
+def _is_unknown_field(error: FieldError) -> bool:
+    return error.type is ErrorType.FORBIDDEN and error.detail.startswith("unknown field")
+
+
+def _under_any(parts: tuple[Any, ...], prefixes: list[tuple[Any, ...]]) -> bool:
+    return any(parts[: len(p)] == p for p in prefixes)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}.get(
+        type(value), type(value).__name__
+    )

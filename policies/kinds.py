@@ -1,0 +1,74 @@
+"""What differs between the two training-job kinds, as data.
+
+Both kinds share one spec shape (`replicaSpecs`, `runPolicy`, `runMode`, `scheduler`, …); they
+differ only in their replica types, the name of the main container, the port the framework
+talks on, the defaults, and who the master is. `KindSpec` captures exactly that, so the shared
+rules in `rules_common` and the defaulting in `defaults` never branch on the kind name, and a
+third kind is one new module (`tensorflow.py` and `xgboost.py` are the two instances).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from policies.fieldpath import FieldError, Path
+
+__all__ = ["KindSpec", "Replica", "replicas_of"]
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One entry of `spec.replicaSpecs`, with its well-typed parts pulled out.
+
+    `type` is None when missing or not a string, `replicas` None when not an integer: the
+    structural check reports such type errors, and the rules skip what they cannot read.
+    """
+
+    index: int
+    type: str | None
+    replicas: int | None
+    raw: dict[str, Any]
+
+    @property
+    def path(self) -> Path:
+        return Path.of("spec", "replicaSpecs", self.index)
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """The per-kind facts the shared defaulting and rules are parameterised by."""
+
+    kind: str
+    replica_types: tuple[str, ...]
+    main_container: str
+    port_name: str
+    default_port: int
+    default_restart_policy: str
+    default_clean_up_policy: str
+    # The master-presence rule: replicas of well-typed entries -> errors.
+    validate_masters: Callable[[list[Replica]], list[FieldError]]
+
+
+def replicas_of(obj: dict[str, Any]) -> list[Replica]:
+    """The dict entries of `spec.replicaSpecs` (non-dicts are the structural check's business)."""
+    spec = obj.get("spec")
+    items = spec.get("replicaSpecs") if isinstance(spec, dict) else None
+    if not isinstance(items, list):
+        return []
+    out: list[Replica] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        rtype = item.get("type")
+        count = item.get("replicas")
+        out.append(
+            Replica(
+                index=i,
+                type=rtype if isinstance(rtype, str) else None,
+                replicas=count if isinstance(count, int) and not isinstance(count, bool) else None,
+                raw=item,
+            )
+        )
+    return out

@@ -1,0 +1,585 @@
+"""Every validation rule, on both sides: a valid job, then the same job broken in one place.
+
+Each case is `builder -> expected {(reason, field)}`; an empty set means admitted. Jobs go
+through `admit` (default, then validate), as the webhook and `trainops check` run them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import policies
+from tests.support.jobs import container, replica, tf_job, xgb_job
+
+Job = dict[str, Any]
+Case = tuple[Callable[[], Job], set[tuple[str, str]]]
+
+RS = "spec.replicaSpecs"
+C0 = f"{RS}[0].template.spec.containers[0]"
+
+
+def verdict(obj: Any) -> set[tuple[str, str]]:
+    return {(e.type.value, e.field) for e in policies.admit(obj).errors}
+
+
+def run_table(cases: dict[str, Case]) -> Any:
+    return pytest.mark.parametrize(("build", "expected"), list(cases.values()), ids=list(cases))
+
+
+def with_spec(job: Job, **fields: Any) -> Job:
+    job["spec"].update(fields)
+    return job
+
+
+def tf_main(**kw: Any) -> list[dict[str, Any]]:
+    return [container("tensorflow", **kw)]
+
+
+REPLICA_TYPES: dict[str, Case] = {
+    "all four TensorFlow types are accepted": (
+        lambda: tf_job(
+            replica("chief"), replica("worker", 2), replica("ps", 2), replica("evaluator")
+        ),
+        set(),
+    ),
+    "types in any case are accepted (and lower-cased)": (
+        lambda: tf_job(replica("Chief"), replica("WORKER", 2)),
+        set(),
+    ),
+    "an unknown TensorFlow type is not supported": (
+        lambda: tf_job(replica("chief"), replica("master")),
+        {("NotSupported", f"{RS}[1].type")},
+    ),
+    "a type listed twice is a duplicate": (
+        lambda: tf_job(replica("chief"), replica("worker"), replica("worker")),
+        {("Duplicate", f"{RS}[2].type")},
+    ),
+    "a type listed twice in different cases is a duplicate": (
+        lambda: tf_job(replica("worker"), replica("Worker")),
+        {("Duplicate", f"{RS}[1].type")},
+    ),
+    "a replica spec without a type is required to have one": (
+        lambda: tf_job(
+            replica("chief"), {k: v for k, v in replica("worker").items() if k != "type"}
+        ),
+        {("Required", f"{RS}[1].type")},
+    ),
+    "both XGBoost types are accepted": (lambda: xgb_job(), set()),
+    "a TensorFlow type in an XGBoost job is not supported": (
+        lambda: xgb_job(replica("master", main="xgboost"), replica("chief", main="xgboost")),
+        {("NotSupported", f"{RS}[1].type")},
+    ),
+}
+
+MASTERS: dict[str, Case] = {
+    "a chief alone is a master": (lambda: tf_job(replica("chief")), set()),
+    "workers alone are fine: worker 0 is the master": (lambda: tf_job(replica("worker", 3)), set()),
+    "a chief with two replicas is invalid": (
+        lambda: tf_job(replica("chief", 2), replica("worker")),
+        {("Invalid", f"{RS}[0].replicas")},
+    ),
+    "a chief with zero replicas is invalid": (
+        lambda: tf_job(replica("chief", 0), replica("worker")),
+        {("Invalid", f"{RS}[0].replicas")},
+    ),
+    "parameter servers alone have no master": (
+        lambda: tf_job(replica("ps", 2)),
+        {("Required", RS)},
+    ),
+    "zero workers and no chief have no master": (
+        lambda: tf_job(replica("worker", 0), replica("ps")),
+        {("Required", RS)},
+    ),
+    "one evaluator is fine": (lambda: tf_job(replica("worker"), replica("evaluator")), set()),
+    "two evaluators are invalid": (
+        lambda: tf_job(replica("worker"), replica("evaluator", 2)),
+        {("Invalid", f"{RS}[1].replicas")},
+    ),
+    "an XGBoost master alone is fine": (
+        lambda: xgb_job(replica("master", main="xgboost")),
+        set(),
+    ),
+    "an XGBoost job without a master is denied": (
+        lambda: xgb_job(replica("worker", 3, main="xgboost")),
+        {("Required", RS)},
+    ),
+    "an XGBoost master with two replicas is invalid": (
+        lambda: xgb_job(replica("master", 2, main="xgboost")),
+        {("Invalid", f"{RS}[0].replicas")},
+    ),
+    "two XGBoost master specs are duplicates": (
+        lambda: xgb_job(replica("master", main="xgboost"), replica("master", main="xgboost")),
+        {("Duplicate", f"{RS}[1].type")},
+    ),
+    "a missing replica count defaults to one, which makes a valid chief": (
+        lambda: tf_job(replica("chief", None)),
+        set(),
+    ),
+}
+
+TEMPLATES: dict[str, Case] = {
+    "a replica spec without a template is denied": (
+        lambda: tf_job({"type": "chief"}),
+        {("Required", f"{RS}[0].template")},
+    ),
+    "containers directly under template are reported on the template": (
+        lambda: tf_job({"type": "chief", "template": {"containers": tf_main()}}),
+        {("Forbidden", f"{RS}[0].template"), ("Required", f"{RS}[0].template.spec")},
+    ),
+    "an empty container list is denied": (
+        lambda: tf_job(replica("chief", containers=[])),
+        {("Required", f"{RS}[0].template.spec.containers")},
+    ),
+    "a pod without the main container is denied": (
+        lambda: tf_job(replica("chief", containers=[container("trainer")])),
+        {("Required", f"{RS}[0].template.spec.containers")},
+    ),
+    "an XGBoost pod needs a container named xgboost": (
+        lambda: xgb_job(replica("master", main="tensorflow")),
+        {("Required", f"{RS}[0].template.spec.containers")},
+    ),
+    "a main container without an image is denied": (
+        lambda: tf_job(replica("chief", containers=[{"name": "tensorflow"}])),
+        {("Required", f"{C0}.image")},
+    ),
+    "a main container with an empty image is denied": (
+        lambda: tf_job(replica("chief", containers=[container("tensorflow", image="")])),
+        {("Required", f"{C0}.image")},
+    ),
+    "a sidecar next to the main container is fine": (
+        lambda: tf_job(replica("chief", containers=[container("sidecar"), container()])),
+        set(),
+    ),
+    "an init container named like a container is a duplicate": (
+        lambda: tf_job(
+            replica(
+                "chief",
+                containers=tf_main(),
+            )
+            | {
+                "template": {
+                    "spec": {"initContainers": [container("tensorflow")], "containers": tf_main()}
+                }
+            }
+        ),
+        {("Duplicate", f"{RS}[0].template.spec.containers[0].name")},
+    ),
+}
+
+RESOURCES: dict[str, Case] = {
+    "limits equal to requests are fine": (
+        lambda: tf_job(
+            replica("chief", containers=tf_main(limits={"cpu": "1"}, requests={"cpu": "1"}))
+        ),
+        set(),
+    ),
+    "500m equals 0.5": (
+        lambda: tf_job(
+            replica("chief", containers=tf_main(limits={"cpu": "500m"}, requests={"cpu": "0.5"}))
+        ),
+        set(),
+    ),
+    "a cpu limit below the request is invalid": (
+        lambda: tf_job(
+            replica("chief", containers=tf_main(limits={"cpu": 1}, requests={"cpu": "2"}))
+        ),
+        {("Invalid", f"{C0}.resources.limits.cpu")},
+    ),
+    "953Mi is less than 1G": (
+        lambda: tf_job(
+            replica(
+                "chief", containers=tf_main(limits={"memory": "953Mi"}, requests={"memory": "1G"})
+            )
+        ),
+        {("Invalid", f"{C0}.resources.limits.memory")},
+    ),
+    "954Mi is more than 1G": (
+        lambda: tf_job(
+            replica(
+                "chief", containers=tf_main(limits={"memory": "954Mi"}, requests={"memory": "1G"})
+            )
+        ),
+        set(),
+    ),
+    "1Gi is 1073741824": (
+        lambda: tf_job(
+            replica(
+                "chief",
+                containers=tf_main(limits={"memory": "1Gi"}, requests={"memory": 1073741824}),
+            )
+        ),
+        set(),
+    ),
+    "1.5k is less than 2e3": (
+        lambda: tf_job(
+            replica("chief", containers=tf_main(limits={"cpu": "1.5k"}, requests={"cpu": "2e3"}))
+        ),
+        {("Invalid", f"{C0}.resources.limits.cpu")},
+    ),
+    "a malformed quantity is invalid": (
+        lambda: tf_job(replica("chief", containers=tf_main(limits={"memory": "1.5 Gi"}))),
+        {("Invalid", f"{C0}.resources.limits.memory")},
+    ),
+    "a negative request is invalid": (
+        lambda: tf_job(replica("chief", containers=tf_main(requests={"cpu": "-1"}))),
+        {("Invalid", f"{C0}.resources.requests.cpu")},
+    ),
+    "a resource only in limits is not compared": (
+        lambda: tf_job(
+            replica("chief", containers=tf_main(limits={"cpu": "1"}, requests={"memory": "9Gi"}))
+        ),
+        set(),
+    ),
+    "an extended resource limit below its request is invalid": (
+        lambda: tf_job(
+            replica(
+                "chief",
+                containers=tf_main(limits={"nvidia.com/gpu": 1}, requests={"nvidia.com/gpu": 2}),
+            )
+        ),
+        {("Invalid", f"{C0}.resources.limits.nvidia.com/gpu")},
+    ),
+    "a sidecar's limits are checked too": (
+        lambda: tf_job(
+            replica(
+                "chief",
+                containers=[
+                    *tf_main(),
+                    container("log", limits={"cpu": "1m"}, requests={"cpu": "2m"}),
+                ],
+            )
+        ),
+        {("Invalid", f"{RS}[0].template.spec.containers[1].resources.limits.cpu")},
+    ),
+    "an init container's limits are checked too": (
+        lambda: tf_job(
+            {
+                "type": "chief",
+                "template": {
+                    "spec": {
+                        "initContainers": [
+                            container("fetch", limits={"memory": "1M"}, requests={"memory": "1Mi"})
+                        ],
+                        "containers": tf_main(),
+                    }
+                },
+            }
+        ),
+        {("Invalid", f"{RS}[0].template.spec.initContainers[0].resources.limits.memory")},
+    ),
+}
+
+POLICIES: dict[str, Case] = {
+    **{
+        f"restart policy {p} is supported": (
+            lambda p=p: tf_job(replica("chief", restartPolicy=p)),
+            set(),
+        )
+        for p in ("Never", "OnFailure", "Always", "ExitCode")
+    },
+    "an unknown restart policy is not supported": (
+        lambda: tf_job(replica("chief", restartPolicy="Sometimes")),
+        {("NotSupported", f"{RS}[0].restartPolicy")},
+    ),
+    **{
+        f"clean-up policy {p} is supported": (
+            lambda p=p: tf_job(runPolicy={"cleanUpPolicy": p}),
+            set(),
+        )
+        for p in ("None", "All", "Unfinished")
+    },
+    "Kubeflow's Running clean-pod policy is not supported": (
+        lambda: tf_job(runPolicy={"cleanUpPolicy": "Running"}),
+        {("NotSupported", "spec.runPolicy.cleanUpPolicy")},
+    ),
+    "a zero backoff limit is fine": (lambda: tf_job(runPolicy={"backoffLimit": 0}), set()),
+    "a negative backoff limit is invalid": (
+        lambda: tf_job(runPolicy={"backoffLimit": -1}),
+        {("Invalid", "spec.runPolicy.backoffLimit")},
+    ),
+    "a one-second deadline is fine": (
+        lambda: tf_job(runPolicy={"activeDeadlineSeconds": 1}),
+        set(),
+    ),
+    "a zero deadline is invalid": (
+        lambda: tf_job(runPolicy={"activeDeadlineSeconds": 0}),
+        {("Invalid", "spec.runPolicy.activeDeadlineSeconds")},
+    ),
+    "zero workers next to a chief are fine": (
+        lambda: tf_job(replica("chief"), replica("worker", 0)),
+        set(),
+    ),
+    "a negative replica count is invalid": (
+        lambda: tf_job(replica("chief"), replica("worker", -1)),
+        {("Invalid", f"{RS}[1].replicas")},
+    ),
+}
+
+NAMES: dict[str, Case] = {
+    "a missing name is required": (
+        lambda: tf_job() | {"metadata": {"namespace": "demo"}},
+        {("Required", "metadata.name")},
+    ),
+    "generateName instead of a name is fine": (
+        lambda: tf_job() | {"metadata": {"generateName": "mnist-"}},
+        set(),
+    ),
+    "a generateName that cannot start a label is invalid": (
+        lambda: tf_job() | {"metadata": {"generateName": "-mnist"}},
+        {("Invalid", "metadata.generateName")},
+    ),
+    "upper-case letters are not a DNS-1035 label": (
+        lambda: tf_job(name="MNIST"),
+        {("Invalid", "metadata.name")},
+    ),
+    "a leading digit is not a DNS-1035 label": (
+        lambda: tf_job(name="1mnist"),
+        {("Invalid", "metadata.name")},
+    ),
+    "a dot is not a DNS-1035 label": (
+        lambda: tf_job(name="mnist.v2"),
+        {("Invalid", "metadata.name")},
+    ),
+    "a name leaving exactly room for -worker-9 is fine": (
+        lambda: tf_job(replica("worker", 10), name="a" * (63 - len("-worker-9"))),
+        set(),
+    ),
+    "one more character is too long for worker 9": (
+        lambda: tf_job(replica("worker", 10), name="a" * (64 - len("-worker-9"))),
+        {("TooLong", "metadata.name")},
+    ),
+    "the eleventh worker needs one more character": (
+        lambda: tf_job(replica("worker", 11), name="a" * (63 - len("-worker-9"))),
+        {("TooLong", "metadata.name")},
+    ),
+    "a name longer than 63 is too long": (
+        lambda: tf_job(name="a" * 64),
+        {("TooLong", "metadata.name")},
+    ),
+}
+
+RUN_MODE: dict[str, Case] = {
+    "debug specs naming existing types are fine": (
+        lambda: tf_job(
+            runMode={
+                "debug": {
+                    "enabled": True,
+                    "replicaSpecs": [
+                        {"type": "worker", "skipInitContainer": True, "command": ["/usr/bin/sshd"]}
+                    ],
+                }
+            }
+        ),
+        set(),
+    ),
+    "a debug spec for a type the job lacks is not supported": (
+        lambda: tf_job(runMode={"debug": {"enabled": True, "replicaSpecs": [{"type": "ps"}]}}),
+        {("NotSupported", "spec.runMode.debug.replicaSpecs[0].type")},
+    ),
+    "resume specs naming existing types in any case are fine": (
+        lambda: tf_job(runMode={"pause": {"enabled": False, "resumeSpecs": [{"type": "Worker"}]}}),
+        set(),
+    ),
+    "a resume spec for a type the job lacks is not supported": (
+        lambda: tf_job(
+            runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "evaluator"}]}}
+        ),
+        {("NotSupported", "spec.runMode.pause.resumeSpecs[0].type")},
+    ),
+    "a type resumed twice is a duplicate": (
+        lambda: tf_job(
+            runMode={
+                "pause": {"enabled": True, "resumeSpecs": [{"type": "worker"}, {"type": "worker"}]}
+            }
+        ),
+        {("Duplicate", "spec.runMode.pause.resumeSpecs[1].type")},
+    ),
+}
+
+SCHEDULER: dict[str, Case] = {
+    "the seed's queue and priority are fine": (
+        lambda: tf_job(scheduler={"t9kScheduler": {"queue": "default", "priority": 50}}),
+        set(),
+    ),
+    "priorities 0 and 100 are the bounds": (
+        lambda: tf_job(scheduler={"t9kScheduler": {"queue": "default", "priority": 0}}),
+        set(),
+    ),
+    "priority 100 is the upper bound": (
+        lambda: tf_job(scheduler={"t9kScheduler": {"queue": "default", "priority": 100}}),
+        set(),
+    ),
+    "priority 101 is out of range": (
+        lambda: tf_job(scheduler={"t9kScheduler": {"queue": "default", "priority": 101}}),
+        {("Invalid", "spec.scheduler.t9kScheduler.priority")},
+    ),
+    "a negative priority is out of range": (
+        lambda: tf_job(scheduler={"t9kScheduler": {"queue": "default", "priority": -1}}),
+        {("Invalid", "spec.scheduler.t9kScheduler.priority")},
+    ),
+    "a missing queue is required": (
+        lambda: tf_job(scheduler={"t9kScheduler": {"priority": 1}}),
+        {("Required", "spec.scheduler.t9kScheduler.queue")},
+    ),
+    "an empty queue is required": (
+        lambda: tf_job(scheduler={"t9kScheduler": {"queue": ""}}),
+        {("Required", "spec.scheduler.t9kScheduler.queue")},
+    ),
+    "a queue name that is no object name is invalid": (
+        lambda: tf_job(scheduler={"t9kScheduler": {"queue": "Team_A"}}),
+        {("Invalid", "spec.scheduler.t9kScheduler.queue")},
+    ),
+}
+
+TENSORBOARD: dict[str, Case] = {
+    "the seed's TensorBoard is fine": (
+        lambda: tf_job(
+            tensorboardSpec={
+                "image": "t9kpublic/tensorboard:2.11.0",
+                "trainingLogFilesets": ["t9k://pvc/tensorflow-tensorboard-pvc/log"],
+            }
+        ),
+        set(),
+    ),
+    "a whole PVC is a fileset": (
+        lambda: tf_job(tensorboardSpec={"image": "tb", "trainingLogFilesets": ["t9k://pvc/logs"]}),
+        set(),
+    ),
+    "a URI of another scheme is invalid": (
+        lambda: tf_job(tensorboardSpec={"image": "tb", "trainingLogFilesets": ["s3://bucket/log"]}),
+        {("Invalid", "spec.tensorboardSpec.trainingLogFilesets[0]")},
+    ),
+    "an invalid PVC name is invalid": (
+        lambda: tf_job(
+            tensorboardSpec={"image": "tb", "trainingLogFilesets": ["t9k://pvc/My_PVC/log"]}
+        ),
+        {("Invalid", "spec.tensorboardSpec.trainingLogFilesets[0]")},
+    ),
+    "a path escaping the PVC is invalid": (
+        lambda: tf_job(
+            tensorboardSpec={"image": "tb", "trainingLogFilesets": ["t9k://pvc/logs/../../etc"]}
+        ),
+        {("Invalid", "spec.tensorboardSpec.trainingLogFilesets[0]")},
+    ),
+    "a TensorBoard without filesets is denied": (
+        lambda: tf_job(tensorboardSpec={"image": "tb", "trainingLogFilesets": []}),
+        {("Required", "spec.tensorboardSpec.trainingLogFilesets")},
+    ),
+    "a TensorBoard without an image is denied": (
+        lambda: tf_job(tensorboardSpec={"trainingLogFilesets": ["t9k://pvc/logs"]}),
+        {("Required", "spec.tensorboardSpec.image")},
+    ),
+}
+
+OBJECT: dict[str, Case] = {
+    "another kind is not supported": (
+        lambda: tf_job() | {"kind": "TFJob"},
+        {("NotSupported", "kind")},
+    ),
+    "another API version is not supported": (
+        lambda: tf_job() | {"apiVersion": "kubeflow.org/v1"},
+        {("NotSupported", "apiVersion")},
+    ),
+    "a job without a spec is denied": (
+        lambda: {k: v for k, v in tf_job().items() if k != "spec"},
+        {("Required", "spec")},
+    ),
+    "a job without replica specs is denied": (
+        lambda: tf_job() | {"spec": {}},
+        {("Required", RS)},
+    ),
+    "a job with an empty replica spec list is denied": (
+        lambda: tf_job() | {"spec": {"replicaSpecs": []}},
+        {("Required", RS)},
+    ),
+}
+
+
+@run_table(REPLICA_TYPES)
+def test_replica_types(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(MASTERS)
+def test_master_presence(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(TEMPLATES)
+def test_pod_templates(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(RESOURCES)
+def test_limits_and_requests(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(POLICIES)
+def test_policies_and_counts(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(NAMES)
+def test_job_names(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(RUN_MODE)
+def test_run_mode_types(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(SCHEDULER)
+def test_scheduler(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(TENSORBOARD)
+def test_tensorboard(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+@run_table(OBJECT)
+def test_object_shape(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+    assert verdict(build()) == expected
+
+
+def test_unknown_replica_type_lists_the_allowed_values() -> None:
+    [error] = policies.admit(tf_job(replica("chief"), replica("master"))).errors
+    assert error.message == (
+        'Unsupported value: "master": supported values: "chief", "worker", "ps", "evaluator"'
+    )
+
+
+def test_too_long_names_say_the_limit_and_why() -> None:
+    [error] = policies.admit(tf_job(replica("worker", 10), name="a" * 60)).errors
+    assert "may not be more than 54 characters" in error.message
+    assert "worker" in error.message
+
+
+def test_limit_below_request_names_the_request() -> None:
+    job = tf_job(
+        replica("chief", containers=tf_main(limits={"memory": "953Mi"}, requests={"memory": "1G"}))
+    )
+    [error] = policies.admit(job).errors
+    assert error.message == (
+        'Invalid value: "953Mi": must be greater than or equal to memory request of 1G'
+    )
+
+
+def test_malformed_quantity_message_shows_the_value_and_the_expected_form() -> None:
+    job = tf_job(replica("chief", containers=tf_main(limits={"memory": "lots"})))
+    [error] = policies.admit(job).errors
+    assert error.message.startswith('Invalid value: "lots": must be a quantity such as 500m')
+
+
+def test_immutable_update_message_says_what_may_change() -> None:
+    old = tf_job(replica("chief"), replica("worker", 2))
+    new = tf_job(replica("chief"), replica("worker", 3))
+    [error] = policies.admit(new, old).errors
+    assert error.field == f"{RS}[1].replicas"
+    assert "spec.runMode.pause.enabled" in error.message
