@@ -6,7 +6,9 @@ count on that order (`trainops check` and the GitOps pre-flight have no server a
 `check(obj)` repeats it from the same schema the CRDs carry (`policies.schema`):
 
 - an unknown field is reported on its parent, `spec.replicaSpecs[1].template: Forbidden:
-  unknown field "containers"`, so the path points at an object that exists in the user's file;
+  unknown field "containers"`, so the path points at an object that exists in the user's file
+  (the error's `value` is the unknown key, not shown in the message, so `trainops check` can
+  point at the key's own line);
 - a value of the wrong type is `Invalid` with the expected type;
 - inside the embedded pod template, missing `required` fields and duplicate keys of
   `x-kubernetes-list-type: map` lists are reported as the server would (our own fields'
@@ -27,7 +29,7 @@ from functools import cache
 from typing import Any
 
 from policies import fieldpath
-from policies.fieldpath import FieldError, Path
+from policies.fieldpath import ErrorType, FieldError, Path
 from policies.schema import openapi_schema
 
 __all__ = ["check"]
@@ -49,7 +51,7 @@ def check(obj: Any) -> list[FieldError]:
             continue
         child = root.props.get(key) if isinstance(key, str) else None
         if child is None:
-            errors.append(fieldpath.forbidden(Path(), f'unknown field "{key}"'))
+            errors.append(_unknown(Path(), key))
         else:
             _walk(child, value, (key,), errors)
     return errors
@@ -148,7 +150,7 @@ def _walk_object(
         elif node.additional is not None:
             _walk(node.additional, child_value, (*parts, _MapKey(str(key))), errors)
         else:
-            errors.append(fieldpath.forbidden(_path(parts), f'unknown field "{key}"'))
+            errors.append(_unknown(_path(parts), key))
     for name in node.required:
         if value.get(name) is None:
             errors.append(fieldpath.required(_path((*parts, name))))
@@ -188,6 +190,11 @@ def _scalar_ok(kind: str, value: Any) -> bool:
     if kind == "int-or-string":
         return isinstance(value, (int, str)) or (isinstance(value, float) and value.is_integer())
     return False
+
+
+def _unknown(parent: Path, key: Any) -> FieldError:
+    """Forbidden on the parent; `value` holds the key, so a caller can locate the key itself."""
+    return FieldError(ErrorType.FORBIDDEN, parent, f'unknown field "{key}"', str(key))
 
 
 def _wrong_type(parts: tuple[Any, ...], value: Any, expected: str) -> FieldError:

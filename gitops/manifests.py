@@ -1,0 +1,290 @@
+"""Load Kubernetes manifests from YAML files safely, remembering where every field came from.
+
+Users fix YAML in an editor, so every problem `trainops check` (and the GitOps pre-flight)
+reports carries the file and line of the offending field. PyYAML's safe loader builds plain
+data and forgets positions; this module composes each document's node tree first, records the
+line of every mapping key and list item under its path (`("spec", "replicaSpecs", 1,
+"template")`), then constructs the data from the same nodes.
+
+Bad input never raises and never hangs:
+- syntax errors become `LoadError(file, line, message)`;
+- a document over 3 MiB (the API server's request limit) is refused;
+- alias bombs ("billion laughs") are refused by counting the nodes the aliases would expand to,
+  before anything walks the data; recursive aliases are refused too;
+- duplicate mapping keys are recorded (PyYAML keeps the last silently; a server with
+  `fieldValidation=Strict` refuses them).
+
+Values are converted the way Kubernetes' YAML-to-JSON step does: timestamps stay strings and
+mapping keys become strings, so the result is JSON-like data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "MAX_EXPANDED_NODES",
+    "Document",
+    "DuplicateKey",
+    "LoadError",
+    "discover",
+    "load_paths",
+    "load_text",
+]
+
+MAX_DOCUMENT_BYTES = 3 * 1024 * 1024
+"""The API server refuses request bodies over 3 MiB; so do we, per document."""
+MAX_EXPANDED_NODES = 1_000_000
+"""More nodes than this after alias expansion is an alias bomb, not a manifest."""
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+PathParts = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class DuplicateKey:
+    """A mapping key given twice; `path` is the duplicate key's own path."""
+
+    path: PathParts
+    line: int
+
+
+@dataclass(frozen=True)
+class Document:
+    """One YAML document: its data and the line of each field (1-based)."""
+
+    file: str
+    index: int
+    line: int
+    obj: Any
+    lines: dict[PathParts, int] = field(repr=False, default_factory=dict)
+    duplicates: tuple[DuplicateKey, ...] = ()
+
+    def line_of(self, parts: Iterable[str | int]) -> int:
+        """The line of the field at `parts`, or of its nearest ancestor in the file."""
+        path = tuple(parts)
+        while path:
+            line = self.lines.get(path)
+            if line is not None:
+                return line
+            path = path[:-1]
+        return self.line
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """A file that could not be read or parsed, with the line when known."""
+
+    file: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.message}"
+
+
+def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[LoadError]]:
+    """The YAML files named or found (recursively, `*.yaml`/`*.yml`, sorted) under `paths`."""
+    files: list[Path] = []
+    errors: list[LoadError] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = [p for p in path.rglob("*") if p.suffix in _YAML_SUFFIXES and p.is_file()]
+            files.extend(sorted(found))
+        elif path.is_file():
+            files.append(path)
+        else:
+            errors.append(LoadError(str(path), None, "no such file or directory"))
+    return files, errors
+
+
+def load_paths(
+    paths: Iterable[str | os.PathLike[str]],
+) -> tuple[list[Document], list[LoadError]]:
+    """Every document of every YAML file under `paths`, and what could not be loaded."""
+    files, errors = discover(paths)
+    documents: list[Document] = []
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            errors.append(LoadError(str(path), None, f"cannot read: {e.strerror}"))
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            errors.append(LoadError(str(path), None, f"not UTF-8 text: {e.reason}"))
+            continue
+        docs, errs = load_text(text, str(path))
+        documents.extend(docs)
+        errors.extend(errs)
+    return documents, errors
+
+
+def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[LoadError]]:
+    """Every non-empty document in `text`; loading stops at the first syntax error."""
+    documents: list[Document] = []
+    errors: list[LoadError] = []
+    loader = _Loader(text)
+    index = 0
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            start = node.start_mark.line + 1
+            doc_index, index = index, index + 1
+            problem = _size_problem(text, node) or _alias_problem(node)
+            if problem:
+                errors.append(LoadError(file, start, problem))
+                continue
+            lines: dict[PathParts, int] = {}
+            duplicates: list[DuplicateKey] = []
+            _record_lines(node, (), lines, duplicates, set())
+            obj = loader.construct_document(node)
+            if obj is None:
+                continue
+            documents.append(Document(file, doc_index, start, obj, lines, tuple(duplicates)))
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark is not None else None
+        errors.append(LoadError(file, line, f"YAML syntax error: {_describe(e)}"))
+    except yaml.YAMLError as e:
+        errors.append(LoadError(file, None, f"YAML error: {e}"))
+    except (ValueError, TypeError, RecursionError) as e:
+        errors.append(LoadError(file, None, f"YAML error: {e}"))
+    finally:
+        loader.dispose()
+    return documents, errors
+
+
+# --- loader -----------------------------------------------------------------------------------
+
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):  # type: ignore[misc]
+    """Safe loading (libyaml when present) with Kubernetes' YAML-to-JSON conversions."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[str, Any]:
+        mapping = super().construct_mapping(node, deep=deep)
+        if all(isinstance(k, str) for k in mapping):
+            return mapping
+        return {_key_text(k): v for k, v in mapping.items()}
+
+
+def _construct_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    return str(loader.construct_scalar(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_as_text)
+_Loader.add_constructor("tag:yaml.org,2002:binary", _construct_as_text)
+
+
+def _key_text(key: Any) -> str:
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+# --- node walks -------------------------------------------------------------------------------
+
+
+def _size_problem(text: str, node: yaml.Node) -> str:
+    begin, end = node.start_mark.index, node.end_mark.index
+    if end - begin < MAX_DOCUMENT_BYTES // 4:
+        return ""
+    size = len(text[begin:end].encode("utf-8"))
+    if size <= MAX_DOCUMENT_BYTES:
+        return ""
+    return f"document is {size} bytes, over the {MAX_DOCUMENT_BYTES}-byte (3 MiB) limit"
+
+
+def _alias_problem(root: yaml.Node) -> str:
+    """Refuse recursive aliases and documents that expand to too many nodes."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            active.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in _children(node))
+            if sizes[key] > MAX_EXPANDED_NODES:
+                return (
+                    f"document expands to over {MAX_EXPANDED_NODES} nodes through YAML aliases "
+                    "(an alias bomb); refusing to load it"
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            return "document contains a recursive YAML alias; refusing to load it"
+        active.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in active:
+                return "document contains a recursive YAML alias; refusing to load it"
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return ""
+
+
+def _children(node: yaml.Node) -> Iterator[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yield key
+            yield value
+    elif isinstance(node, yaml.SequenceNode):
+        yield from node.value
+
+
+def _record_lines(
+    node: yaml.Node,
+    path: PathParts,
+    lines: dict[PathParts, int],
+    duplicates: list[DuplicateKey],
+    seen: set[int],
+) -> None:
+    """The line of every key and item below `node`; aliased subtrees are walked once."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys: set[str] = set()
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                _record_lines(value_node, path, lines, duplicates, seen)
+                continue
+            key = key_node.value
+            child = (*path, key)
+            line = key_node.start_mark.line + 1
+            if key in keys:
+                duplicates.append(DuplicateKey(child, line))
+                continue
+            keys.add(key)
+            lines[child] = line
+            _record_lines(value_node, child, lines, duplicates, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*path, i)] = item.start_mark.line + 1
+            _record_lines(item, (*path, i), lines, duplicates, seen)
+
+
+def _describe(error: yaml.MarkedYAMLError) -> str:
+    parts = [p for p in (error.context, error.problem) if p]
+    return ", ".join(parts) if parts else "invalid YAML"
