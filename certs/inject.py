@@ -74,6 +74,5 @@ def crd_with_ca_bundle(crd: dict[str, Any], bundle_b64: str) -> dict[str, Any] |
 
 
 def _client_config(hook: Any) -> dict[str, Any]:
-    if isinstance(hook, dict) and isinstance(hook.get("clientConfig"), dict):
-        return hook["clientConfig"]
-    return {}
+    client = hook.get("clientConfig") if isinstance(hook, dict) else None
+    return client if isinstance(client, dict) else {}

@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
-KIND = "AdmissionReview"
+KIND: Literal["AdmissionReview"] = "AdmissionReview"
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 OPERATIONS: tuple[Operation, ...] = ("CREATE", "UPDATE", "DELETE", "CONNECT")

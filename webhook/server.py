@@ -87,6 +87,7 @@ async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> 
         access_log=None,
     )
     await runner.setup()
+    assert runner.server is not None
     loop = asyncio.get_running_loop()
     try:
         server = await loop.create_server(

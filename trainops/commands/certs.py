@@ -22,7 +22,7 @@ DEFAULT_CRDS = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("certs", help="generate webhook certificates, inject CA bundles")
     sub = parser.add_subparsers(dest="certs_command", metavar="ACTION")
     parser.set_defaults(func=lambda args: _usage(parser))

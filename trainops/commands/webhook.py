@@ -20,7 +20,7 @@ DEFAULT_CRDS = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "webhook",
         help="serve the admission webhook (mutate + validate) over HTTPS",

@@ -1,0 +1,251 @@
+"""In-cluster certificate self-management for the webhook (`trainops webhook --manage-certs`).
+
+Every replica runs the same level-triggered pass, on start and every `resync_seconds`:
+
+1. read the Secret; `certs.rotation.plan_rotation(data, now)` says what it should hold;
+2. if that differs, write it — `create` when absent, else `replace` carrying the
+   `resourceVersion` that was read. Two replicas renewing at once: one write wins, the other
+   gets 409 Conflict, reads the winner's data (which now needs no change) and uses it. No
+   leader election is needed because the write itself is the lock;
+3. put the Secret's `ca-bundle.crt` into every webhook of the named Mutating- and
+   ValidatingWebhookConfigurations and into the CRDs' conversion webhooks if they have one
+   (`certs.inject`; conditional replace, retried on 409, skipped when already current);
+4. only then write `ca.crt`, `tls.crt`, `tls.key` into the certificate directory, where the
+   server's watcher picks them up. Injecting before serving means the API server trusts the
+   CA of a new serving certificate before that certificate is ever presented.
+
+Failures are logged and retried on the next pass with the files on disk still being served;
+readiness is held back only until the first pass has produced usable files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from certs import inject, pki
+from certs.kube import Cluster, ClusterError, Conflict
+from certs.rotation import (
+    BUNDLE_KEY,
+    TLS_CERT_KEY,
+    TLS_KEY_KEY,
+    RotationPolicy,
+    plan_rotation,
+    service_sans,
+)
+
+__all__ = ["CertManager", "ManagerConfig", "PassResult"]
+
+log = logging.getLogger(__name__)
+
+_MAX_CONFLICTS = 5
+READINESS_PART = "certificates"
+
+
+class ReadinessSink(Protocol):
+    def block(self, part: str, reason: str) -> None: ...
+
+    def clear(self, part: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    namespace: str
+    service: str
+    secret_name: str
+    cert_dir: Path
+    webhook_configs: tuple[str, ...] = ("trainops-webhook",)
+    crds: tuple[str, ...] = ()
+    resync_seconds: float = 60.0
+    policy: RotationPolicy = field(default_factory=RotationPolicy)
+    kubeconfig: str | None = None
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one pass did (for logs and tests)."""
+
+    rotated: tuple[str, ...] = ()
+    injected: tuple[str, ...] = ()
+    files_written: bool = False
+    serial: int = 0
+
+
+class CertManager:
+    """Keeps the Secret, the injected CA bundles and the local files in step."""
+
+    def __init__(
+        self,
+        config: ManagerConfig,
+        *,
+        cluster: Cluster | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.config = config
+        self._cluster = cluster
+        self._clock = clock
+
+    async def _get_cluster(self) -> Cluster:
+        if self._cluster is None:
+            from certs.kube import connect
+
+            self._cluster = await connect(self.config.kubeconfig)
+        return self._cluster
+
+    # -- the server's Companion protocol ------------------------------------------------
+
+    async def prepare(self, readiness: ReadinessSink) -> None:
+        """Run passes until one succeeds, so the server starts with usable files."""
+        delay = 1.0
+        while True:
+            try:
+                await self.reconcile()
+            except (ClusterError, OSError) as exc:
+                readiness.block(READINESS_PART, f"certificate pass failed: {exc}")
+                log.warning("certificate pass failed, retrying in %.0fs: %s", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            readiness.clear(READINESS_PART)
+            return
+
+    async def run(self, readiness: ReadinessSink) -> None:
+        """Re-run the pass every `resync_seconds` (with jitter) until cancelled."""
+        while True:
+            period = self.config.resync_seconds
+            await asyncio.sleep(period * random.uniform(0.9, 1.1))
+            try:
+                await self.reconcile()
+            except (ClusterError, OSError) as exc:
+                log.warning("certificate pass failed (still serving current files): %s", exc)
+
+    # -- one pass -----------------------------------------------------------------------
+
+    async def reconcile(self) -> PassResult:
+        cluster = await self._get_cluster()
+        data, rotated = await self._sync_secret(cluster)
+        bundle = inject.ca_bundle_b64(data[BUNDLE_KEY])
+        injected: list[str] = []
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            for name in self.config.webhook_configs:
+                if await self._inject(
+                    cluster, kind, name, inject.webhook_config_with_ca_bundle, bundle
+                ):
+                    injected.append(f"{kind}/{name}")
+        for name in self.config.crds:
+            if await self._inject(
+                cluster, "CustomResourceDefinition", name, inject.crd_with_ca_bundle, bundle
+            ):
+                injected.append(f"CustomResourceDefinition/{name}")
+        written = await asyncio.to_thread(self._write_files, data)
+        serial = pki.serial_number(data[TLS_CERT_KEY])
+        if rotated or injected or written:
+            log.info(
+                "certificates: rotated=%s injected=%s files_written=%s serial=%x",
+                list(rotated),
+                injected,
+                written,
+                serial,
+            )
+        return PassResult(tuple(rotated), tuple(injected), written, serial)
+
+    async def _sync_secret(self, cluster: Cluster) -> tuple[dict[str, bytes], tuple[str, ...]]:
+        cfg = self.config
+        sans = service_sans(cfg.service, cfg.namespace)
+        for _ in range(_MAX_CONFLICTS):
+            secret = await cluster.get("Secret", cfg.secret_name, cfg.namespace)
+            data = _decode(secret.get("data") if secret else None)
+            plan = plan_rotation(data, sans=sans, now=self._clock(), policy=cfg.policy)
+            if plan is None:
+                return data, ()
+            try:
+                if secret is None:
+                    await cluster.create("Secret", self._new_secret(plan.data), cfg.namespace)
+                else:
+                    body = dict(secret)
+                    body["data"] = _encode(plan.data)
+                    await cluster.replace("Secret", cfg.secret_name, body, cfg.namespace)
+            except Conflict:
+                log.info("Secret %s changed concurrently; re-reading", cfg.secret_name)
+                continue
+            return plan.data, plan.reasons
+        raise ClusterError(409, f"Secret {cfg.secret_name} kept changing under us")
+
+    def _new_secret(self, data: dict[str, bytes]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": self.config.secret_name,
+                "namespace": self.config.namespace,
+                "labels": {"app.kubernetes.io/part-of": "trainops"},
+            },
+            "type": "Opaque",
+            "data": _encode(data),
+        }
+
+    async def _inject(
+        self,
+        cluster: Cluster,
+        kind: str,
+        name: str,
+        update: Callable[[dict[str, Any], str], dict[str, Any] | None],
+        bundle: str,
+    ) -> bool:
+        for _ in range(_MAX_CONFLICTS):
+            current = await cluster.get(kind, name)
+            if current is None:
+                log.debug("%s %s not found; nothing to inject", kind, name)
+                return False
+            updated = update(current, bundle)
+            if updated is None:
+                return False
+            try:
+                await cluster.replace(kind, name, updated)
+            except Conflict:
+                continue
+            return True
+        raise ClusterError(409, f"{kind} {name} kept changing under us")
+
+    def _write_files(self, data: dict[str, bytes]) -> bool:
+        """Write the CA bundle, key and certificate where they differ (key before cert)."""
+        out = Path(self.config.cert_dir)
+        wanted = (
+            (pki.CA_FILE, data[BUNDLE_KEY], 0o644),
+            (pki.KEY_FILE, data[TLS_KEY_KEY], 0o600),
+            (pki.CERT_FILE, data[TLS_CERT_KEY], 0o644),
+        )
+        written = False
+        for name, content, mode in wanted:
+            path = out / name
+            try:
+                if path.read_bytes() == content:
+                    continue
+            except FileNotFoundError:
+                pass
+            pki.atomic_write(path, content, mode)
+            written = True
+        return written
+
+
+def _decode(data: Any) -> dict[str, bytes]:
+    if not isinstance(data, dict):
+        return {}
+    out: dict[str, bytes] = {}
+    for key, value in data.items():
+        try:
+            out[str(key)] = base64.b64decode(str(value), validate=True)
+        except ValueError:
+            continue
+    return out
+
+
+def _encode(data: dict[str, bytes]) -> dict[str, str]:
+    return {k: base64.b64encode(v).decode("ascii") for k, v in sorted(data.items())}
