@@ -176,10 +176,13 @@ class _Loader(_Base):  # type: ignore[misc]
     """Safe loading (libyaml when present) with Kubernetes' YAML-to-JSON conversions."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[str, Any]:
-        mapping = super().construct_mapping(node, deep=deep)
-        if all(isinstance(k, str) for k in mapping):
-            return mapping
-        return {_key_text(k): v for k, v in mapping.items()}
+        # Keys become strings as they are read: as Python values `1` and `true` would collide.
+        self.flatten_mapping(node)
+        mapping: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = _key_text(self.construct_object(key_node, deep=True))
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
 def _construct_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:

@@ -1,0 +1,238 @@
+"""`trainops check`: the real CLI on the seed examples and crafted files, lines and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonpatch
+import pytest
+import yaml
+
+from trainops import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDS = ROOT / "tests" / "fixtures" / "seeds"
+
+
+def run_check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], str]:
+    """Exit code, stdout lines without warnings, and stderr."""
+    code = cli.main(["check", *args])
+    captured = capsys.readouterr()
+    lines = [line for line in captured.out.splitlines() if ": warning: " not in line]
+    return code, lines, captured.err
+
+
+SEED_VERDICTS = {
+    "the TensorFlow reference example is admitted": (
+        "tensorflow-reference.yaml",
+        0,
+        [],
+    ),
+    "the TensorFlow example with scheduler, TensorBoard, debug and pause is admitted": (
+        "tensorflow-reference-with-options.yaml",
+        0,
+        [],
+    ),
+    "the user guide's resources snippet has no named main container": (
+        "tensorflow-user-guide-resources.yaml",
+        1,
+        [
+            "14: TensorFlowTrainingJob/tensorflow-example: spec.replicaSpecs[0].template.spec."
+            'containers: Required value: a container named "tensorflow" runs the training',
+            "15: TensorFlowTrainingJob/tensorflow-example: spec.replicaSpecs[0].template.spec."
+            "containers[0].name: Required value",
+        ],
+    ),
+    "the XGBoost reference example's worker template holds containers directly": (
+        "xgboost-reference.yaml",
+        1,
+        [
+            "30: XGBoostTrainingJob/training-iris-xgb: spec.replicaSpecs[1].template.spec: "
+            "Required value: containers belong under template.spec, not directly under template",
+            "31: XGBoostTrainingJob/training-iris-xgb: spec.replicaSpecs[1].template: "
+            'Forbidden: unknown field "containers"',
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "violations"), SEED_VERDICTS.values(), ids=SEED_VERDICTS.keys()
+)
+def test_seed_examples_get_their_documented_verdict(
+    capsys: pytest.CaptureFixture[str], name: str, code: int, violations: list[str]
+) -> None:
+    path = SEEDS / name
+    exit_code, lines, err = run_check(capsys, str(path))
+    assert (exit_code, err) == (code, "")
+    verdict = (
+        "1 job checked: 1 admitted, 0 denied"
+        if code == 0
+        else ("1 job checked: 0 admitted, 1 denied")
+    )
+    assert lines == [f"{path}:{v}" for v in violations] + [verdict]
+
+
+def test_a_directory_is_searched_recursively_in_sorted_order(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "job.yml").write_text((SEEDS / "xgboost-reference.yaml").read_text())
+    (tmp_path / "a.yaml").write_text((SEEDS / "tensorflow-user-guide-resources.yaml").read_text())
+    (tmp_path / "notes.txt").write_text("kind: [not yaml we read")
+    code, lines, _ = run_check(capsys, str(tmp_path))
+    assert code == 1
+    assert [line.split(":")[0] for line in lines[:-1]] == [
+        str(tmp_path / "a.yaml"),
+        str(tmp_path / "a.yaml"),
+        str(tmp_path / "b" / "job.yml"),
+        str(tmp_path / "b" / "job.yml"),
+    ]
+    assert lines[-1] == "2 jobs checked: 0 admitted, 2 denied"
+
+
+MULTI = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  a: "1"
+---
+apiVersion: batch.tensorstack.dev/v1beta1
+kind: TensorFlowTrainingJob
+metadata:
+  name: demo
+spec:
+  replicaSpecs:
+  - type: worker
+    replicas: -1
+    template:
+      spec:
+        containers:
+        - name: tensorflow
+          image: tf
+---
+"""
+
+
+def test_other_kinds_are_skipped_and_lines_count_from_the_file_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "multi.yaml"
+    path.write_text(MULTI)
+    code, lines, _ = run_check(capsys, str(path))
+    assert code == 1
+    assert lines == [
+        f"{path}:15: TensorFlowTrainingJob/demo: spec.replicaSpecs[0].replicas: "
+        "Invalid value: -1: must be greater than or equal to 0",
+        "1 job checked: 0 admitted, 1 denied; 1 other document skipped",
+    ]
+
+
+def test_a_syntax_error_exits_2_with_file_and_line_and_other_files_are_still_checked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: TensorFlowTrainingJob\nspec:\n  replicaSpecs: [\n    a: b: c\n")
+    code, lines, err = run_check(capsys, str(bad), str(SEEDS / "tensorflow-reference.yaml"))
+    assert code == 2
+    assert err.startswith(f"{bad}:4: error: YAML syntax error: ")
+    assert "Traceback" not in err
+    assert lines == ["1 job checked: 1 admitted, 0 denied; 1 file with errors"]
+
+
+def test_a_missing_path_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_check(capsys, str(tmp_path / "nope.yaml"))
+    assert code == 2
+    assert err == f"{tmp_path / 'nope.yaml'}: error: no such file or directory\n"
+
+
+def test_an_alias_bomb_is_refused_with_a_clear_message(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    code, _, err = run_check(capsys, str(path))
+    assert code == 2
+    assert err.startswith(f"{path}:1: error: document expands to over 1000000 nodes")
+
+
+def test_a_document_over_3_mib_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text("kind: ConfigMap\ndata:\n  a: '" + "x" * (3 * 1024 * 1024) + "'\n")
+    code, _, err = run_check(capsys, str(path))
+    assert code == 2
+    assert "over the 3145728-byte (3 MiB) limit" in err
+
+
+def test_a_duplicate_key_denies_the_job_at_the_second_key(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = (SEEDS / "tensorflow-reference.yaml").read_text()
+    path = tmp_path / "dup.yaml"
+    name = "          name: tensorflow\n"
+    path.write_text(text.replace(name, name + name))
+    code, lines, _ = run_check(capsys, str(path))
+    assert code == 1
+    assert lines == [
+        f"{path}:19: TensorFlowTrainingJob/tensorflow-example: "
+        "spec.replicaSpecs[0].template.spec.containers[0].name: "
+        'Duplicate value: field "name" is given more than once (only the last would be kept)',
+        "1 job checked: 0 admitted, 1 denied",
+    ]
+
+
+def test_json_output_lists_verdicts_with_lines_and_a_patch_that_defaults_the_job(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files = [SEEDS / "tensorflow-reference.yaml", SEEDS / "xgboost-reference.yaml"]
+    code = cli.main(["check", "--output", "json", *map(str, files)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.err == "2 jobs checked: 1 admitted, 1 denied\n"
+    reports = json.loads(captured.out)
+    assert [(r["file"], r["kind"], r["name"], r["allowed"]) for r in reports] == [
+        (str(files[0]), "TensorFlowTrainingJob", "tensorflow-example", True),
+        (str(files[1]), "XGBoostTrainingJob", "training-iris-xgb", False),
+    ]
+    assert reports[0]["violations"] == []
+    defaulted = jsonpatch.apply_patch(yaml.safe_load(files[0].read_text()), reports[0]["patch"])
+    container = defaulted["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert {"name": "tfjob-port", "containerPort": 2222} in container["ports"]
+    assert {
+        "field": "spec.replicaSpecs[1].template",
+        "reason": "Forbidden",
+        "message": 'Forbidden: unknown field "containers"',
+        "line": 31,
+    } in reports[1]["violations"]
+
+
+def test_standard_input_is_read_for_a_dash(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO((SEEDS / "xgboost-reference.yaml").read_text()))
+    code, lines, _ = run_check(capsys, "-")
+    assert code == 1
+    assert lines[1].startswith("<stdin>:31: XGBoostTrainingJob/training-iris-xgb: ")
+
+
+def test_the_installed_command_runs_as_a_process() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trainops", "check", str(SEEDS / "tensorflow-reference.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[-1] == "1 job checked: 1 admitted, 0 denied"

@@ -1,0 +1,125 @@
+"""Safe YAML loading with line tracking (`gitops.manifests`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gitops.manifests import MAX_DOCUMENT_BYTES, discover, load_paths, load_text
+
+TEXT = """\
+# a comment
+apiVersion: v1
+kind: Thing
+spec:
+  items:
+  - name: a
+    when: 2023-12-19T02:40:25Z
+  - name: b
+  1: one
+  yes: no
+---
+---
+second: &shared {x: 1}
+third: *shared
+"""
+
+
+def test_every_key_and_item_has_its_line() -> None:
+    docs, errors = load_text(TEXT, "t.yaml")
+    assert errors == []
+    first = docs[0]
+    assert (first.file, first.index, first.line) == ("t.yaml", 0, 2)
+    assert first.line_of(("spec", "items", 1, "name")) == 8
+    assert first.line_of(("spec", "items", 0)) == 6
+    assert first.line_of(("spec",)) == 4
+
+
+LINE_FALLBACKS = {
+    "a missing leaf falls back to its parent": (("spec", "items", 1, "image"), 8),
+    "a missing index falls back to the list": (("spec", "items", 7, "name"), 5),
+    "a missing top-level field falls back to the document": (("status", "phase"), 2),
+    "the empty path is the document": ((), 2),
+}
+
+
+@pytest.mark.parametrize(("parts", "line"), LINE_FALLBACKS.values(), ids=LINE_FALLBACKS.keys())
+def test_a_missing_field_maps_to_its_nearest_ancestor(
+    parts: tuple[str | int, ...], line: int
+) -> None:
+    (first, _), _ = load_text(TEXT)
+    assert first.line_of(parts) == line
+
+
+def test_values_are_converted_as_kubernetes_converts_yaml_to_json() -> None:
+    (first, second), _ = load_text(TEXT)
+    items = first.obj["spec"]["items"]
+    assert items[0]["when"] == "2023-12-19T02:40:25Z"
+    assert first.obj["spec"]["1"] == "one"
+    assert first.obj["spec"]["true"] is False
+    assert second.obj == {"second": {"x": 1}, "third": {"x": 1}}
+    assert second.index == 2  # the position in the file: the empty document counts
+
+
+def test_duplicate_keys_are_recorded_with_the_line_of_the_repeat() -> None:
+    (doc,), _ = load_text("a: 1\nb:\n  c: 1\n  c: 2\n")
+    assert doc.obj == {"a": 1, "b": {"c": 2}}
+    assert [(d.path, d.line) for d in doc.duplicates] == [(("b", "c"), 4)]
+
+
+REFUSED = {
+    "a syntax error": ("a: [1,\nb: c: d\n", 2, "YAML syntax error"),
+    "a recursive alias": ("a: &a [*a]\n", 1, "recursive YAML alias"),
+    "an alias bomb": (
+        'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
+        + "".join(
+            f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n"
+            for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+        ),
+        1,
+        "alias bomb",
+    ),
+    "an oversized document": ("a: '" + "x" * MAX_DOCUMENT_BYTES + "'\n", 1, "3 MiB"),
+    "a python object tag": ("a: !!python/object:os.system {}\n", 1, "YAML syntax error"),
+}
+
+
+@pytest.mark.parametrize(("text", "line", "words"), REFUSED.values(), ids=REFUSED.keys())
+def test_bad_documents_become_errors_with_a_line(text: str, line: int, words: str) -> None:
+    docs, errors = load_text(text, "bad.yaml")
+    assert docs == []
+    assert [(e.file, e.line) for e in errors] == [("bad.yaml", line)]
+    assert words in errors[0].message
+
+
+def test_documents_before_a_syntax_error_are_kept() -> None:
+    docs, errors = load_text("a: 1\n---\nb: [\n")
+    assert [d.obj for d in docs] == [{"a": 1}]
+    assert len(errors) == 1
+
+
+def test_an_oversized_document_does_not_hide_the_next_one() -> None:
+    docs, errors = load_text("a: '" + "x" * MAX_DOCUMENT_BYTES + "'\n---\nb: 1\n")
+    assert [d.obj for d in docs] == [{"b": 1}]
+    assert [e.line for e in errors] == [1]
+
+
+def test_directories_are_searched_for_yaml_files_in_sorted_order(tmp_path: Path) -> None:
+    for name in ("z.yaml", "a/b.yml", "a/c.json", "m.YAML.txt", "a.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("k: v\n")
+    files, errors = discover([tmp_path])
+    assert errors == []
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == ["a/b.yml", "a.yaml", "z.yaml"]
+
+
+def test_unreadable_and_non_utf8_files_are_errors_not_exceptions(tmp_path: Path) -> None:
+    (tmp_path / "latin.yaml").write_bytes(b"a: \xff\n")
+    docs, errors = load_paths([tmp_path / "latin.yaml", tmp_path / "missing.yaml"])
+    assert docs == []
+    assert [(Path(e.file).name, e.line) for e in errors] == [
+        ("missing.yaml", None),
+        ("latin.yaml", None),
+    ]
+    assert "not UTF-8" in errors[1].message
