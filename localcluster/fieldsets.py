@@ -1,0 +1,207 @@
+"""Field sets: the `fieldsV1` language of `metadata.managedFields`.
+
+A field set is a set of paths; a path is a tuple of tokens as structured-merge-diff spells them:
+`f:<field>` (struct field or map key), `k:{"name":"app"}` (an item of a list merged by keys),
+`v:"x"` (an item of a set-list). A path is in the set when the manager owns that node: a scalar,
+an atomic list or map, a list item (whose children are owned too), or a map such as `labels`
+(encoded with a `.` entry next to its children, as the real server does).
+
+Pure functions only: computing the set of an object against its schema, encoding/decoding
+`fieldsV1`, reading and removing the value at a path, and rendering a path the way conflict
+messages show it (`.spec.containers[name="app"].image`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from localcluster.schemawalk import SchemaCursor
+
+__all__ = [
+    "MISSING",
+    "FieldPath",
+    "decode",
+    "encode",
+    "field_set",
+    "path_string",
+    "remove_path",
+    "value_at",
+]
+
+FieldPath = tuple[str, ...]
+
+# Fields nobody owns: identity and server-maintained metadata.
+_IGNORED_TOP = frozenset({"apiVersion", "kind"})
+_IGNORED_META = frozenset(
+    {
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "managedFields",
+        "selfLink",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    }
+)
+_MISSING = object()
+
+
+def field_set(
+    obj: dict[str, Any], schema: SchemaCursor, *, include: frozenset[str] | None = None,
+    exclude: frozenset[str] = frozenset(),
+) -> set[FieldPath]:  # fmt: skip
+    """The paths `obj` sets (top-level fields limited to `include`, minus `exclude`)."""
+    out: set[FieldPath] = set()
+    for key, value in obj.items():
+        if key in _IGNORED_TOP or key in exclude or (include is not None and key not in include):
+            continue
+        if key == "metadata" and isinstance(value, dict):
+            meta = {k: v for k, v in value.items() if k not in _IGNORED_META}
+            if meta:
+                _walk_map(meta, schema.field("metadata"), ("f:metadata",), out)
+            continue
+        _walk_value(key, value, schema, ("f:" + key,), out)
+    return out
+
+
+def _walk_map(
+    obj: dict[str, Any], schema: SchemaCursor, prefix: FieldPath, out: set[FieldPath]
+) -> None:
+    for key, value in obj.items():
+        _walk_value(key, value, schema, (*prefix, "f:" + key), out)
+
+
+def _walk_value(
+    key: str, value: Any, parent: SchemaCursor, path: FieldPath, out: set[FieldPath]
+) -> None:
+    child = parent.field(key)
+    if isinstance(value, dict):
+        if not value or child.is_atomic_map():
+            out.add(path)
+            return
+        if child.is_map():
+            out.add(path)
+        _walk_map(value, child, path, out)
+    elif isinstance(value, list):
+        semantics = parent.list_semantics(key)
+        if semantics.list_type == "set":
+            out.update((*path, "v:" + _json(v)) for v in value)
+        elif semantics.list_type == "map" and semantics.keys:
+            items = child.items()
+            for item in value:
+                if not isinstance(item, dict):
+                    out.add(path)
+                    return
+                token = "k:" + _json({k: item[k] for k in semantics.keys if k in item})
+                out.add((*path, token))
+                _walk_map(item, items, (*path, token), out)
+        else:
+            out.add(path)
+    else:
+        out.add(path)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def encode(paths: set[FieldPath]) -> dict[str, Any]:
+    """The `fieldsV1` trie of a set (`.` marks a member that also has members below it)."""
+    root: dict[str, Any] = {}
+    for path in sorted(paths):
+        node = root
+        for token in path:
+            node = node.setdefault(token, {})
+    for path in paths:
+        node = root
+        for token in path:
+            node = node[token]
+        if node:
+            node["."] = {}
+    return _sorted(root)
+
+
+def _sorted(node: dict[str, Any]) -> dict[str, Any]:
+    return {k: _sorted(v) for k, v in sorted(node.items(), key=lambda kv: (kv[0] != ".", kv[0]))}
+
+
+def decode(fields: dict[str, Any] | None) -> set[FieldPath]:
+    """The set a `fieldsV1` trie describes."""
+    out: set[FieldPath] = set()
+
+    def walk(node: dict[str, Any], prefix: FieldPath) -> None:
+        for token, child in node.items():
+            if token == ".":
+                if prefix:
+                    out.add(prefix)
+                continue
+            path = (*prefix, token)
+            if isinstance(child, dict) and child:
+                walk(child, path)
+            else:
+                out.add(path)
+
+    walk(fields or {}, ())
+    return out
+
+
+def _item_matches(item: Any, token: str) -> bool:
+    if token.startswith("k:"):
+        keys = json.loads(token[2:])
+        return isinstance(item, dict) and all(item.get(k) == v for k, v in keys.items())
+    if token.startswith("v:"):
+        return bool(item == json.loads(token[2:]))
+    return False
+
+
+def value_at(obj: Any, path: FieldPath) -> Any:
+    """The value at `path`, or `MISSING` (a sentinel compared by identity)."""
+    current = obj
+    for token in path:
+        if token.startswith("f:"):
+            if not isinstance(current, dict) or token[2:] not in current:
+                return _MISSING
+            current = current[token[2:]]
+        elif isinstance(current, list):
+            current = next((i for i in current if _item_matches(i, token)), _MISSING)
+            if current is _MISSING:
+                return _MISSING
+        else:
+            return _MISSING
+    return current
+
+
+MISSING = _MISSING
+
+
+def remove_path(obj: dict[str, Any], path: FieldPath) -> None:
+    """Remove the node at `path` from `obj` in place (no-op when absent); empties left behind
+    by the removal of their last member are removed too, as the real server does for maps."""
+    if not path:
+        return
+    parent = value_at(obj, path[:-1]) if len(path) > 1 else obj
+    token = path[-1]
+    if token.startswith("f:") and isinstance(parent, dict):
+        parent.pop(token[2:], None)
+    elif isinstance(parent, list):
+        parent[:] = [i for i in parent if not _item_matches(i, token)]
+
+
+def path_string(path: FieldPath) -> str:
+    """`.spec.containers[name="app"].image`, as conflict messages print paths."""
+    out = []
+    for token in path:
+        if token.startswith("f:"):
+            out.append("." + token[2:])
+        elif token.startswith("k:"):
+            keys = json.loads(token[2:])
+            out.append("[" + ",".join(f"{k}={_json(v)}" for k, v in keys.items()) + "]")
+        elif token.startswith("v:"):
+            out.append(f"[={token[2:]}]")
+        else:
+            out.append(f"[{token}]")
+    return "".join(out)
