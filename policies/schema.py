@@ -4,7 +4,10 @@ One schema serves three readers: the CRDs (`trainops crds` embeds it as `openAPI
 strict decoder in `policies.structural` (unknown fields and wrong types, on every admission) and
 the CEL rules in `policies.cel` (which attach `x-kubernetes-validations` to its nodes).
 
-Our own fields are written out here — they are the T9k job API described in the seeds. The
+Our own fields are written out here — they are the T9k job API described in the seeds; the
+per-kind facts (replica types, main container, defaults) and the enums and ranges come from the
+rule modules (`policies.tensorflow`, `policies.xgboost`, `policies.rules_common`), so the CRD
+and the webhook cannot drift apart. The
 replica `template` is the real PodTemplateSpec schema derived from Kubernetes' published
 definitions (`policies.schemas`), never hand-typed.
 
@@ -23,27 +26,25 @@ import copy
 from functools import cache
 from typing import Any
 
+from policies.kinds import KindSpec
+from policies.rules_common import CLEAN_UP_POLICIES, PRIORITY_RANGE, RESTART_POLICIES
 from policies.schemas import pod_template_spec
+from policies.tensorflow import TENSORFLOW
+from policies.xgboost import XGBOOST
 
 __all__ = [
-    "CLEAN_UP_POLICIES",
     "KIND_REPLICA_TYPES",
     "MAIN_CONTAINERS",
     "MAX_COMMAND_ITEMS",
     "MAX_TYPE_LENGTH",
-    "RESTART_POLICIES",
     "openapi_schema",
 ]
 
 Schema = dict[str, Any]
 
-KIND_REPLICA_TYPES: dict[str, tuple[str, ...]] = {
-    "TensorFlowTrainingJob": ("chief", "worker", "ps", "evaluator"),
-    "XGBoostTrainingJob": ("master", "worker"),
-}
-MAIN_CONTAINERS = {"TensorFlowTrainingJob": "tensorflow", "XGBoostTrainingJob": "xgboost"}
-RESTART_POLICIES = ("Never", "OnFailure", "Always", "ExitCode")
-CLEAN_UP_POLICIES = ("None", "All", "Unfinished")
+_KINDS: dict[str, KindSpec] = {k.kind: k for k in (TENSORFLOW, XGBOOST)}
+KIND_REPLICA_TYPES = {name: k.replica_types for name, k in _KINDS.items()}
+MAIN_CONTAINERS = {name: k.main_container for name, k in _KINDS.items()}
 REPLICA_PHASES = ("Creating", "Pending", "Running", "Succeeded", "Failed", "Unknown", "Deleted")
 JOB_PHASES = ("Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed", "Unknown")
 MAX_TYPE_LENGTH = 32
@@ -52,9 +53,6 @@ MAX_COMMAND_ITEMS = 256
 """Bound on debug/resume command and args lists (compared by the resumeSpecs transition rule)."""
 MAX_ARG_LENGTH = 4096
 """Bound on each debug/resume command or argument string (same reason)."""
-PRIORITY_RANGE = (0, 100)
-DEFAULT_RESTART_POLICY = {"TensorFlowTrainingJob": "Never", "XGBoostTrainingJob": "Never"}
-DEFAULT_CLEAN_UP_POLICY = {"TensorFlowTrainingJob": "Unfinished", "XGBoostTrainingJob": "None"}
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 FILESET_PATTERN = (
     r"^t9k://pvc/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
@@ -103,7 +101,7 @@ def _spec(kind: str) -> Schema:
             cleanUpPolicy=_enum(
                 "Which replicas to delete when the job ends: None, All or Unfinished.",
                 CLEAN_UP_POLICIES,
-                default=DEFAULT_CLEAN_UP_POLICY[kind],
+                default=_KINDS[kind].default_clean_up_policy,
             ),
             backoffLimit=_int(
                 "How many replica restarts, across all replicas, before the job fails.",
@@ -189,7 +187,7 @@ def _replica_spec(kind: str, types: tuple[str, ...]) -> Schema:
             "When replicas restart: Never, OnFailure, Always or ExitCode "
             "(on exit codes 130, 137, 138 and 143).",
             RESTART_POLICIES,
-            default=DEFAULT_RESTART_POLICY[kind],
+            default=_KINDS[kind].default_restart_policy,
         ),
         template=template,
     )
