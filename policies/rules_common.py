@@ -9,7 +9,7 @@ The kind-specific facts (replica types, main container, master rule) come in a `
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from policies.fieldpath import (
     ErrorType,
@@ -351,7 +351,7 @@ def _is_subdomain(value: str) -> bool:
     return len(value) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(value) is not None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -82,8 +82,9 @@ def _replica_spec_changes(new: Any, old: Any) -> list[FieldError]:
     return errors
 
 
-def _type(item: Any) -> Any:
-    return item.get("type") if isinstance(item, dict) else None
+def _type(item: Any) -> str | None:
+    rtype = item.get("type") if isinstance(item, dict) else None
+    return rtype if isinstance(rtype, str) else None
 
 
 def _resume(pause: dict[str, Any]) -> Any:
