@@ -53,11 +53,21 @@ def check(obj: Any) -> list[FieldError]:
         if child is None:
             errors.append(_unknown(Path(), key))
         else:
-            _walk(child, value, (key,), errors)
+            _walk(child, value, (None, key), errors)
     return errors
 
 
 # --- compiled schema --------------------------------------------------------------------------
+
+_EXACT_TYPES: dict[str, frozenset[type]] = {
+    "object": frozenset({dict}),
+    "array": frozenset({list}),
+    "string": frozenset({str}),
+    "integer": frozenset({int}),
+    "number": frozenset({int, float}),
+    "boolean": frozenset({bool}),
+    "int-or-string": frozenset({int, str}),
+}
 
 
 @dataclass(eq=False)
@@ -68,6 +78,11 @@ class _Node:
     items: _Node | None = None
     required: tuple[str, ...] = ()
     map_keys: tuple[tuple[str, Any], ...] = ()  # (key, default) of list-type map lists
+    # Python types accepted without further thought (the fast path); others go to `_walk`.
+    exact: frozenset[type] = frozenset()
+    is_object: bool = False
+    is_array: bool = False
+    is_container: bool = False
 
 
 @cache
@@ -81,10 +96,14 @@ def _compiled(kind: Any) -> _Node | None:
 
 def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
     if schema.get("x-kubernetes-int-or-string"):
-        return _Node("int-or-string")
+        return _Node("int-or-string", exact=_EXACT_TYPES["int-or-string"])
     if schema.get("x-kubernetes-preserve-unknown-fields"):
         return _Node("any")
-    node = _Node(schema["type"])
+    kind = schema["type"]
+    node = _Node(kind, exact=_EXACT_TYPES[kind])
+    node.is_object = kind == "object"
+    node.is_array = kind == "array"
+    node.is_container = node.is_object or node.is_array
     for name, sub in schema.get("properties", {}).items():
         node.props[name] = _compile(sub, in_template=in_template or name == "template")
     if "additionalProperties" in schema:
@@ -103,15 +122,23 @@ def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
 
 
 # --- walking ----------------------------------------------------------------------------------
+# Paths under construction are linked pairs `(parent, part)` (root: `None`), so descending costs
+# one small tuple, and a `Path` is only built when something is wrong.
+
+_Parts = tuple[Any, Any] | None
 
 
 class _MapKey(str):
     """A map key in a path under construction (rendered `[k]`)."""
 
 
-def _path(parts: tuple[Any, ...]) -> Path:
+def _path(parts: _Parts) -> Path:
+    chain: list[Any] = []
+    while parts is not None:
+        parts, part = parts
+        chain.append(part)
     path = Path()
-    for part in parts:
+    for part in reversed(chain):
         if isinstance(part, _MapKey):
             path = path.key(str(part))
         elif isinstance(part, int):
@@ -121,7 +148,8 @@ def _path(parts: tuple[Any, ...]) -> Path:
     return path
 
 
-def _walk(node: _Node, value: Any, parts: tuple[Any, ...], errors: list[FieldError]) -> None:
+def _walk(node: _Node, value: Any, parts: _Parts, errors: list[FieldError]) -> None:
+    """Check `value` against `node` (the slow path: anything not of an exact accepted type)."""
     kind = node.type
     if kind == "object":
         if not isinstance(value, dict):
@@ -138,42 +166,64 @@ def _walk(node: _Node, value: Any, parts: tuple[Any, ...], errors: list[FieldErr
 
 
 def _walk_object(
-    node: _Node, value: dict[Any, Any], parts: tuple[Any, ...], errors: list[FieldError]
+    node: _Node, value: dict[Any, Any], parts: _Parts, errors: list[FieldError]
 ) -> None:
     props = node.props
+    additional = node.additional
     for key, child_value in value.items():
         if child_value is None:
             continue
-        child = props.get(key) if isinstance(key, str) else None
-        if child is not None:
-            _walk(child, child_value, (*parts, key), errors)
-        elif node.additional is not None:
-            _walk(node.additional, child_value, (*parts, _MapKey(str(key))), errors)
+        child = props.get(key)
+        if child is None:
+            if additional is None or not isinstance(key, str):
+                errors.append(_unknown(_path(parts), key))
+                continue
+            child = additional
+            key = _MapKey(key)
+        if type(child_value) in child.exact:
+            if child.is_container:
+                if child.is_object:
+                    _walk_object(child, child_value, (parts, key), errors)
+                else:
+                    _walk_array(child, child_value, (parts, key), errors)
         else:
-            errors.append(_unknown(_path(parts), key))
+            _walk(child, child_value, (parts, key), errors)
     for name in node.required:
         if value.get(name) is None:
-            errors.append(fieldpath.required(_path((*parts, name))))
+            errors.append(fieldpath.required(_path((parts, name))))
 
 
-def _walk_array(
-    node: _Node, value: list[Any], parts: tuple[Any, ...], errors: list[FieldError]
-) -> None:
+def _walk_array(node: _Node, value: list[Any], parts: _Parts, errors: list[FieldError]) -> None:
     items = node.items
     if items is None:
         return
+    exact = items.exact
+    for i, item in enumerate(value):
+        if type(item) in exact:
+            if items.is_object:
+                _walk_object(items, item, (parts, i), errors)
+            elif items.is_array:
+                _walk_array(items, item, (parts, i), errors)
+        elif item is None:
+            errors.append(_wrong_type((parts, i), item, _EXPECTED.get(items.type, items.type)))
+        else:
+            _walk(items, item, (parts, i), errors)
+    if node.map_keys:
+        _check_map_keys(node.map_keys, value, parts, errors)
+
+
+def _check_map_keys(
+    map_keys: tuple[tuple[str, Any], ...], value: list[Any], parts: _Parts, errors: list[FieldError]
+) -> None:
     seen: set[tuple[Any, ...]] = set()
     for i, item in enumerate(value):
-        if item is None:
-            errors.append(_wrong_type((*parts, i), item, _EXPECTED.get(items.type, items.type)))
+        if not isinstance(item, dict):
             continue
-        _walk(items, item, (*parts, i), errors)
-        if node.map_keys and isinstance(item, dict):
-            shown = {k: item.get(k, default) for k, default in node.map_keys}
-            key = tuple(_hashable(v) for v in shown.values())
-            if key in seen:
-                errors.append(fieldpath.duplicate(_path((*parts, i)), shown))
-            seen.add(key)
+        shown = {k: item.get(k, default) for k, default in map_keys}
+        key = tuple(_hashable(v) for v in shown.values())
+        if key in seen:
+            errors.append(fieldpath.duplicate(_path((parts, i)), shown))
+        seen.add(key)
 
 
 def _scalar_ok(kind: str, value: Any) -> bool:
@@ -197,7 +247,7 @@ def _unknown(parent: Path, key: Any) -> FieldError:
     return FieldError(ErrorType.FORBIDDEN, parent, f'unknown field "{key}"', str(key))
 
 
-def _wrong_type(parts: tuple[Any, ...], value: Any, expected: str) -> FieldError:
+def _wrong_type(parts: _Parts, value: Any, expected: str) -> FieldError:
     detail = f"must be of type {expected}"
     if expected == _EXPECTED["int-or-string"] and isinstance(value, float):
         detail += f' (quote it: "{value}")'
