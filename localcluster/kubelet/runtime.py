@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from localcluster.kubelet import shim
+from localcluster.kubelet.clock import seconds_precision
 from localcluster.kubelet.model import Instance
 
 __all__ = ["Runtime", "StartSpec"]
@@ -137,8 +138,8 @@ class Runtime:
             return Instance(
                 attempt,
                 cid,
-                ext.get("startedAt") or started,
-                ext.get("finishedAt"),
+                seconds_precision(ext.get("startedAt") or started),
+                seconds_precision(ext.get("finishedAt") or started),
                 code,
                 ext.get("signal"),
                 ext.get("reason") or ("Completed" if code == 0 else "Error"),
@@ -146,7 +147,9 @@ class Runtime:
             )
         pid = _read_json(path / "pid.json")
         if _alive(_read_json(path / "shim.json")):
-            return Instance(attempt, cid, (pid or {}).get("startedAt") or started)
+            return Instance(
+                attempt, cid, seconds_precision((pid or {}).get("startedAt") or started)
+            )
         # Lost: the shim died without recording an exit (killed, or the machine rebooted).
         if _alive(pid):
             assert pid is not None

@@ -1,16 +1,310 @@
-"""`trainops up` (not implemented yet)."""
+"""`trainops up`: the whole product on one machine, no cluster needed.
+
+Starts, in one process and one event loop: the embedded API server (`localcluster`), the CRDs of
+both job kinds (from `trainops crds`' builder), the admission webhook over TLS on a loopback port
+(certificates from `certs.pki`, registered with Mutating/ValidatingWebhookConfigurations whose
+`clientConfig.url` and `caBundle` point at it), the process kubelet with its scheduler and
+Deployment controller. State lives in the data directory, so running `up` again resumes: objects,
+pod logs, the CA and the kubeconfig (`DIR/kubeconfig`).
+
+SIGINT/SIGTERM stop everything in reverse order; the kubelet ends every pod process first and
+reports how each ended, so nothing runs on after `up` returns.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import os
+import signal
 import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["default_data_dir", "register", "run", "webhook_configurations"]
+
+WEBHOOK_NAME = "trainops-webhook"
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "trainops"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("up", help="(not implemented yet)")
+    parser = subparsers.add_parser(
+        "up",
+        help="run the API server, webhook and a process kubelet on this machine",
+        description="Run trainops locally: an embedded Kubernetes API server, the admission "
+        "webhook, and a kubelet that runs pods as local processes. Ctrl-C stops everything.",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help=f"where state, logs and the kubeconfig live (default: {default_data_dir()})",
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="API server port (default: reuse or pick)"
+    )
+    parser.add_argument("--dashboard-port", type=int, default=None, metavar="PORT")
+    parser.add_argument(
+        "--repo", metavar="GIT_URL", help="sync training jobs from this Git repository"
+    )
+    parser.add_argument(
+        "--path", metavar="DIR", help="directory of the repository to sync (with --repo)"
+    )
+    parser.add_argument(
+        "--revision", metavar="REF", help="branch, tag or commit to sync (with --repo)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("trainops up: not implemented yet", file=sys.stderr)
-    return 2
+    if (args.path or args.revision) and not args.repo:
+        print("trainops up: --path and --revision need --repo", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"trainops up: cannot create {data_dir}: {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_main(args, data_dir))
+    except KeyboardInterrupt:
+        return 130
+
+
+@dataclass
+class Stack:
+    """Everything `up` started, in start order (stopped in reverse)."""
+
+    data_dir: Path
+    stops: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        for stop in reversed(self.stops):
+            try:
+                await stop()
+            except Exception as e:  # keep stopping the rest
+                logging.getLogger("trainops.up").warning("stopping: %s", e)
+        self.stops.clear()
+
+
+async def _main(args: argparse.Namespace, data_dir: Path) -> int:
+    stop_event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop_event.set)
+    started = time.monotonic()
+    stack = Stack(data_dir)
+    try:
+        await start_stack(stack, args, data_dir)
+    except Exception as e:
+        print(f"trainops up: {e}", file=sys.stderr)
+        await stack.stop()
+        return 1
+    _banner(stack, args, time.monotonic() - started)
+    await stop_event.wait()
+    print("trainops up: stopping (pod processes are being ended)...", file=sys.stderr, flush=True)
+    await stack.stop()
+    print("trainops up: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) -> None:
+    from localcluster.apiserver import ApiServerConfig, start_apiserver
+    from localcluster.kubelet.deployments import DeploymentController
+    from localcluster.kubelet.kube import connect
+    from localcluster.kubelet.kubelet import Kubelet, KubeletConfig
+    from localcluster.kubelet.scheduler import Scheduler
+
+    api = await start_apiserver(
+        ApiServerConfig(data_dir=data_dir, port=getattr(args, "port", 0) or 0)
+    )
+    stack.stops.append(api.stop)
+    stack.notes.append(f"API server  {api.url}")
+    kube = await connect(api.kubeconfig)
+    stack.stops.append(kube.close)
+
+    await _install_crds(kube)
+    url = await _start_webhook(stack, kube, data_dir)
+    stack.notes.append(f"webhook     {url}")
+
+    kubelet = Kubelet(kube, KubeletConfig(data_dir=data_dir))
+    await kubelet.start()
+    stack.stops.append(kubelet.stop)
+    scheduler = Scheduler(kube, kubelet.config.node_name)
+    scheduler.start()
+    stack.stops.append(scheduler.stop)
+    deployments = DeploymentController(kube)
+    deployments.start()
+    stack.stops.append(deployments.stop)
+    stack.notes.append(
+        f"kubelet     node {kubelet.config.node_name}, logs on 127.0.0.1:{kubelet.logs.port}"
+    )
+    stack.kubeconfig = api.kubeconfig  # type: ignore[attr-defined]
+
+
+async def _apply(get: Any, create: Any, replace: Any, name: str, body: dict[str, Any]) -> None:
+    """Create, or replace keeping the stored resourceVersion (raw dicts, no models)."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    try:
+        await (await create(body, _preload_content=False)).read()
+        return
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    import json
+
+    live = json.loads(await (await get(name, _preload_content=False)).read())
+    body = {
+        **body,
+        "metadata": {**body["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]},
+    }
+    await (await replace(name, body, _preload_content=False)).read()
+
+
+async def _install_crds(kube: Any) -> None:
+    from kubernetes_asyncio import client
+
+    from trainops.commands.crds import build_crds
+
+    ext = client.ApiextensionsV1Api(kube.api_client)
+    for crd in build_crds():
+        await _apply(
+            ext.read_custom_resource_definition,
+            ext.create_custom_resource_definition,
+            ext.replace_custom_resource_definition,
+            crd["metadata"]["name"],
+            crd,
+        )
+
+
+def webhook_configurations(url: str, ca_bundle_b64: str) -> list[dict[str, Any]]:
+    """Mutating and validating configurations for both job kinds, called by URL."""
+    import policies
+
+    rules = [
+        {
+            "apiGroups": [policies.GROUP],
+            "apiVersions": [policies.VERSION],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": [k.lower() + "s" for k in policies.KINDS],
+            "scope": "Namespaced",
+        }
+    ]
+
+    def hook(name: str, path: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": f"{url}{path}", "caBundle": ca_bundle_b64},
+            "rules": rules,
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "sideEffects": "None",
+            "timeoutSeconds": 5,
+        }
+
+    mutating = hook(f"default.trainingjobs.{policies.GROUP}", "/mutate")
+    mutating["reinvocationPolicy"] = "IfNeeded"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_NAME},
+            "webhooks": [mutating],
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_NAME},
+            "webhooks": [hook(f"validate.trainingjobs.{policies.GROUP}", "/validate")],
+        },
+    ]
+
+
+async def _start_webhook(stack: Stack, kube: Any, data_dir: Path) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    from kubernetes_asyncio import client
+
+    from certs import pki
+    from certs.inject import ca_bundle_b64
+    from webhook.server import ServerConfig, start
+
+    cert_dir = data_dir / "webhook"
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    ca_file, cert_file, key_file = (
+        cert_dir / n for n in (pki.CA_FILE, pki.CERT_FILE, pki.KEY_FILE)
+    )
+    fresh = False
+    if ca_file.exists() and cert_file.exists() and key_file.exists():
+        try:
+            pair = pki.load_keypair(cert_file, key_file)
+            fresh = pair.not_after - datetime.now(UTC) > timedelta(days=30)
+        except ValueError:
+            fresh = False
+    if not fresh:
+        ca = pki.new_ca("trainops-local-webhook-ca")
+        pki.write_bundle(cert_dir, ca, pki.new_serving_cert(ca, ["localhost", "127.0.0.1"]))
+    running = await start(ServerConfig(cert_dir=cert_dir, host="127.0.0.1", port=0))
+    stack.stops.append(running.close)
+    url = f"https://127.0.0.1:{running.port}"
+    bundle = ca_bundle_b64(ca_file.read_bytes())
+    adm = client.AdmissionregistrationV1Api(kube.api_client)
+    mutating, validating = webhook_configurations(url, bundle)
+    await _apply(
+        adm.read_mutating_webhook_configuration,
+        adm.create_mutating_webhook_configuration,
+        adm.replace_mutating_webhook_configuration,
+        WEBHOOK_NAME,
+        mutating,
+    )
+    await _apply(
+        adm.read_validating_webhook_configuration,
+        adm.create_validating_webhook_configuration,
+        adm.replace_validating_webhook_configuration,
+        WEBHOOK_NAME,
+        validating,
+    )
+    return url
+
+
+def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
+    kubeconfig = getattr(stack, "kubeconfig", stack.data_dir / "kubeconfig")
+    lines = [f"trainops is up ({seconds:.1f}s), data in {stack.data_dir}", ""]
+    lines += [f"  {n}" for n in stack.notes]
+    dash = "not available yet"
+    if args.dashboard_port is not None:
+        dash += f" (--dashboard-port {args.dashboard_port} noted)"
+    lines.append(f"  dashboard   {dash}")
+    if args.repo:
+        what = (
+            args.repo
+            + (f" path {args.path}" if args.path else "")
+            + (f" at {args.revision}" if args.revision else "")
+        )
+        lines.append(f"  gitops      not available yet (would sync {what})")
+    lines.append("  controller  not available yet")
+    lines += [
+        "",
+        "Use it:",
+        f"  export KUBECONFIG={kubeconfig}",
+        "  kubectl get nodes",
+        "",
+        "Stop with Ctrl-C (or SIGTERM); run `trainops up` again to resume.",
+    ]
+    print("\n".join(lines), flush=True)

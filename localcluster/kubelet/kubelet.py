@@ -1,0 +1,231 @@
+"""The process kubelet: registers the Node, watches its pods, runs them as local processes.
+
+Data flow:
+
+    API server ──list+watch pods (spec.nodeName=<node>)──▶ Kubelet ──▶ PodWorker per uid
+                                                              │            │ runtime (shim processes)
+    API server ◀──patch pods/status, events, delete(grace 0)──┘◀───────────┘
+    API server ◀──Node status, Lease renewals (heartbeat)
+
+Level-triggered: a watch event, a container exit (the shim's parent sees it) or a timer only
+pokes the pod's worker, which then compares the whole desired pod with the whole set of
+instances on disk. Workers also wake up every `resync_seconds` on their own.
+
+On start, pod directories left by a previous run are matched with the pods the API server still
+binds to this node: running instances are adopted (they kept running under their shims), pods
+that are gone get their processes stopped and their files removed. On `stop()`, every container
+is stopped (SIGTERM, SIGKILL after min(grace, `shutdown_grace_seconds`)) and its final state
+reported, so a later start resumes from what happened, per restart policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localcluster.kubelet import node as nodes
+from localcluster.kubelet.clock import micro_time, rfc3339, utcnow
+from localcluster.kubelet.expansion import NodeFacts
+from localcluster.kubelet.kube import ApiException, Kube
+from localcluster.kubelet.model import BackOffPolicy
+from localcluster.kubelet.podworker import PodWorker
+from localcluster.kubelet.runtime import Runtime
+from localcluster.kubelet.server import LogServer
+
+__all__ = ["Kubelet", "KubeletConfig"]
+
+log = logging.getLogger("trainops.kubelet")
+
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    data_dir: Path
+    node_name: str = "trainops"
+    backoff: BackOffPolicy = field(default_factory=BackOffPolicy)
+    resync_seconds: float = 10.0
+    heartbeat_seconds: float = 10.0
+    shutdown_grace_seconds: float = 10.0
+
+
+class Kubelet:
+    def __init__(self, kube: Kube, config: KubeletConfig) -> None:
+        self.kube = kube
+        self.config = config
+        self.runtime = Runtime(config.data_dir, on_exit=self._on_exit)
+        self.workers: dict[str, PodWorker] = {}
+        self.by_name: dict[tuple[str, str], str] = {}
+        self.shutting_down = False
+        self.logs = LogServer(self.runtime, self._lookup)
+        self.facts = nodes.machine_facts(config.data_dir)
+        self.node_facts = NodeFacts(
+            node_name=config.node_name,
+            allocatable_cpu=str(self.facts.cpus),
+            allocatable_memory=f"{self.facts.memory_kib}Ki",
+            allocatable_ephemeral_storage=str(self.facts.disk_bytes),
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self._events: set[asyncio.Task[None]] = set()
+        self._node_uid = ""
+        self._node_status: dict[str, Any] | None = None
+        self._started_at = rfc3339(utcnow())
+        self.synced = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        port = await self.logs.start()
+        node = await self.kube.ensure_node(nodes.node_object(self.config.node_name))
+        self._node_uid = node["metadata"].get("uid", "")
+        await self._post_node_status(port)
+        with contextlib.suppress(ApiException):
+            await self.kube.ensure_namespace("kube-node-lease")
+        self._tasks.append(asyncio.create_task(self._heartbeat(), name="kubelet-heartbeat"))
+        self._tasks.append(asyncio.create_task(self._watch_pods(), name="kubelet-watch"))
+
+    async def stop(self) -> None:
+        """Stop every container, report final states, stop serving logs."""
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        self.shutting_down = True
+        for w in list(self.workers.values()):
+            w.poke()
+            if w.task is None or w.task.done():
+                self._spawn(w)
+        tasks = [w.task for w in self.workers.values() if w.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.config.shutdown_grace_seconds + 10)
+        await self.runtime.wait_watchers()
+        if self._events:
+            await asyncio.wait(list(self._events), timeout=5)
+        await self.logs.stop()
+
+    # -- pods ------------------------------------------------------------------------------
+    async def _watch_pods(self) -> None:
+        selector = f"spec.nodeName={self.config.node_name}"
+        first = True
+        while True:
+            try:
+                items, rv = await self.kube.list_pods(selector)
+                listed = {p["metadata"]["uid"] for p in items}
+                for pod in items:
+                    self._observe("ADDED", pod)
+                for uid, w in list(self.workers.items()):
+                    if uid not in listed:
+                        w.deleted = True
+                        w.poke()
+                if first:
+                    self._adopt_leftovers(listed)
+                    first = False
+                self.synced.set()
+                async for kind, obj in self.kube.watch(
+                    self.kube.core.list_pod_for_all_namespaces, rv, field_selector=selector
+                ):
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                        self._observe(kind, obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the server restarted, a 410 Gone: list again
+                log.debug("pod watch ended: %s", e)
+                await asyncio.sleep(0.5)
+
+    def _adopt_leftovers(self, listed: set[str]) -> None:
+        for rec in self.runtime.known_pods():
+            uid = rec["uid"]
+            if uid in listed or uid in self.workers:
+                continue
+            w = PodWorker(self, uid)
+            w.deleted = True
+            self.workers[uid] = w
+            self._spawn(w)
+
+    def _observe(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        key = (meta.get("namespace", "default"), meta["name"])
+        w = self.workers.get(uid)
+        if w is None:
+            if kind == "DELETED":
+                return
+            w = PodWorker(self, uid)
+            self.workers[uid] = w
+        w.pod = pod
+        self.by_name[key] = uid
+        if kind == "DELETED":
+            w.deleted = True
+        if w.task is None or w.task.done():
+            self._spawn(w)
+        w.poke()
+
+    def _spawn(self, w: PodWorker) -> None:
+        w.task = asyncio.create_task(w.run(), name=f"pod-{w.uid}")
+        w.task.add_done_callback(lambda t, uid=w.uid: self._worker_done(uid, t))
+
+    def _worker_done(self, uid: str, task: asyncio.Task[None]) -> None:
+        w = self.workers.get(uid)
+        if w is not None and w.task is task and (w.deleted or w.pod is None):
+            del self.workers[uid]
+            for key, value in list(self.by_name.items()):
+                if value == uid:
+                    del self.by_name[key]
+
+    def _on_exit(self, uid: str) -> None:
+        w = self.workers.get(uid)
+        if w is not None:
+            w.poke()
+
+    def _lookup(self, namespace: str, name: str) -> str | None:
+        uid = self.by_name.get((namespace, name))
+        if uid is not None:
+            return uid
+        for rec in self.runtime.known_pods():
+            if rec.get("namespace") == namespace and rec.get("name") == name:
+                return str(rec["uid"])
+        return None
+
+    # -- events ----------------------------------------------------------------------------
+    def emit(self, namespace: str, event: dict[str, Any]) -> None:
+        async def send() -> None:
+            try:
+                await self.kube.create_event(namespace, event)
+            except Exception as e:
+                log.debug("event not recorded: %s", e)
+
+        task = asyncio.create_task(send())
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    # -- node ------------------------------------------------------------------------------
+    async def _post_node_status(self, port: int) -> None:
+        status = nodes.node_status(
+            self.facts,
+            port=port,
+            now=rfc3339(utcnow()),
+            ready_since=self._started_at,
+            old=self._node_status,
+        )
+        await self.kube.patch_node_status(self.config.node_name, status)
+        self._node_status = status
+
+    async def _heartbeat(self) -> None:
+        beats = 0
+        while True:
+            try:
+                lease = nodes.node_lease(
+                    self.config.node_name, self._node_uid, now_micro=micro_time(utcnow())
+                )
+                await self.kube.renew_lease(lease)
+                beats += 1
+                if beats % 6 == 0:  # node status every minute, lease every 10 s
+                    await self._post_node_status(self.logs.port)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.debug("heartbeat failed: %s", e)
+            await asyncio.sleep(self.config.heartbeat_seconds)

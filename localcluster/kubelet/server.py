@@ -1,0 +1,182 @@
+"""The kubelet's HTTP endpoint: `GET /containerLogs/{namespace}/{pod}/{container}`.
+
+As in Kubernetes, the API server serves `pods/log` by asking the kubelet of the pod's node (the
+port is published in the Node's `status.daemonEndpoints.kubeletEndpoint.Port`). Query options:
+`follow`, `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`, `previous`, `limitBytes`.
+Errors answer with a `Status` object carrying the messages the real components use.
+
+Reads run in a worker thread; `follow` polls the file (there is no portable async file watch) and
+ends when the container instance has finished and everything it wrote was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from localcluster.kubelet.logs import LogOptions, parse_log, parse_time, render, select_log
+from localcluster.kubelet.runtime import Runtime
+
+__all__ = ["LogServer"]
+
+FOLLOW_POLL_SECONDS = 0.1
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    return web.Response(status=code, text=json.dumps(body), content_type="application/json")
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() in ("true", "1", "")
+
+
+def _int(request: web.Request, name: str) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return None
+    return int(raw)
+
+
+class LogServer:
+    """Serves container logs from the runtime's files; `lookup(ns, name)` gives the pod uid."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        lookup: Callable[[str, str], str | None],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.runtime = runtime
+        self.lookup = lookup
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
+        app.router.add_get("/healthz", lambda r: _ok())
+        return app
+
+    async def start(self) -> int:
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _logs(self, request: web.Request) -> web.StreamResponse:
+        ns, pod, container = (request.match_info[k] for k in ("namespace", "pod", "container"))
+        try:
+            tail = _int(request, "tailLines")
+            since_seconds = _int(request, "sinceSeconds")
+            limit = _int(request, "limitBytes")
+            since_time = request.query.get("sinceTime")
+            since = parse_time(since_time) if since_time else None
+        except ValueError as e:
+            return _status(400, "BadRequest", f"invalid log options: {e}")
+        if since_seconds is not None:
+            since = datetime.now(UTC) - timedelta(seconds=since_seconds)
+        options = LogOptions(_flag(request, "timestamps"), tail, since, limit)
+        previous = _flag(request, "previous") if "previous" in request.query else False
+        follow = _flag(request, "follow") if "follow" in request.query else False
+
+        uid = self.lookup(ns, pod)
+        if uid is None:
+            return _status(404, "NotFound", f'pods "{pod}" not found')
+        instances = await asyncio.to_thread(self.runtime.instances, uid, container)
+        if previous:
+            if len(instances) < 2:
+                return _status(
+                    400,
+                    "BadRequest",
+                    f'previous terminated container "{container}" in pod "{pod}" not found',
+                )
+            inst = instances[-2]
+        else:
+            if not instances:
+                return _status(
+                    400,
+                    "BadRequest",
+                    f'container "{container}" in pod "{pod}" is waiting to start: '
+                    "ContainerCreating",
+                )
+            inst = instances[-1]
+        path = self.runtime.log_path(uid, container, inst.attempt)
+        data = await asyncio.to_thread(_read, path)
+        body = select_log(data, options)
+        if not follow or not inst.running or previous:
+            return web.Response(body=body, content_type="text/plain")
+
+        resp = web.StreamResponse()
+        resp.content_type = "text/plain"
+        await resp.prepare(request)
+        await resp.write(body)
+        sent = len(body)
+        offset = len(data) - len(data.split(b"\n")[-1])  # resume after the last whole line
+        while limit is None or sent < limit:
+            chunk = await asyncio.to_thread(_read, path, offset)
+            whole = chunk[: chunk.rfind(b"\n") + 1]
+            if whole:
+                offset += len(whole)
+                out = render(parse_log(whole), options.timestamps)
+                if limit is not None:
+                    out = out[: limit - sent]
+                await resp.write(out)
+                sent += len(out)
+                continue
+            current = await asyncio.to_thread(self.runtime.instances, uid, container)
+            if not any(i.attempt == inst.attempt and i.running for i in current):
+                # Finished: send what the shim wrote last, then end.
+                chunk = await asyncio.to_thread(_read, path, offset)
+                out = render(
+                    parse_log(chunk if chunk.endswith(b"\n") else chunk + b"\n"), options.timestamps
+                )
+                if limit is not None:
+                    out = out[: limit - sent]
+                await resp.write(out)
+                break
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        await resp.write_eof()
+        return resp
+
+
+def _ok() -> Any:
+    async def inner() -> web.Response:
+        return web.Response(text="ok")
+
+    return inner()
+
+
+def _read(path: Path, offset: int = 0) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError:
+        return b""

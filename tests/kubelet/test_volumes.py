@@ -1,0 +1,90 @@
+"""Volumes are planned from the pod and materialised under the pod's root."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+from localcluster.kubelet.volumes import materialise, plan_volumes, rewrite_path
+
+CMS = {"cfg": {"data": {"app.yaml": "a: 1\n", "other": "x"}}}
+SECRETS = {"creds": {"data": {"token": base64.b64encode(b"s3cret").decode()}}}
+
+
+def pod(volumes: list[dict], mounts: list[dict]) -> dict:
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"volumes": volumes, "containers": [{"name": "c", "volumeMounts": mounts}]},
+    }
+
+
+def test_config_map_secret_and_empty_dir_volumes_appear_at_their_mount_paths(
+    tmp_path: Path,
+) -> None:
+    p = pod(
+        [
+            {
+                "name": "cfg",
+                "configMap": {
+                    "name": "cfg",
+                    "items": [{"key": "app.yaml", "path": "conf/app.yaml"}],
+                },
+            },
+            {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+            {"name": "shm", "emptyDir": {"medium": "Memory"}},
+        ],
+        [
+            {"name": "cfg", "mountPath": "/etc/config"},
+            {"name": "creds", "mountPath": "/var/run/creds"},
+            {"name": "shm", "mountPath": "/dev/shm"},
+        ],
+    )
+    plan = plan_volumes(p, config_maps=CMS, secrets=SECRETS)
+    assert not isinstance(plan, str)
+    materialise(plan, pod_dir=tmp_path / "pod", data_dir=tmp_path)
+    root = tmp_path / "pod" / "root"
+    assert (root / "etc/config/conf/app.yaml").read_text() == "a: 1\n"
+    assert not (root / "etc/config/other").exists()
+    token = root / "var/run/creds/token"
+    assert token.read_bytes() == b"s3cret"
+    assert os.stat(token).st_mode & 0o777 == 0o400
+    (root / "dev/shm/x").write_text("shared")
+    assert (tmp_path / "pod/volumes/shm/x").read_text() == "shared"
+
+
+def test_a_missing_config_map_is_an_error_unless_optional() -> None:
+    vol = [{"name": "cfg", "configMap": {"name": "nope"}}]
+    mounts = [{"name": "cfg", "mountPath": "/etc/config"}]
+    assert plan_volumes(pod(vol, mounts), config_maps={}, secrets={}) == (
+        'MountVolume.SetUp failed for volume "cfg" : configmap "nope" not found'
+    )
+    vol[0]["configMap"]["optional"] = True
+    assert not isinstance(plan_volumes(pod(vol, mounts), config_maps={}, secrets={}), str)
+
+
+def test_unsupported_volume_types_are_refused_by_name() -> None:
+    result = plan_volumes(
+        pod([{"name": "n", "nfs": {"server": "x"}}], []), config_maps={}, secrets={}
+    )
+    assert result == 'volume "n": type nfs is not supported by the local kubelet'
+
+
+def test_claims_get_a_directory_that_outlives_the_pod(tmp_path: Path) -> None:
+    p = pod(
+        [{"name": "data", "persistentVolumeClaim": {"claimName": "ds"}}],
+        [{"name": "data", "mountPath": "/data", "subPath": "train"}],
+    )
+    plan = plan_volumes(p, config_maps={}, secrets={})
+    assert not isinstance(plan, str)
+    materialise(plan, pod_dir=tmp_path / "pod", data_dir=tmp_path)
+    (tmp_path / "pod/root/data/f").write_text("1")
+    assert (tmp_path / "volumes/ns/ds/train/f").read_text() == "1"
+
+
+def test_arguments_naming_mounted_paths_are_rewritten_under_the_root() -> None:
+    mounts = ["/scripts", "/etc/config"]
+    assert rewrite_path("/scripts/train.py", "/r", mounts) == "/r/scripts/train.py"
+    assert rewrite_path("/scripts", "/r", mounts) == "/r/scripts"
+    assert rewrite_path("/scriptsX", "/r", mounts) == "/scriptsX"
+    assert rewrite_path("--lr=0.1", "/r", mounts) == "--lr=0.1"
