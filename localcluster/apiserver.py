@@ -1,0 +1,149 @@
+"""Start and stop the embedded API server (in-process entry point).
+
+`start_apiserver(ApiServerConfig(data_dir))` opens storage, creates or reuses credentials,
+creates the default namespaces on first start, starts the in-process controllers (garbage
+collector, namespace lifecycle) and serves HTTPS on loopback. It returns a `RunningApiServer`
+whose `kubeconfig` any Kubernetes client can use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from localcluster import gc, kubeconfig, writes
+from localcluster.app import create_app
+from localcluster.registry import NAMESPACES
+from localcluster.server import Server
+from localcluster.storage import Storage
+
+__all__ = ["DEFAULT_NAMESPACES", "ApiServerConfig", "RunningApiServer", "start_apiserver"]
+
+log = logging.getLogger("localcluster.apiserver")
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+DB_FILE = "state.db"
+
+
+@dataclass
+class ApiServerConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: reuse the port stored in data_dir if any, else pick a free one
+    bookmark_interval: float = 60.0  # seconds between BOOKMARK events on idle watches
+    event_history: int = 10_000  # watch events retained for resuming from a resourceVersion
+
+
+@dataclass
+class RunningApiServer:
+    url: str
+    kubeconfig: Path
+    ca_file: Path
+    token: str
+    data_dir: Path
+    server: Server
+    _runner: web.AppRunner = field(repr=False)
+    _controllers: gc.Controllers = field(repr=False)
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    async def stop(self) -> None:
+        """Stop serving, end open watches, stop the controllers and close storage."""
+        self.server.hub.close_all()
+        await self._controllers.stop()
+        await self._runner.cleanup()
+        await self.server.store.close()
+
+
+def _bind(host: str, port: int, remembered: int) -> socket.socket:
+    candidates = [p for p in (port, remembered) if p] or [0]
+    if not port:
+        candidates.append(0)
+    last: OSError | None = None
+    for candidate in candidates:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, candidate))
+        except OSError as e:
+            sock.close()
+            last = e
+            if candidate == port and port:
+                raise
+            log.warning(
+                "port %s is taken; picking another (the old kubeconfig stops working)", candidate
+            )
+            continue
+        sock.listen(512)
+        sock.setblocking(False)
+        return sock
+    raise last or OSError("no port to bind")
+
+
+async def _bootstrap(srv: Server) -> None:
+    """The namespaces every cluster has."""
+    for name in DEFAULT_NAMESPACES:
+        if srv.namespace(name) is None:
+            await writes.create(
+                srv,
+                NAMESPACES,
+                "",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                writes.WriteOptions(internal=True, field_manager="kube-apiserver"),
+            )
+
+
+async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
+    data_dir = Path(config.data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    creds = kubeconfig.load_or_create_credentials(data_dir, config.host)
+    sock = _bind(config.host, config.port, kubeconfig.read_port(data_dir))
+    port = sock.getsockname()[1]
+    store = await Storage.open(data_dir / DB_FILE, history=config.event_history)
+    host_in_url = f"[{config.host}]" if ":" in config.host else config.host
+    srv = Server(
+        store, server_address=f"{host_in_url}:{port}", bookmark_interval=config.bookmark_interval
+    )
+    runner: web.AppRunner | None = None
+    controllers: gc.Controllers | None = None
+    try:
+        await _bootstrap(srv)
+        controllers = gc.Controllers(srv)
+        await controllers.start()
+        ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_ctx.load_cert_chain(creds.cert_file, creds.key_file)
+        runner = web.AppRunner(create_app(srv, creds.token), access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        await web.SockSite(runner, sock, ssl_context=ssl_ctx).start()
+    except BaseException:
+        if runner is not None:
+            await runner.cleanup()
+        if controllers is not None:
+            await controllers.stop()
+        await store.close()
+        with contextlib.suppress(OSError):
+            sock.close()
+        raise
+    url = f"https://{host_in_url}:{port}"
+    kubeconfig.write_port(data_dir, port)
+    kc_path = data_dir / "kubeconfig"
+    kubeconfig.write_kubeconfig(kc_path, url, creds)
+    log.info("serving on %s (kubeconfig: %s)", url, kc_path)
+    return RunningApiServer(
+        url=url,
+        kubeconfig=kc_path,
+        ca_file=creds.ca_file,
+        token=creds.token,
+        data_dir=data_dir,
+        server=srv,
+        _runner=runner,
+        _controllers=controllers,
+    )

@@ -1,0 +1,293 @@
+"""Resource endpoints: one dispatcher for every `/api/v1/...` and `/apis/<g>/<v>/...` request.
+
+It resolves the path to a `ResourceInfo`, picks the verb from the method and the path shape
+(collection, object, subresource, `?watch`), and hands off to the listing, watch, write and
+deletion modules. Responses reuse the stored JSON encodings where they can, which is what keeps
+a 10k-object LIST fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from localcluster import apierrors, deletion, discovery, handlers_subresources, tables, writes
+from localcluster.handlers_watch import serve_watch
+from localcluster.httputil import (
+    Accept,
+    decode_body,
+    flag,
+    json_response,
+    parse_accept,
+    raw_response,
+)
+from localcluster.listing import list_records, parse_selector
+from localcluster.registry import resource_id
+from localcluster.routing import Target, parse_path
+from localcluster.server import Server
+from localcluster.storage import Record, dumps
+from localcluster.types import ApiError, ResourceInfo
+
+__all__ = ["dispatch", "not_found_resource", "write_options"]
+
+_FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+
+
+def not_found_resource() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
+
+
+def write_options(request: web.Request) -> writes.WriteOptions:
+    query = request.query
+    dry = query.getall("dryRun", [])
+    for value in dry:
+        if value != "All":
+            raise apierrors.bad_request(
+                f'dryRun: Unsupported value: "{value}": supported values: "All"'
+            )
+    validation = query.get("fieldValidation", "Warn")
+    if validation not in _FIELD_VALIDATION:
+        raise apierrors.bad_request(
+            f'fieldValidation: Unsupported value: "{validation}": supported values: "Ignore", "Strict", "Warn"'
+        )
+    manager = query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0]
+    if len(manager) > 128:
+        raise apierrors.bad_request("fieldManager: Too long: must have at most 128 bytes")
+    return writes.WriteOptions(
+        dry_run=bool(dry),
+        field_manager=manager,
+        field_validation=validation,
+        force=flag(query, "force"),
+    )
+
+
+def _view(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as the requested version shows it (CRD versions differ only in apiVersion)."""
+    if obj.get("apiVersion") != info.api_version:
+        return {**obj, "apiVersion": info.api_version}
+    return obj
+
+
+def _object_response(
+    info: ResourceInfo,
+    obj: dict[str, Any],
+    accept: Accept,
+    query: Any,
+    *,
+    status: int = 200,
+    warnings: list[str] | tuple[str, ...] = (),
+) -> web.Response:
+    obj = _view(info, obj)
+    if accept.as_kind == "Table":
+        include = query.get("includeObject", "Metadata")
+        return json_response(tables.to_table(info, [obj], include_object=include), status, warnings)
+    if accept.as_kind.startswith("PartialObjectMetadata"):
+        partial = {
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj.get("metadata", {}),
+        }
+        return json_response(partial, status, warnings)
+    return json_response(obj, status, warnings)
+
+
+def _list_response(info: ResourceInfo, result: Any, accept: Accept, query: Any) -> web.Response:
+    records: list[Record] = result.records
+    list_meta = result.list_meta()
+    if accept.as_kind == "Table":
+        include = query.get("includeObject", "Metadata")
+        objs = [_view(info, r.obj) for r in records]
+        return json_response(
+            tables.to_table(info, objs, include_object=include, list_meta=list_meta)
+        )
+    if accept.as_kind.startswith("PartialObjectMetadata"):
+        return json_response(
+            {
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": list_meta,
+                "items": [
+                    {
+                        "kind": "PartialObjectMetadata",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": r.obj.get("metadata", {}),
+                    }
+                    for r in records
+                ],
+            }
+        )
+    head = dumps(
+        {
+            "kind": info.list_kind or f"{info.kind}List",
+            "apiVersion": info.api_version,
+            "metadata": list_meta,
+        }
+    )
+    items = b",".join(
+        r.raw if r.obj.get("apiVersion") == info.api_version else dumps(_view(info, r.obj))
+        for r in records
+    )
+    return raw_response(head[:-1] + b',"items":[' + items + b"]}")
+
+
+async def dispatch(request: web.Request, srv: Server) -> web.StreamResponse:
+    target = parse_path(request.path)
+    if target is None:
+        raise not_found_resource()
+    if not target.plural:
+        if request.method != "GET":
+            raise apierrors.method_not_allowed()
+        infos = srv.registry.in_group_version(target.group, target.version)
+        if not infos:
+            raise not_found_resource()
+        gv = f"{target.group}/{target.version}" if target.group else target.version
+        return json_response(discovery.api_resource_list(gv, infos))
+    info = srv.registry.lookup(target.group, target.version, target.plural)
+    if info is None:
+        raise not_found_resource()
+    if not info.namespaced and target.namespace is not None:
+        raise not_found_resource()
+    if target.subresource and target.subresource not in info.subresources:
+        raise not_found_resource()
+    accept = parse_accept(request.headers.get("Accept"))
+    if target.subresource in ("log", "binding", "scale"):
+        return await handlers_subresources.handle(request, srv, info, target)
+    if target.name is None:
+        return await _collection(request, srv, info, target, accept)
+    return await _object(request, srv, info, target, accept)
+
+
+def _namespace(info: ResourceInfo, target: Target) -> str:
+    return (target.namespace or "") if info.namespaced else ""
+
+
+async def _collection(
+    request: web.Request, srv: Server, info: ResourceInfo, target: Target, accept: Accept
+) -> web.StreamResponse:
+    method = request.method
+    query = request.query
+    namespace = target.namespace
+    if method == "GET":
+        selector = parse_selector(query, resource_id(info))
+        if target.legacy_watch or flag(query, "watch"):
+            return await serve_watch(request, srv, info, namespace, selector, accept)
+        result = list_records(srv.store, resource_id(info), namespace, selector, query)
+        return _list_response(info, result, accept, query)
+    if method == "POST":
+        if info.namespaced and namespace is None:
+            raise apierrors.method_not_allowed()
+        if "create" not in info.verbs:
+            raise apierrors.method_not_allowed()
+        body = await decode_body(request)
+        result = await writes.create(srv, info, namespace or "", body, write_options(request))
+        return _object_response(
+            info, result.obj, Accept(), query, status=201, warnings=result.warnings
+        )
+    if method == "DELETE":
+        if "deletecollection" not in info.verbs:
+            raise apierrors.method_not_allowed()
+        return await _delete_collection(request, srv, info, namespace)
+    raise apierrors.method_not_allowed()
+
+
+async def _delete_collection(
+    request: web.Request, srv: Server, info: ResourceInfo, namespace: str | None
+) -> web.Response:
+    body = await _optional_body(request)
+    opts = deletion.parse_delete_options(body, request.query)
+    selector = parse_selector(request.query, resource_id(info))
+    records = srv.store.list(resource_id(info), namespace)
+    for rec in records:
+        if not selector.empty and not selector.matches(rec.obj):
+            continue
+        meta = rec.obj["metadata"]
+        try:
+            await deletion.delete(srv, info, meta.get("namespace", ""), meta["name"], opts)
+        except ApiError as e:
+            if e.code != 404:
+                raise
+    return json_response(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"kind": info.plural},
+        }
+    )
+
+
+async def _optional_body(request: web.Request) -> Any:
+    if not request.can_read_body:
+        return None
+    body = await decode_body(request)
+    return body
+
+
+async def _object(
+    request: web.Request, srv: Server, info: ResourceInfo, target: Target, accept: Accept
+) -> web.StreamResponse:
+    method = request.method
+    query = request.query
+    namespace = _namespace(info, target)
+    name = target.name or ""
+    sub = target.subresource
+    if info.namespaced and target.namespace is None:
+        raise not_found_resource()
+    if method == "GET":
+        if target.legacy_watch:
+            selector = parse_selector(query, resource_id(info), name)
+            return await serve_watch(request, srv, info, namespace, selector, accept)
+        obj = srv.get(info, namespace, name)
+        if obj is None:
+            raise apierrors.not_found(info, name)
+        return _object_response(info, obj, accept, query)
+    if method == "PUT":
+        body = await decode_body(request)
+        opts = write_options(request)
+        if sub == "finalize":
+            return await _finalize(srv, info, name, body, opts)
+        result = await writes.update(srv, info, namespace, name, body, opts, subresource=sub)
+        return _object_response(info, result.obj, Accept(), query, warnings=result.warnings)
+    if method == "PATCH":
+        body = await request.read()
+        opts = write_options(request)
+        result = await writes.patch(
+            srv, info, namespace, name, body, request.content_type, opts, subresource=sub
+        )
+        status = 201 if result.created else 200
+        return _object_response(
+            info, result.obj, Accept(), query, status=status, warnings=result.warnings
+        )
+    if method == "DELETE" and not sub:
+        body = await _optional_body(request)
+        opts = deletion.parse_delete_options(body, query)
+        result = await deletion.delete(srv, info, namespace, name, opts)
+        return json_response(deletion.delete_response(info, result))
+    raise apierrors.method_not_allowed()
+
+
+async def _finalize(
+    srv: Server, info: ResourceInfo, name: str, body: Any, opts: writes.WriteOptions
+) -> web.Response:
+    """PUT namespaces/<name>/finalize: only spec.finalizers changes."""
+    old = srv.get(info, "", name)
+    if old is None:
+        raise apierrors.not_found(info, name)
+    if not isinstance(body, dict):
+        raise apierrors.bad_request("the request body must be a JSON object")
+    new = {
+        **old,
+        "spec": {
+            **(old.get("spec") or {}),
+            "finalizers": (body.get("spec") or {}).get("finalizers") or [],
+        },
+    }
+    from localcluster import storage
+
+    try:
+        result = await writes.write_update(srv, info, old, new, opts, subresource="finalize")
+    except storage.Conflict:
+        raise apierrors.conflict(info, name, apierrors.MODIFIED) from None
+    return json_response(result.obj, warnings=result.warnings)

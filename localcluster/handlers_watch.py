@@ -1,0 +1,166 @@
+"""WATCH: a chunked stream of `{"type": ..., "object": ...}` JSON lines.
+
+Start points as in kube-apiserver: no resourceVersion (or "0") sends the current objects as
+ADDED first; a resourceVersion N replays retained events after N (or one ERROR event with a
+410 Expired Status when N was compacted away); `sendInitialEvents=true` sends the current state
+and then a BOOKMARK annotated `k8s.io/initial-events-end`. With `allowWatchBookmarks`, idle
+streams get periodic BOOKMARKs carrying the latest resourceVersion. `timeoutSeconds` ends the
+stream cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from localcluster import tables
+from localcluster.httputil import Accept, flag
+from localcluster.listing import parse_resource_version
+from localcluster.registry import resource_id
+from localcluster.selectors import Selector
+from localcluster.server import Server
+from localcluster.storage import Event, TooOld, dumps
+from localcluster.types import ApiError, ResourceInfo
+from localcluster.watch import WatchFilter
+
+__all__ = ["serve_watch"]
+
+_DEFAULT_TIMEOUT = 1800.0
+_FLUSH_BYTES = 256 * 1024
+
+
+def _encoder(
+    info: ResourceInfo, accept: Accept, include: str
+) -> Callable[[str, dict[str, Any], bytes | None], bytes]:
+    def encode(typ: str, obj: dict[str, Any], raw: bytes | None) -> bytes:
+        if accept.as_kind == "Table" and typ != "BOOKMARK":
+            body = dumps(tables.to_table(info, [obj], include_object=include))
+        elif accept.as_kind.startswith("PartialObjectMetadata") and typ != "BOOKMARK":
+            body = dumps(
+                {
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": obj.get("metadata", {}),
+                }
+            )
+        elif raw is not None and obj.get("apiVersion") == info.api_version:
+            body = raw
+        else:
+            body = dumps({**obj, "apiVersion": info.api_version} if typ != "BOOKMARK" else obj)
+        return b'{"type":"' + typ.encode() + b'","object":' + body + b"}\n"
+
+    return encode
+
+
+def _bookmark(info: ResourceInfo, rv: int, *, initial_end: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"resourceVersion": str(rv)}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return {"kind": info.kind, "apiVersion": info.api_version, "metadata": meta}
+
+
+async def serve_watch(
+    request: web.Request,
+    srv: Server,
+    info: ResourceInfo,
+    namespace: str | None,
+    selector: Selector,
+    accept: Accept,
+) -> web.StreamResponse:
+    query = request.query
+    rv_param = query.get("resourceVersion", "")
+    send_initial = query.get("sendInitialEvents", "")
+    bookmarks = flag(query, "allowWatchBookmarks")
+    include = query.get("includeObject", "Metadata")
+    try:
+        timeout = float(query.get("timeoutSeconds") or _DEFAULT_TIMEOUT)
+    except ValueError:
+        raise ApiError(400, "BadRequest", "timeoutSeconds: must be an integer") from None
+    rid = resource_id(info)
+    store = srv.store
+    initial_mode = send_initial == "true" or (rv_param in ("", "0") and send_initial != "false")
+    since = 0 if initial_mode else parse_resource_version(rv_param or "0")
+    # No await between reading the state and subscribing: nothing can slip in between.
+    initial = []
+    if initial_mode:
+        initial = [
+            r for r in store.list(rid, namespace) if selector.empty or selector.matches(r.obj)
+        ]
+    sub = srv.hub.subscribe(WatchFilter(rid, namespace, selector))
+    too_old: TooOld | None = None
+    if not initial_mode:
+        try:
+            sub.backlog(store.events_after(since))
+        except TooOld as e:
+            too_old = e
+    start_rv = store.resource_version
+    encode = _encoder(info, accept, include)
+    response = web.StreamResponse(
+        status=200,
+        headers={"Content-Type": "application/json", "Cache-Control": "no-cache, private"},
+    )
+    response.enable_chunked_encoding()
+    deadline = time.monotonic() + timeout
+    try:
+        await response.prepare(request)
+        if too_old is not None:
+            status = ApiError(
+                410, "Expired", f"too old resource version: {too_old.requested} ({too_old.oldest})"
+            ).status()
+            await response.write(b'{"type":"ERROR","object":' + dumps(status) + b"}\n")
+            return response
+        buf = bytearray()
+        for rec in initial:
+            buf += encode("ADDED", rec.obj, rec.raw)
+            if len(buf) > _FLUSH_BYTES:
+                await response.write(bytes(buf))
+                buf.clear()
+        if send_initial == "true" and bookmarks:
+            buf += encode("BOOKMARK", _bookmark(info, start_rv, initial_end=True), None)
+        if buf:
+            await response.write(bytes(buf))
+        last_bookmark = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            wait = deadline - now
+            if bookmarks:
+                wait = min(wait, max(0.0, last_bookmark + srv.bookmark_interval - now))
+            try:
+                item = await asyncio.wait_for(sub.queue.get(), timeout=wait)
+            except TimeoutError:
+                if bookmarks and sub.queue.empty() and time.monotonic() < deadline:
+                    await response.write(
+                        encode("BOOKMARK", _bookmark(info, store.resource_version), None)
+                    )
+                    last_bookmark = time.monotonic()
+                continue
+            items = [item, *sub.drain()]
+            out = bytearray()
+            closed = False
+            for entry in items:
+                if entry is None:
+                    closed = True
+                    break
+                typ, event = entry
+                out += _event_line(encode, typ, event)
+            if out:
+                await response.write(bytes(out))
+            if closed:
+                break
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    finally:
+        sub.close()
+    return response
+
+
+def _event_line(
+    encode: Callable[[str, dict[str, Any], bytes | None], bytes], typ: str, event: Event
+) -> bytes:
+    return encode(typ, event.obj, event.raw)

@@ -1,0 +1,128 @@
+"""Credentials kept in the data directory, and the kubeconfig that points clients at them.
+
+Layout of DATA_DIR: `pki/ca.crt`, `pki/ca.key`, `pki/tls.crt`, `pki/tls.key`, `token`
+(mode 0600), `server.json` (the port last served on) and `kubeconfig`. All of it is created on
+first start and reused afterwards, so a kubeconfig handed out once keeps working across
+restarts: same CA, same token, same port.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from certs import pki
+
+__all__ = [
+    "CONTEXT",
+    "Credentials",
+    "load_or_create_credentials",
+    "read_port",
+    "render_kubeconfig",
+    "write_kubeconfig",
+    "write_port",
+]
+
+CONTEXT = "trainops"
+_USER = "trainops-admin"
+_SANS = ("localhost", "127.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+    token: str
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.ca_file.read_bytes()
+
+
+def _serving_covers(cert_pem: bytes, host: str) -> bool:
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    names = {str(v) for v in sans.get_values_for_type(x509.DNSName)}
+    names |= {str(v) for v in sans.get_values_for_type(x509.IPAddress)}
+    return host in names
+
+
+def load_or_create_credentials(data_dir: Path, host: str) -> Credentials:
+    """Reuse the CA, serving certificate and token in `data_dir`, creating what is missing."""
+    pki_dir = data_dir / "pki"
+    ca_file, ca_key = pki_dir / pki.CA_FILE, pki_dir / "ca.key"
+    cert_file, key_file = pki_dir / pki.CERT_FILE, pki_dir / pki.KEY_FILE
+    if ca_file.exists() and ca_key.exists():
+        ca = pki.load_keypair(ca_file, ca_key)
+    else:
+        ca = pki.new_ca("trainops-localcluster-ca")
+        pki.atomic_write(ca_key, ca.key_pem, 0o600)
+        pki.atomic_write(ca_file, ca.cert_pem)
+    serving_ok = cert_file.exists() and key_file.exists()
+    if serving_ok:
+        serving = pki.load_keypair(cert_file, key_file)
+        serving_ok = _serving_covers(serving.cert_pem, host)
+    if not serving_ok:
+        sans = (*_SANS, host) if host not in _SANS else _SANS
+        serving = pki.new_serving_cert(ca, sans, common_name="kube-apiserver")
+        pki.write_bundle(pki_dir, ca, serving)
+    token_file = data_dir / "token"
+    if token_file.exists():
+        token = token_file.read_text().strip()
+    else:
+        token = secrets.token_urlsafe(32)
+        pki.atomic_write(token_file, token.encode() + b"\n", 0o600)
+    return Credentials(ca_file, cert_file, key_file, token)
+
+
+def read_port(data_dir: Path) -> int:
+    try:
+        return int(json.loads((data_dir / "server.json").read_text())["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def write_port(data_dir: Path, port: int) -> None:
+    pki.atomic_write(data_dir / "server.json", json.dumps({"port": port}).encode() + b"\n")
+
+
+def render_kubeconfig(url: str, ca_pem: bytes, token: str, namespace: str = "default") -> str:
+    config: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": CONTEXT,
+                "cluster": {
+                    "server": url,
+                    "certificate-authority-data": base64.b64encode(ca_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": _USER, "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": CONTEXT,
+                "context": {"cluster": CONTEXT, "user": _USER, "namespace": namespace},
+            }
+        ],
+        "current-context": CONTEXT,
+        "preferences": {},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def write_kubeconfig(path: Path, url: str, creds: Credentials) -> None:
+    pki.atomic_write(path, render_kubeconfig(url, creds.ca_pem, creds.token).encode(), 0o600)

@@ -1,0 +1,253 @@
+"""Object metadata rules of the generic registry: names, uid, timestamps, generation.
+
+Pure functions (the caller passes `now`, the uid and the random name suffix), so every rule is
+table-tested. Texts of validation failures are the real server's, because kubectl prints them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from localcluster import apierrors
+from localcluster.registry import GENERATION_KINDS, resource_id
+from localcluster.types import ResourceInfo
+
+__all__ = [
+    "NAME_SUFFIX_ALPHABET",
+    "bump_generation",
+    "name_causes",
+    "now_rfc3339",
+    "prepare_create",
+    "prepare_update",
+    "spec_changed",
+    "validate_meta",
+]
+
+NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+MAX_ANNOTATIONS = 262144
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_DNS1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
+    "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+
+# Resources whose names must be DNS labels rather than subdomains.
+_LABEL_NAMED = {"/namespaces"}
+_DNS1035_NAMED = {"/services"}
+
+
+def now_rfc3339(now: Any) -> str:
+    """`2026-01-02T03:04:05Z` (seconds precision, as metadata timestamps are)."""
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _invalid(field: str, value: Any, detail: str) -> dict[str, str]:
+    import json
+
+    return apierrors.cause(
+        "FieldValueInvalid", f"Invalid value: {json.dumps(value)}: {detail}", field
+    )
+
+
+def name_causes(
+    info: ResourceInfo, name: str, field: str = "metadata.name"
+) -> list[dict[str, str]]:
+    """Causes for an invalid object name (empty list when valid)."""
+    rid = resource_id(info)
+    if rid in _LABEL_NAMED:
+        pattern, message, limit = _LABEL, _LABEL_MSG, 63
+    elif rid in _DNS1035_NAMED:
+        pattern, message, limit = _DNS1035, _DNS1035_MSG, 63
+    else:
+        pattern, message, limit = _SUBDOMAIN, _SUBDOMAIN_MSG, 253
+    causes = []
+    if len(name) > limit:
+        causes.append(_invalid(field, name, f"must be no more than {limit} characters"))
+    if not pattern.match(name):
+        causes.append(_invalid(field, name, message))
+    return causes
+
+
+def _label_causes(labels: Mapping[str, Any]) -> list[dict[str, str]]:
+    causes = []
+    for key, value in labels.items():
+        prefix, _, name = key.rpartition("/")
+        if (
+            not name
+            or len(name) > 63
+            or not _QUALIFIED.match(name)
+            or (prefix and (len(prefix) > 253 or not _SUBDOMAIN.match(prefix)))
+        ):
+            causes.append(
+                _invalid(
+                    "metadata.labels",
+                    key,
+                    "name part must consist of alphanumeric characters, '-', '_' or '.', and "
+                    "must start and end with an alphanumeric character (e.g. 'MyName',  or "
+                    "'my.name',  or '123-abc', regex used for validation is "
+                    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                )
+            )
+        if not isinstance(value, str):
+            causes.append(_invalid("metadata.labels", value, "must be a string"))
+        elif len(value) > 63 or (value and not _QUALIFIED.match(value)):
+            causes.append(_invalid("metadata.labels", value, _VALUE_MSG))
+    return causes
+
+
+def validate_meta(info: ResourceInfo, obj: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Causes for invalid metadata: name, labels, annotation size."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    causes = []
+    if not name:
+        causes.append(
+            apierrors.cause(
+                "FieldValueRequired",
+                "Required value: name or generateName is required",
+                "metadata.name",
+            )
+        )
+    else:
+        causes.extend(name_causes(info, name))
+    labels = meta.get("labels")
+    if isinstance(labels, Mapping):
+        causes.extend(_label_causes(labels))
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping):
+        size = sum(len(k) + len(str(v)) for k, v in annotations.items())
+        if size > MAX_ANNOTATIONS:
+            causes.append(
+                apierrors.cause(
+                    "FieldValueTooLong",
+                    f"Too long: must have at most {MAX_ANNOTATIONS} bytes",
+                    "metadata.annotations",
+                )
+            )
+    return causes
+
+
+def _tracks_generation(info: ResourceInfo) -> bool:
+    return info.is_custom or resource_id(info) in GENERATION_KINDS
+
+
+def prepare_create(
+    info: ResourceInfo,
+    obj: dict[str, Any],
+    *,
+    namespace: str,
+    now: str,
+    uid: str,
+    suffix: str,
+) -> dict[str, Any]:
+    """Server-owned metadata for a new object (`obj` is a private copy and is changed)."""
+    meta = obj.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise apierrors.bad_request("metadata must be an object")
+    if info.namespaced:
+        meta["namespace"] = namespace
+    else:
+        meta.pop("namespace", None)
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = str(meta["generateName"])[:58] + suffix
+    meta["uid"] = uid
+    meta["creationTimestamp"] = now
+    for field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+        meta.pop(field, None)
+    if _tracks_generation(info):
+        meta["generation"] = 1
+    else:
+        meta.pop("generation", None)
+    obj["apiVersion"] = info.api_version
+    obj["kind"] = info.kind
+    return obj
+
+
+_KEEP_ON_UPDATE = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "namespace",
+    "name",
+)
+
+
+def prepare_update(
+    info: ResourceInfo, old: Mapping[str, Any], obj: dict[str, Any]
+) -> dict[str, Any]:
+    """Carry the immutable metadata over from `old` and bump generation on spec changes."""
+    meta = obj.setdefault("metadata", {})
+    old_meta = old.get("metadata") or {}
+    for field in _KEEP_ON_UPDATE:
+        if field in old_meta:
+            meta[field] = old_meta[field]
+        else:
+            meta.pop(field, None)
+    if "deletionTimestamp" in old_meta and set(meta.get("finalizers") or ()) - set(
+        old_meta.get("finalizers") or ()
+    ):
+        raise apierrors.invalid(
+            info.kind,
+            info.group,
+            meta.get("name", ""),
+            [
+                apierrors.cause(
+                    "FieldValueForbidden",
+                    "Forbidden: no new finalizers can be added if the object is being deleted",
+                    "metadata.finalizers",
+                )
+            ],
+        )
+    obj["apiVersion"] = info.api_version
+    obj["kind"] = info.kind
+    if _tracks_generation(info) and spec_changed(info, old, obj):
+        meta["generation"] = int(old_meta.get("generation") or 1) + 1
+    return obj
+
+
+def spec_changed(info: ResourceInfo, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a change counts for metadata.generation.
+
+    Built-ins: `spec` changed. Custom resources: anything but metadata changed, and with a
+    status subresource also ignoring status.
+    """
+    if not info.is_custom:
+        return old.get("spec") != new.get("spec")
+    skip = {"metadata", "apiVersion", "kind"}
+    if "status" in info.subresources:
+        skip.add("status")
+    keys = (set(old) | set(new)) - skip
+    return any(old.get(k) != new.get(k) for k in keys)
+
+
+def bump_generation(info: ResourceInfo, obj: dict[str, Any]) -> None:
+    """Deletion (setting deletionTimestamp) bumps generation where it is tracked."""
+    meta = obj["metadata"]
+    if _tracks_generation(info) and "generation" in meta:
+        meta["generation"] = int(meta["generation"]) + 1
