@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.fieldpath import FieldError, Path
 
 __all__ = ["KindSpec", "Replica", "replicas_of"]
 
 
-@dataclass(frozen=True)
-class Replica:
+class Replica(NamedTuple):
     """One entry of `spec.replicaSpecs`, with its well-typed parts pulled out.
 
     `type` is None when missing or not a string, `replicas` None when not an integer: the
     structural check reports such type errors, and the rules skip what they cannot read.
+    (A NamedTuple rather than a frozen dataclass: built per replica per admission, 4x cheaper.)
     """
 
     index: int

@@ -9,6 +9,7 @@ names the field in the file the user edits. Comparison uses exact quantity value
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -20,8 +21,14 @@ __all__ = ["validate_pod_resources"]
 _CONTAINER_LISTS = ("initContainers", "containers")
 
 
-def validate_pod_resources(pod_spec: dict[str, Any], path: Path) -> list[FieldError]:
-    """Resource errors of every container and init container of a pod spec at `path`."""
+def validate_pod_resources(
+    pod_spec: dict[str, Any], pod_path: Callable[[], Path]
+) -> list[FieldError]:
+    """Resource errors of every container and init container of a pod spec.
+
+    `pod_path()` gives the pod spec's path; it is called only when there is an error to report,
+    since building paths would dominate the cost of checking a valid job.
+    """
     errors: list[FieldError] = []
     for list_name in _CONTAINER_LISTS:
         containers = pod_spec.get(list_name)
@@ -31,17 +38,17 @@ def validate_pod_resources(pod_spec: dict[str, Any], path: Path) -> list[FieldEr
             if isinstance(container, dict):
                 resources = container.get("resources")
                 if isinstance(resources, dict) and resources:
-                    errors.extend(_validate_resources(resources, path, list_name, i))
+                    errors.extend(_validate_resources(resources, pod_path, list_name, i))
     return errors
 
 
 def _validate_resources(
-    resources: dict[str, Any], pod_path: Path, list_name: str, index: int
+    resources: dict[str, Any], pod_path: Callable[[], Path], list_name: str, index: int
 ) -> list[FieldError]:
     """One container's resources; paths are built only for errors (this runs per container)."""
 
     def at(section: str, name: str) -> Path:
-        return pod_path.child(list_name).index(index).child("resources", section, name)
+        return pod_path().child(list_name).index(index).child("resources", section, name)
 
     errors: list[FieldError] = []
     parsed: dict[str, dict[str, Decimal]] = {}

@@ -275,7 +275,7 @@ def _validate_template(kind: KindSpec, item: dict[str, Any], i: int) -> list[Fie
                 f'a container named "{kind.main_container}" runs the training',
             )
         )
-    errors.extend(validate_pod_resources(pod_spec, _at(i, "template", "spec")))
+    errors.extend(validate_pod_resources(pod_spec, lambda: _at(i, "template", "spec")))
     return errors
 
 
