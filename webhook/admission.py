@@ -147,7 +147,15 @@ def mutate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
 
 
 def validate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
-    """Deny a training job that breaks a rule, naming every violated field."""
+    """Deny a training job that breaks a rule, naming every violated field.
+
+    The object is checked as it will be stored: the API server calls validating webhooks only
+    after every mutating webhook (ours included, which applied the defaults) and the CRD's
+    schema defaulting have run, so it is already the defaulted object `policies.validate`
+    expects — defaulting it again would be wasted work on the hot path. (Installing the
+    ValidatingWebhookConfiguration without the mutating one therefore validates objects
+    without their defaults; deploy/webhook installs both.)
+    """
     uid = request["uid"]
     if request["operation"] not in ("CREATE", "UPDATE"):
         return {"uid": uid, "allowed": True}, "allowed"
@@ -156,18 +164,18 @@ def validate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
         return _unhandled(uid, obj), "skipped"
     old = request.get("oldObject") if request["operation"] == "UPDATE" else None
     try:
-        verdict = policies.admit(obj, old)
+        errors, warnings = policies.validate(obj, old)
     except RecursionError:
         raise
     except Exception as exc:
         return _internal_error(uid, "validation", exc), "error"
-    response: AdmissionResponse = {"uid": uid, "allowed": verdict.allowed}
-    if verdict.errors:
-        response["status"] = denial_status(verdict.errors, obj)
-    warnings = _warnings(verdict.warnings)
-    if warnings:
-        response["warnings"] = warnings
-    return response, "allowed" if verdict.allowed else "denied"
+    response: AdmissionResponse = {"uid": uid, "allowed": not errors}
+    if errors:
+        response["status"] = denial_status(errors, obj)
+    lines = _warnings(warnings)
+    if lines:
+        response["warnings"] = lines
+    return response, "denied" if errors else "allowed"
 
 
 def denial_status(errors: Sequence[FieldError], obj: dict[str, Any]) -> Status:

@@ -62,8 +62,9 @@ async def test_validate_allows_a_valid_job(webhook: Webhook, name: str) -> None:
 
 @pytest.mark.parametrize("name", ["denied/limits-below-requests", "denied/no-main-container"])
 async def test_validate_denies_a_bad_job_naming_every_field(webhook: Webhook, name: str) -> None:
-    job = example(name)
-    expected = policies.admit(job).errors
+    # The validating webhook sees the object after mutation (defaults applied).
+    job, _ = policies.default(example(name))
+    expected, _ = policies.validate(job)
     assert expected, "the example must break a rule"
     status, body = await webhook.post("/validate", review(job))
     assert status == 200

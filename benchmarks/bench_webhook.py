@@ -1,0 +1,216 @@
+"""Benchmark the admission webhook against a bare aiohttp HTTPS floor (run by hand).
+
+    .venv/bin/python benchmarks/bench_webhook.py [--duration 10] [--conns 1,8,64]
+
+Needs `wrk` (Debian: apt-get install -y wrk). Starts, as separate processes on loopback:
+- the webhook, exactly as deployed (`python -m trainops webhook --cert-dir …`);
+- the floor (benchmarks/floor_server.py): same TLS context, same certificate, reads the body and
+  returns a constant AdmissionReview;
+then, per endpoint and connection count, runs `wrk -t1 -cN -dD --latency` with a keep-alive POST
+of a real AdmissionReview (benchmarks/post.lua) against the floor and the webhook, alternately,
+and prints req/s, p50, p99 and the webhook/floor ratios as a Markdown table. Finally it drives
+~100k requests at the webhook in rounds and samples its resident memory after each round.
+
+Results with the machine they ran on go in docs/WEBHOOK.md ("Performance").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from certs import pki  # noqa: E402
+
+import policies  # noqa: E402
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
+
+
+@dataclass(frozen=True)
+class Result:
+    rps: float
+    p50: float  # seconds
+    p99: float
+    requests: int
+    errors: int
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_healthy(port: int, ctx: ssl.SSLContext, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server on {port} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"https://localhost:{port}/healthz", context=ctx, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"server on {port} did not become healthy")
+
+
+def _review(obj: dict, operation: str = "CREATE") -> dict:
+    gvk = {"group": "batch.tensorstack.dev", "version": "v1beta1", "kind": obj["kind"]}
+    gvr = {"group": "batch.tensorstack.dev", "version": "v1beta1", "resource": obj["kind"].lower() + "s"}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": obj["metadata"]["name"], "namespace": "default", "operation": operation,
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:authenticated"]},
+            "object": obj, "oldObject": None, "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+def _bodies(tmp: Path) -> dict[str, Path]:
+    import yaml
+
+    job = yaml.safe_load((ROOT / "examples" / "tensorflow-mnist.yaml").read_text())
+    job["metadata"]["namespace"] = "default"
+    defaulted, _ = policies.default(job)
+    out = {}
+    # /mutate gets the job as written (a patch comes back); /validate the defaulted job (allowed).
+    for endpoint, obj in (("mutate", job), ("validate", defaulted)):
+        path = tmp / f"{endpoint}.json"
+        path.write_text(json.dumps(_review(obj)))
+        out[endpoint] = path
+    return out
+
+
+def _seconds(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if not m:
+        raise ValueError(f"cannot parse wrk duration {text!r}")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _wrk(url: str, body: Path, conns: int, duration: float) -> Result:
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{duration:g}s", "--latency", "-s", str(ROOT / "benchmarks" / "post.lua"), url]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "BODY_FILE": str(body)}).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _seconds(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _seconds(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    errors = 0
+    if m := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
+        errors += int(m.group(1))
+    if m := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out):
+        errors += sum(int(x) for x in m.groups())
+    return Result(rps, p50, p99, requests, errors)
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run")
+    parser.add_argument("--conns", default="1,8,64", help="connection counts")
+    parser.add_argument("--endpoints", default="validate,mutate")
+    parser.add_argument("--rss-requests", type=int, default=100_000)
+    parser.add_argument("--json", type=Path, help="also write raw results here")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        print("wrk not found: apt-get install -y wrk", file=sys.stderr)
+        return 2
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
+    ca = pki.new_ca()
+    pki.write_bundle(tmp, ca, pki.new_serving_cert(ca, []))
+    bodies = _bodies(tmp)
+    ctx = ssl.create_default_context(cafile=str(tmp / "ca.crt"))
+    wport, fport = _free_port(), _free_port()
+    py = sys.executable
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    webhook = subprocess.Popen(
+        [py, "-m", "trainops", "webhook", "--cert-dir", str(tmp), "--host", "127.0.0.1", "--port", str(wport), "--log-level", "WARNING"],
+        cwd=ROOT, env=env,
+    )
+    floor = subprocess.Popen([py, str(ROOT / "benchmarks" / "floor_server.py"), str(tmp), str(fport)], cwd=ROOT, env=env)
+    rows: list[dict] = []
+    try:
+        _wait_healthy(wport, ctx, webhook)
+        _wait_healthy(fport, ctx, floor)
+        for endpoint in args.endpoints.split(","):
+            body = bodies[endpoint]
+            # warm both (imports, caches) before measuring
+            _wrk(f"https://127.0.0.1:{fport}/{endpoint}", body, 8, 2)
+            _wrk(f"https://127.0.0.1:{wport}/{endpoint}", body, 8, 2)
+            for conns in (int(c) for c in args.conns.split(",")):
+                f = _wrk(f"https://127.0.0.1:{fport}/{endpoint}", body, conns, args.duration)
+                w = _wrk(f"https://127.0.0.1:{wport}/{endpoint}", body, conns, args.duration)
+                rows.append({"endpoint": endpoint, "conns": conns, "floor": f.__dict__, "webhook": w.__dict__})
+                print(f"{endpoint:8} c={conns:<3} floor {f.rps:8.0f} req/s p50 {f.p50*1e3:6.2f} ms p99 {f.p99*1e3:6.2f} ms | "
+                      f"webhook {w.rps:8.0f} req/s p50 {w.p50*1e3:6.2f} ms p99 {w.p99*1e3:6.2f} ms | "
+                      f"x{w.rps/f.rps:.2f} thr, x{w.p99/f.p99:.2f} p99, errors {w.errors}", flush=True)
+
+        # Memory over ~100k requests: rounds of wrk, RSS sampled after each.
+        samples = [_rss_kib(webhook.pid)]
+        done = 0
+        while done < args.rss_requests:
+            r = _wrk(f"https://127.0.0.1:{wport}/validate", bodies["validate"], 8, 5)
+            done += r.requests
+            samples.append(_rss_kib(webhook.pid))
+        print(f"webhook RSS over {done} requests (KiB): {samples}")
+    finally:
+        for proc in (webhook, floor):
+            proc.terminate()
+            proc.wait(timeout=20)
+
+    print()
+    print(f"Machine: {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}, wrk -t1, {args.duration:g}s per run")
+    print()
+    print("| endpoint | conns | floor req/s | webhook req/s | ratio | floor p50 / p99 (ms) | webhook p50 / p99 (ms) | p99 ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        f, w = row["floor"], row["webhook"]
+        print(f"| /{row['endpoint']} | {row['conns']} | {f['rps']:.0f} | {w['rps']:.0f} | {w['rps']/f['rps']:.2f} | "
+              f"{f['p50']*1e3:.2f} / {f['p99']*1e3:.2f} | {w['p50']*1e3:.2f} / {w['p99']*1e3:.2f} | {w['p99']/f['p99']:.2f} |")
+    print()
+    print(f"RSS (KiB) after each round: first {samples[0]}, after warm-up {samples[1]}, last {samples[-1]}, max {max(samples)}")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "rss_kib": samples, "requests": done}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
