@@ -36,6 +36,7 @@ __all__ = [
     "KIND_REPLICA_TYPES",
     "MAIN_CONTAINERS",
     "MAX_COMMAND_ITEMS",
+    "MAX_CONTAINERS",
     "MAX_TYPE_LENGTH",
     "openapi_schema",
 ]
@@ -49,6 +50,8 @@ REPLICA_PHASES = ("Creating", "Pending", "Running", "Succeeded", "Failed", "Unkn
 JOB_PHASES = ("Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed", "Unknown")
 MAX_TYPE_LENGTH = 32
 """Replica type names are short words; the bound keeps CEL string comparisons cheap."""
+MAX_CONTAINERS = 64
+"""Bound on a replica pod's containers, for the main-container rule's cost (see `_replica_spec`)."""
 MAX_COMMAND_ITEMS = 256
 """Bound on debug/resume command and args lists (compared by the resumeSpecs transition rule)."""
 MAX_ARG_LENGTH = 4096
@@ -178,6 +181,9 @@ def _replica_spec(kind: str, types: tuple[str, ...]) -> Schema:
         "The pod template of every replica of this type (a Kubernetes PodTemplateSpec); "
         "its restartPolicy is overridden by the replica spec's."
     )
+    # The one tightening of the Kubernetes pod schema: the main-container CEL rule iterates
+    # `containers`, and an unbounded list makes a server's cost estimate exceed its budget.
+    template["properties"]["spec"]["properties"]["containers"]["maxItems"] = MAX_CONTAINERS
     return _obj(
         "A set of identical replicas of one type.",
         required=("type",),

@@ -13,6 +13,8 @@ count on that order (`trainops check` and the GitOps pre-flight have no server a
 - inside the embedded pod template, missing `required` fields and duplicate keys of
   `x-kubernetes-list-type: map` lists are reported as the server would (our own fields'
   required-ness, enums and ranges are the semantic rules' business, so nothing is said twice);
+- the `maxItems`/`maxLength` bounds that exist only to bound CEL cost (pod containers,
+  debug/resume command and args) are enforced, so the CRD never refuses what we admit;
 - `null` counts as absent, as the server prunes nulls on non-nullable fields;
 - `status` and the root `metadata` are skipped: the server owns both (status is ignored on
   writes to the main resource; ObjectMeta has its own validation).
@@ -78,6 +80,8 @@ class _Node:
     items: _Node | None = None
     required: tuple[str, ...] = ()
     map_keys: tuple[tuple[str, Any], ...] = ()  # (key, default) of list-type map lists
+    max_items: int | None = None
+    max_length: int | None = None
     # Python types accepted without further thought (the fast path); others go to `_walk`.
     exact: frozenset[type] = frozenset()
     is_object: bool = False
@@ -101,6 +105,12 @@ def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
         return _Node("any")
     kind = schema["type"]
     node = _Node(kind, exact=_EXACT_TYPES[kind])
+    if (
+        kind == "string"
+        and schema.get("maxLength") is not None
+        and not ("enum" in schema or "pattern" in schema)
+    ):
+        node.exact = frozenset()  # take the slow path, which checks the length
     node.is_object = kind == "object"
     node.is_array = kind == "array"
     node.is_container = node.is_object or node.is_array
@@ -110,6 +120,13 @@ def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
         node.additional = _compile(schema["additionalProperties"], in_template=in_template)
     if "items" in schema:
         node.items = _compile(schema["items"], in_template=in_template)
+    if in_template or not (
+        "enum" in schema or "pattern" in schema or "x-kubernetes-list-map-keys" in schema
+    ):
+        # Bounds that exist for CEL cost only; our enums, patterns and list-map lists are the
+        # semantic rules' (which say NotSupported, Invalid or Duplicate instead).
+        node.max_items = schema.get("maxItems")
+        node.max_length = schema.get("maxLength")
     if in_template:
         node.required = tuple(schema.get("required", ()))
         if schema.get("x-kubernetes-list-type") == "map":
@@ -163,6 +180,10 @@ def _walk(node: _Node, value: Any, parts: _Parts, errors: list[FieldError]) -> N
         _walk_array(node, value, parts, errors)
     elif kind != "any" and not _scalar_ok(kind, value):
         errors.append(_wrong_type(parts, value, _EXPECTED.get(kind, kind)))
+    elif node.max_length is not None and isinstance(value, str):
+        size = len(value.encode("utf-8"))
+        if size > node.max_length:
+            errors.append(fieldpath.too_long(_path(parts), value, node.max_length))
 
 
 def _walk_object(
@@ -197,6 +218,8 @@ def _walk_array(node: _Node, value: list[Any], parts: _Parts, errors: list[Field
     items = node.items
     if items is None:
         return
+    if node.max_items is not None and len(value) > node.max_items:
+        errors.append(_too_many(parts, len(value), node.max_items))
     exact = items.exact
     for i, item in enumerate(value):
         if type(item) in exact:
@@ -240,6 +263,10 @@ def _scalar_ok(kind: str, value: Any) -> bool:
     if kind == "int-or-string":
         return isinstance(value, (int, str)) or (isinstance(value, float) and value.is_integer())
     return False
+
+
+def _too_many(parts: _Parts, count: int, limit: int) -> FieldError:
+    return fieldpath.invalid(_path(parts), count, f"must have at most {limit} items")
 
 
 def _unknown(parent: Path, key: Any) -> FieldError:

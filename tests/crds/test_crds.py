@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -151,12 +152,16 @@ def test_lists_the_rules_iterate_are_bounded(kind: str) -> None:
 
 
 def test_the_replica_template_embeds_the_derived_pod_schema() -> None:
-    schema = CRDS["XGBoostTrainingJob"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema = copy.deepcopy(
+        CRDS["XGBoostTrainingJob"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    )
     template = schema["properties"]["spec"]["properties"]["replicaSpecs"]["items"]["properties"][
         "template"
     ]
+    containers = template["properties"]["spec"]["properties"]["containers"]
+    assert containers.pop("maxItems") == 64  # the one tightening: bounds the CEL rule's cost
     assert template["properties"] == pod_template_spec()["properties"]
-    container = template["properties"]["spec"]["properties"]["containers"]["items"]
+    container = containers["items"]
     assert container["properties"]["resources"]["properties"]["limits"]["additionalProperties"] == {
         "x-kubernetes-int-or-string": True
     }

@@ -234,3 +234,24 @@ def test_check_never_raises_on_arbitrary_input(spec: Any, extra: Any) -> None:
     for kind in ("TensorFlowTrainingJob", "XGBoostTrainingJob"):
         check({"kind": kind, "spec": spec, "extra": extra})
         check(with_change("spec.replicaSpecs.0.template", spec))
+
+
+COST_BOUNDS = {
+    "more containers than the CRD allows": (
+        with_change(TEMPLATE + ".spec.containers", [{"name": f"c{i}"} for i in range(65)]),
+        "spec.replicaSpecs[0].template.spec.containers",
+        "Invalid value: 65: must have at most 64 items",
+    ),
+    "a resume command argument over 4096 bytes": (
+        tf_job(runMode={"pause": {"resumeSpecs": [{"type": "worker", "args": ["x" * 4097]}]}}),
+        "spec.runMode.pause.resumeSpecs[0].args[0]",
+        "Too long: may not be more than 4096 bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize(("obj", "field", "message"), COST_BOUNDS.values(), ids=COST_BOUNDS.keys())
+def test_bounds_that_keep_cel_cheap_are_enforced_so_the_crd_never_refuses_what_we_admit(
+    obj: dict[str, Any], field: str, message: str
+) -> None:
+    assert [(e.field, e.message) for e in check(obj)] == [(field, message)]
