@@ -172,7 +172,7 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_Base):  # type: ignore[misc]
+class _Loader(_Base):
     """Safe loading (libyaml when present) with Kubernetes' YAML-to-JSON conversions."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[str, Any]:

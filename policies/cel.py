@@ -247,16 +247,16 @@ def _error(rule: Rule, path: Path) -> FieldError:
 
 def _passes(rule: str, node: Any, old: Any) -> bool:
     """Evaluate one rule; a CEL error is a failure, as on a server."""
-    import celpy  # cel-python loads slowly: only tests and tools evaluate rules here
+    from celpy.adapter import json_to_cel  # slow to load: only tests and tools evaluate rules
 
-    activation = {"self": celpy.json_to_cel(node)}
+    activation = {"self": json_to_cel(node)}
     if old is not None:
-        activation["oldSelf"] = celpy.json_to_cel(old)
+        activation["oldSelf"] = json_to_cel(old)
     try:
         result = _program(rule).evaluate(activation)
     except Exception:  # cel-python raises assorted errors for no-such-key and overloads
         return False
-    return result is True or (not isinstance(result, Exception) and bool(result) is True)
+    return not isinstance(result, Exception) and bool(result)
 
 
 @cache

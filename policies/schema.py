@@ -271,10 +271,13 @@ def _status() -> Schema:
             ),
             map_keys=("type",),
         ),
-        aggregate=_obj(
-            "How many replicas are in each phase.",
-            **{p.lower(): _int(f"Replicas in phase {p}.", fmt="int32") for p in REPLICA_PHASES},
-        ),
+        aggregate={
+            "description": "How many replicas are in each phase.",
+            "type": "object",
+            "properties": {
+                p.lower(): _int(f"Replicas in phase {p}.", fmt="int32") for p in REPLICA_PHASES
+            },
+        },
         backoffCount=_int("Replica restarts so far, counted against backoffLimit.", fmt="int32"),
         observedGeneration=_int("The spec generation this status describes.", fmt="int64"),
         startTime=_time("When the controller first acted on the job."),

@@ -74,7 +74,7 @@ _EXACT_TYPES: dict[str, frozenset[type]] = {
 
 @dataclass(eq=False)
 class _Node:
-    type: str  # object, array, string, integer, number, boolean, int-or-string, any
+    kind: str  # object, array, string, integer, number, boolean, int-or-string, any
     props: dict[str, _Node] = field(default_factory=dict)
     additional: _Node | None = None
     items: _Node | None = None
@@ -167,7 +167,7 @@ def _path(parts: _Parts) -> Path:
 
 def _walk(node: _Node, value: Any, parts: _Parts, errors: list[FieldError]) -> None:
     """Check `value` against `node` (the slow path: anything not of an exact accepted type)."""
-    kind = node.type
+    kind = node.kind
     if kind == "object":
         if not isinstance(value, dict):
             errors.append(_wrong_type(parts, value, "object"))
@@ -228,7 +228,7 @@ def _walk_array(node: _Node, value: list[Any], parts: _Parts, errors: list[Field
             elif items.is_array:
                 _walk_array(items, item, (parts, i), errors)
         elif item is None:
-            errors.append(_wrong_type((parts, i), item, _EXPECTED.get(items.type, items.type)))
+            errors.append(_wrong_type((parts, i), item, _EXPECTED.get(items.kind, items.kind)))
         else:
             _walk(items, item, (parts, i), errors)
     if node.map_keys:

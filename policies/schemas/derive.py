@@ -130,10 +130,10 @@ class _Converter:
 
     def node(self, node: dict[str, Any], stack: tuple[str, ...]) -> dict[str, Any]:
         if "$ref" in node:
-            out = self.definition(node["$ref"].rsplit("/", 1)[-1], stack)
+            resolved = self.definition(node["$ref"].rsplit("/", 1)[-1], stack)
             if self.descriptions and "description" in node:
-                out = {**out, "description": node["description"]}
-            return out
+                resolved = {**resolved, "description": node["description"]}
+            return resolved
         out: dict[str, Any] = {}
         for key in _KEEP:
             if key not in node:

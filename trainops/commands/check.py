@@ -61,7 +61,7 @@ class Outcome:
     skipped: int
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "check",
         help="default and validate training jobs in YAML files, offline",

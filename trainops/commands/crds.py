@@ -27,7 +27,7 @@ _SHORT_NAMES = {"TensorFlowTrainingJob": ["tfj"], "XGBoostTrainingJob": ["xgbj"]
 _CATEGORIES = ["all", "t9k", "trainingjobs"]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "crds",
         help="print the CustomResourceDefinitions (multi-document YAML)",
