@@ -231,7 +231,7 @@ def _walk_array(node: _Node, value: list[Any], parts: _Parts, errors: list[Field
             errors.append(_wrong_type((parts, i), item, _EXPECTED.get(items.kind, items.kind)))
         else:
             _walk(items, item, (parts, i), errors)
-    if node.map_keys:
+    if node.map_keys and len(value) > 1:
         _check_map_keys(node.map_keys, value, parts, errors)
 
 
