@@ -1,12 +1,114 @@
-"""CRD structural schemas: pruning, defaults, validation, CEL (stub)."""
+"""Schema checks of the write path: custom resources, built-in kinds and CRDs themselves.
+
+* `prepare_custom_object` — what the API server does to a custom resource between mutating and
+  validating admission: prune unknown fields (reporting them per `fieldValidation`: Strict → 400
+  `strict decoding error: unknown field "spec.foo"`, Warn → a warning per field, Ignore →
+  silently), drop `null`s in non-nullable fields, apply schema defaults, validate the OpenAPI
+  keywords (`structural`) and then the CEL rules (`celrules`; skipped, as on a real server, after
+  a type, enum, required, too-long or too-many error). Errors are one 422 Invalid with a cause per field.
+* `validate_builtin` — unknown and duplicate fields of built-in kinds against the JSON schemas
+  of Kubernetes v1.32 shipped in kubernetes-validate, plus the JSON type errors a Go decoder
+  reports (`json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of
+  type int32`, always a 400).
+* `validate_crd` — a CRD the real server would refuse: names, versions, non-structural schemas,
+  CEL rules that do not compile.
+
+`fieldValidation` values: `Strict`, `Warn` (also the default for an empty value, as since
+Kubernetes 1.27), `Ignore`. Duplicate fields can only be seen in the raw body: the pipeline
+finds them with `find_duplicate_fields(body)` and passes them in.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
+from collections.abc import Sequence
 from typing import Any
 
-from localcluster.types import ResourceInfo
+from localcluster import celrules, openapi, structural
+from localcluster.structural import FieldError
+from localcluster.types import ApiError, ResourceInfo
 
-__all__ = ["prepare_custom_object", "validate_builtin", "validate_crd"]
+__all__ = [
+    "default_custom_object",
+    "find_duplicate_fields",
+    "invalid_error",
+    "prepare_custom_object",
+    "validate_builtin",
+    "validate_crd",
+]
+
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+# Errors after which the API server does not run CEL rules (their cost would be unbounded).
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+
+
+@functools.cache
+def _meta_fields() -> frozenset[str]:
+    return frozenset(openapi.builtin_definitions()[_OBJECT_META]["properties"])
+
+
+def _mode(field_validation: str) -> str:
+    mode = (field_validation or "Warn").strip()
+    if mode not in ("Strict", "Warn", "Ignore"):
+        raise ApiError(
+            400,
+            "BadRequest",
+            f'fieldValidation parameter "{mode}" is not one of "Strict", "Warn", "Ignore"',
+        )
+    return mode
+
+
+def _schema(info: ResourceInfo) -> dict[str, Any] | None:
+    schema = ((info.crd_version or {}).get("schema") or {}).get("openAPIV3Schema")
+    return schema if isinstance(schema, dict) else None
+
+
+def invalid_error(kind: str, group: str, name: str, errors: Sequence[FieldError]) -> ApiError:
+    """The 422 Invalid Status the API server builds from field errors."""
+    texts = [str(e) for e in errors]
+    aggregate = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiError(
+        422,
+        "Invalid",
+        f'{qualified} "{name}" is invalid: {aggregate}',
+        details={
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [e.cause() for e in errors],
+        },
+    )
+
+
+def _strict_error(info: ResourceInfo, problems: Sequence[str]) -> ApiError:
+    return ApiError(
+        400,
+        "BadRequest",
+        f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
+        f"strict decoding error: {', '.join(problems)}",
+    )
+
+
+def _report(
+    info: ResourceInfo, mode: str, unknown: Sequence[str], duplicates: Sequence[str]
+) -> list[str]:
+    problems = [f'unknown field "{p}"' for p in unknown] + [
+        f'duplicate field "{p}"' for p in duplicates
+    ]
+    if problems and mode == "Strict":
+        raise _strict_error(info, problems)
+    return problems if mode == "Warn" else []
 
 
 def prepare_custom_object(
@@ -15,18 +117,403 @@ def prepare_custom_object(
     old: dict[str, Any] | None,
     *,
     field_validation: str,
+    duplicates: Sequence[str] = (),
 ) -> tuple[dict[str, Any], list[str]]:
-    """The pruned, defaulted object and warnings; raises ApiError 400/422."""
-    return obj, []
+    """The pruned, defaulted object and warnings; raises ApiError 400 (Strict and unknown or
+    duplicate fields) or 422 Invalid (schema or CEL violations, a cause per field)."""
+    mode = _mode(field_validation)
+    schema = _schema(info)
+    result = copy.deepcopy(obj)
+    if schema is None:
+        return result, _report(info, mode, (), duplicates)
+    unknown = structural.find_unknown_fields(result, schema, _meta_fields(), prune=True)
+    warnings = _report(info, mode, unknown, duplicates)
+    structural.apply_defaults(result, schema)
+    errors = structural.validate(result, schema)
+    if celrules.has_rules(schema):
+        if any(e.reason in _BLOCKING for e in errors):
+            errors.append(
+                FieldError(
+                    "FieldValueInvalid",
+                    "<nil>",
+                    'Invalid value: "null": some validation rules were not checked because the '
+                    "object was invalid; correct the existing errors to complete validation",
+                )
+            )
+        else:
+            errors.extend(celrules.evaluate_rules(result, old, schema))
+    if errors:
+        name = str((result.get("metadata") or {}).get("name", ""))
+        raise invalid_error(info.kind, info.group, name, errors)
+    return result, warnings
+
+
+def default_custom_object(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` with schema defaults applied (a real server also defaults objects read from
+    storage, so a default added to a CRD later shows up on read)."""
+    schema = _schema(info)
+    if schema is None:
+        return obj
+    return structural.apply_defaults(copy.deepcopy(obj), schema)  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- built-in kinds
 
 
 def validate_builtin(
-    info: ResourceInfo, obj: dict[str, Any], *, field_validation: str
+    info: ResourceInfo,
+    obj: dict[str, Any],
+    *,
+    field_validation: str,
+    duplicates: Sequence[str] = (),
 ) -> list[str]:
-    """Warnings for unknown fields of a built-in kind; raises ApiError 400 when Strict."""
-    return []
+    """Warnings for unknown/duplicate fields of a built-in kind (Warn); raises ApiError 400 for
+    them with Strict, and for JSON type errors whatever the mode. Kinds kubernetes-validate does
+    not know pass unchecked."""
+    mode = _mode(field_validation)
+    defs = openapi.builtin_definitions()
+    root = openapi.definition_name(info)
+    if root not in defs:
+        return _report(info, mode, (), duplicates)
+    unknown: list[str] = []
+    type_error = _walk_builtin(obj, root, defs, (), (), unknown)
+    if type_error:
+        raise ApiError(
+            400,
+            "BadRequest",
+            f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
+            f"{type_error}",
+        )
+    return _report(info, mode, unknown, duplicates)
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any], struct: str) -> tuple[dict[str, Any], str]:
+    while True:
+        ref = node.get("$ref")
+        if not ref:
+            return node, struct
+        struct = str(ref).rsplit("/", 1)[-1]
+        node = defs.get(struct, {})
+
+
+def _go_type(node: dict[str, Any], defs: dict[str, Any]) -> str:
+    resolved, name = _resolve(node, defs, "")
+    if name:
+        short = name.rsplit(".", 1)[-1]
+        return {"IntOrString": "intstr.IntOrString", "Quantity": "resource.Quantity"}.get(
+            short, short
+        )
+    typ = resolved.get("type")
+    typ = next(t for t in typ if t != "null") if isinstance(typ, list) and typ else typ
+    fmt = resolved.get("format", "")
+    if typ == "integer":
+        return fmt if fmt in ("int32", "int64") else "int"
+    if typ == "number":
+        return "float64"
+    if typ == "boolean":
+        return "bool"
+    if typ == "array":
+        return "[]" + _go_type(resolved.get("items") or {}, defs)
+    if typ == "object":
+        extra = resolved.get("additionalProperties")
+        if isinstance(extra, dict):
+            return "map[string]" + _go_type(extra, defs)
+        return "map[string]interface {}"
+    return str(typ or "interface {}")
+
+
+_JSON_KINDS = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "bool",
+    int: "number",
+    float: "number",
+}
+
+
+def _type_matches(value: Any, node: dict[str, Any]) -> bool:
+    if "oneOf" in node:  # IntOrString, Quantity
+        return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    typ = node.get("type")
+    types = set(typ) if isinstance(typ, list) else {typ} if typ else set()
+    if not types:
+        return True
+    if value is None:
+        return True  # null decodes as the zero value
+    checks = {
+        "object": isinstance(value, dict),
+        "array": isinstance(value, list),
+        "string": isinstance(value, str),
+        "boolean": isinstance(value, bool),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+    }
+    return any(checks.get(t, False) for t in types if t != "null")
+
+
+def _walk_builtin(
+    value: Any,
+    node_name: str,
+    defs: dict[str, Any],
+    path: tuple[str | int, ...],
+    go_path: tuple[str, ...],
+    unknown: list[str],
+    node: dict[str, Any] | None = None,
+    struct: str = "",
+) -> str:
+    """Collect unknown fields; return the first JSON type error (or "")."""
+    if node is None:
+        node = defs[node_name]
+        struct = node_name
+    raw = node
+    node, struct = _resolve(node, defs, struct)
+    if not _type_matches(value, node):
+        kind = _JSON_KINDS.get(type(value), "value")
+        field = ".".join(go_path)
+        parent = struct.rsplit(".", 1)[-1] if go_path else ""
+        where = f" into Go struct field {parent}.{field}" if go_path else " into Go value"
+        return f"json: cannot unmarshal {kind}{where} of type {_go_type(raw, defs)}"
+    if isinstance(value, dict):
+        props = node.get("properties")
+        extra = node.get("additionalProperties")
+        for key, item in value.items():
+            if props and key in props:
+                err = _walk_builtin(
+                    item,
+                    node_name,
+                    defs,
+                    (*path, key),
+                    (*go_path, key),
+                    unknown,
+                    props[key],
+                    struct,
+                )
+            elif isinstance(extra, dict):
+                err = _walk_builtin(
+                    item, node_name, defs, (*path, key), go_path, unknown, extra, struct
+                )
+            elif props and not extra:
+                unknown.append(structural.render_path((*tuple(path), key)))
+                continue
+            else:
+                continue
+            if err:
+                return err
+    elif isinstance(value, list):
+        items = node.get("items")
+        if isinstance(items, dict):
+            for i, item in enumerate(value):
+                err = _walk_builtin(
+                    item, node_name, defs, (*path, i), go_path, unknown, items, struct
+                )
+                if err:
+                    return err
+    return ""
+
+
+def find_duplicate_fields(body: bytes) -> list[str]:
+    """Paths of keys that occur twice in one JSON object of `body` (`metadata.name`); [] when
+    the body is not JSON (YAML bodies are checked by their own loader)."""
+    found: list[str] = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                found.append(key)
+            seen.add(key)
+            out[key] = value
+        return out
+
+    try:
+        json.loads(body, object_pairs_hook=hook)
+    except ValueError:
+        return []
+    if not found:
+        return []
+    # Second pass with paths, only when there is something to report.
+    return _duplicate_paths(json.loads(body, object_pairs_hook=lambda p: _Pairs(p)), ())
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A JSON object kept as its list of pairs."""
+
+
+def _duplicate_paths(value: Any, path: tuple[str | int, ...]) -> list[str]:
+    out: list[str] = []
+    if isinstance(value, _Pairs):
+        seen: set[str] = set()
+        for key, item in value:
+            if key in seen:
+                out.append(structural.render_path((*path, key)))
+            seen.add(key)
+            out.extend(_duplicate_paths(item, (*path, key)))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out.extend(_duplicate_paths(item, (*path, i)))
+    return out
+
+
+# --------------------------------------------------------------------------- CRDs
 
 
 def validate_crd(crd: dict[str, Any]) -> None:
-    """Raise ApiError 422 for a CRD the real server would refuse."""
-    return None
+    """Raise ApiError 422 for a CRD the real API server would refuse."""
+    errors: list[FieldError] = []
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    group = str(spec.get("group") or "")
+    plural = str(names.get("plural") or "")
+    name = str((crd.get("metadata") or {}).get("name") or "")
+    if not group:
+        errors.append(FieldError.required("spec.group"))
+    elif "." not in group:
+        errors.append(
+            FieldError.invalid("spec.group", group, "should be a domain with at least one dot")
+        )
+    if not plural:
+        errors.append(FieldError.required("spec.names.plural"))
+    elif plural != plural.lower():
+        errors.append(
+            FieldError.invalid(
+                "spec.names.plural",
+                plural,
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'",
+            )
+        )
+    if not names.get("kind"):
+        errors.append(FieldError.required("spec.names.kind"))
+    if group and plural and name != f"{plural}.{group}":
+        errors.append(
+            FieldError.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
+        )
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        errors.append(
+            FieldError.not_supported("spec.scope", spec.get("scope", ""), ["Cluster", "Namespaced"])
+        )
+    versions = spec.get("versions") or []
+    if not versions:
+        errors.append(
+            FieldError.required(
+                "spec.versions", "must have exactly one version marked as storage version"
+            )
+        )
+    elif sum(1 for v in versions if v.get("storage")) != 1:
+        errors.append(
+            FieldError.invalid(
+                "spec.versions", versions_summary(versions),
+                "must have exactly one version marked as storage version",
+            )
+        )  # fmt: skip
+    for i, version in enumerate(versions):
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        base = f"spec.versions[{i}].schema.openAPIV3Schema"
+        if schema is None:
+            errors.append(FieldError.required(base, "schemas are required"))
+            continue
+        errors.extend(_structural_errors(schema, base, root=True))
+    if errors:
+        raise invalid_error("CustomResourceDefinition", "apiextensions.k8s.io", name, errors)
+
+
+def versions_summary(versions: list[dict[str, Any]]) -> str:
+    return json.dumps([v.get("name") for v in versions])
+
+
+def _structural_errors(schema: Any, path: str, *, root: bool = False) -> list[FieldError]:
+    if not isinstance(schema, dict):
+        return [FieldError.invalid(path, "", "must be an object")]
+    errors: list[FieldError] = []
+    typ = schema.get("type")
+    untyped_ok = schema.get("x-kubernetes-int-or-string") or schema.get(
+        "x-kubernetes-preserve-unknown-fields"
+    )
+    if root and typ != "object":
+        errors.append(FieldError.invalid(f"{path}.type", typ or "", 'must be "object" at the root'))
+    elif not typ and not untyped_ok:
+        errors.append(
+            FieldError.required(f"{path}.type", "must not be empty for specified object fields")
+        )
+    if schema.get("properties") and isinstance(schema.get("additionalProperties"), dict):
+        errors.append(
+            FieldError.forbidden(
+                f"{path}.additionalProperties",
+                "additionalProperties and properties are mutual exclusive",
+            )
+        )
+    if root:
+        meta = (schema.get("properties") or {}).get("metadata")
+        if isinstance(meta, dict):
+            extra = set(meta.get("properties") or {}) - {"name", "generateName"}
+            if extra or set(meta) - {"type", "properties", "description"}:
+                errors.append(
+                    FieldError.forbidden(
+                        f"{path}.properties[metadata]",
+                        "must not specify anything other than name and generateName, but metadata is implicitly specified",
+                    )
+                )
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        items = schema.get("items") or {}
+        if not keys:
+            errors.append(
+                FieldError.required(
+                    f"{path}.x-kubernetes-list-map-keys",
+                    "must not be empty if x-kubernetes-list-type is map",
+                )
+            )
+        if items.get("type") != "object":
+            errors.append(
+                FieldError.invalid(
+                    f"{path}.items.type", items.get("type", ""),
+                    "must be object if parent array's x-kubernetes-list-type is map",
+                )
+            )  # fmt: skip
+        for key in keys:
+            sub = (items.get("properties") or {}).get(key)
+            if sub is None:
+                errors.append(
+                    FieldError.invalid(
+                        f"{path}.x-kubernetes-list-map-keys", keys,
+                        "entries must all be names of item properties",
+                    )
+                )  # fmt: skip
+            elif key not in (items.get("required") or []) and "default" not in sub:
+                errors.append(
+                    FieldError.required(
+                        f"{path}.items.properties[{key}]",
+                        "this property is in x-kubernetes-list-map-keys, so it must have a "
+                        "default or be a required property",
+                    )
+                )
+    elif list_type not in (None, "atomic", "set"):
+        errors.append(
+            FieldError.not_supported(
+                f"{path}.x-kubernetes-list-type", list_type, ["atomic", "set", "map"]
+            )
+        )
+    for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
+        text = str(rule.get("rule", "")) if isinstance(rule, dict) else ""
+        problem = celrules.compile_error(text) if text else "rule must not be empty"
+        if problem:
+            errors.append(
+                FieldError.invalid(
+                    f"{path}.x-kubernetes-validations[{i}].rule",
+                    text,
+                    f"compilation failed: {problem}",
+                )
+            )
+    for key, sub in (schema.get("properties") or {}).items():
+        errors.extend(_structural_errors(sub, f"{path}.properties[{key}]"))
+    if isinstance(schema.get("additionalProperties"), dict):
+        errors.extend(
+            _structural_errors(schema["additionalProperties"], f"{path}.additionalProperties")
+        )
+    if isinstance(schema.get("items"), dict):
+        errors.extend(_structural_errors(schema["items"], f"{path}.items"))
+    elif schema.get("type") == "array":
+        errors.append(FieldError.required(f"{path}.items", "must be specified"))
+    return errors

@@ -1,0 +1,141 @@
+"""Built-in kinds: unknown fields and JSON type errors; CRDs the real server would refuse."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from localcluster import crdschema
+from localcluster.types import ApiError, ResourceInfo
+
+DEPLOYMENT = ResourceInfo("apps", "v1", "Deployment", "deployments", "deployment", True)
+CRD_INFO = ResourceInfo(
+    "apiextensions.k8s.io", "v1", "CustomResourceDefinition",
+    "customresourcedefinitions", "customresourcedefinition", False,
+)  # fmt: skip
+REPO = Path(__file__).resolve().parents[2]
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def deployment() -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "labels": {"a": "b"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "x", "ports": [
+                    {"containerPort": 80}], "resources": {"limits": {"cpu": 1}}}]},
+            },
+        },
+    }  # fmt: skip
+
+
+def test_a_valid_built_in_object_passes_in_strict_mode() -> None:
+    assert crdschema.validate_builtin(DEPLOYMENT, deployment(), field_validation="Strict") == []
+
+
+def test_unknown_built_in_fields_are_warnings_or_a_strict_bad_request() -> None:
+    obj = deployment()
+    obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    warnings = crdschema.validate_builtin(DEPLOYMENT, obj, field_validation="Warn")
+    assert warnings == ['unknown field "spec.template.spec.containers[0].imagePullPolicyy"']
+    assert crdschema.validate_builtin(DEPLOYMENT, obj, field_validation="Ignore") == []
+    with pytest.raises(ApiError) as err:
+        crdschema.validate_builtin(DEPLOYMENT, obj, field_validation="Strict")
+    assert (err.value.code, err.value.message) == (
+        400,
+        'Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: '
+        'unknown field "spec.template.spec.containers[0].imagePullPolicyy"',
+    )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        pytest.param(lambda o: o["spec"].update(replicas="3"),
+                     "json: cannot unmarshal string into Go struct field DeploymentSpec"
+                     ".spec.replicas of type int32", id="string-for-int"),
+        pytest.param(lambda o: o["metadata"].update(labels=["a"]),
+                     "json: cannot unmarshal array into Go struct field ObjectMeta"
+                     ".metadata.labels of type map[string]string", id="array-for-map"),
+    ],
+)  # fmt: skip
+def test_json_type_errors_are_bad_requests_in_every_mode(mutate, message: str) -> None:
+    obj = deployment()
+    mutate(obj)
+    with pytest.raises(ApiError) as err:
+        crdschema.validate_builtin(DEPLOYMENT, obj, field_validation="Ignore")
+    assert err.value.code == 400
+    assert err.value.message.endswith(message)
+
+
+def shipped_crds() -> list[dict]:
+    return [
+        doc
+        for path in sorted((REPO / "deploy" / "crds").glob("*.yaml"))
+        for doc in yaml.load_all(path.read_text(), Loader=LOADER)
+        if doc
+    ]
+
+
+def test_shipped_crds_are_accepted_as_crds_and_as_objects() -> None:
+    crds = shipped_crds()
+    assert crds, "deploy/crds holds the project's CRDs"
+    for crd in crds:
+        crdschema.validate_crd(crd)
+        assert crdschema.validate_builtin(CRD_INFO, crd, field_validation="Strict") == []
+
+
+def minimal_crd(**schema_spec: object) -> dict:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                "openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                    "type": "object", "properties": schema_spec}}}}}],
+        },
+    }  # fmt: skip
+
+
+BASE = "spec.versions[0].schema.openAPIV3Schema.properties[spec]"
+
+
+@pytest.mark.parametrize(
+    ("crd", "fragment"),
+    [
+        pytest.param(minimal_crd(a={"description": "no type"}),
+                     f"{BASE}.properties[a].type: Required value: must not be empty for "
+                     "specified object fields", id="missing-type"),
+        pytest.param(minimal_crd(a={"type": "array", "x-kubernetes-list-type": "map",
+                                    "items": {"type": "object", "properties": {
+                                        "k": {"type": "string"}}}}),
+                     "x-kubernetes-list-map-keys: Required value", id="map-list-without-keys"),
+        pytest.param(minimal_crd(a={"type": "string",
+                                    "x-kubernetes-validations": [{"rule": "self.("}]}),
+                     f"{BASE}.properties[a].x-kubernetes-validations[0].rule: Invalid value: "
+                     '"self.(": compilation failed', id="cel-does-not-compile"),
+        pytest.param({**minimal_crd(), "metadata": {"name": "wrong"}},
+                     'metadata.name: Invalid value: "wrong": must be spec.names.plural+"."'
+                     "+spec.group", id="name-mismatch"),
+    ],
+)  # fmt: skip
+def test_crds_the_real_server_refuses_are_422(crd: dict, fragment: str) -> None:
+    with pytest.raises(ApiError) as err:
+        crdschema.validate_crd(copy.deepcopy(crd))
+    assert err.value.code == 422
+    assert err.value.message.startswith(
+        f'CustomResourceDefinition.apiextensions.k8s.io "{crd["metadata"]["name"]}" is invalid: '
+    )
+    assert fragment in err.value.message
