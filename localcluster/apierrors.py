@@ -85,7 +85,7 @@ def cause(reason: str, message: str, field: str) -> dict[str, str]:
 
 def invalid(kind: str, group: str, name: str, causes: list[dict[str, str]]) -> ApiError:
     """422 Invalid: `Pod "x" is invalid: [metadata.name: Invalid value: ..., ...]`."""
-    texts = [c["message"] for c in causes]
+    texts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
     joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     qkind = f"{kind}.{group}" if group else kind
     details: dict[str, Any] = {"name": name}

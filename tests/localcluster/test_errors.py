@@ -1,0 +1,240 @@
+"""Every failure is a Status with the code, reason, message and details the real server uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.localcluster._http import Http, status_of
+from tests.support.cluster import Cluster
+
+POD = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"], ids=["no token", "wrong token"])
+def test_requests_without_the_right_token_are_401_unauthorized(
+    http: Http, token: str | None
+) -> None:
+    reply = http.get("/api/v1/namespaces", token=token)
+    assert reply.status == 401
+    assert status_of(reply)["reason"] == "Unauthorized"
+
+
+def test_health_and_version_are_served_to_anonymous_clients(http: Http) -> None:
+    assert http.get("/healthz", token=None).data == b"ok"
+    assert http.get("/version", token=None).json()["major"] == "1"
+
+
+def test_malformed_json_is_a_400_bad_request(http: Http, namespace: str) -> None:
+    reply = http.post(f"/api/v1/namespaces/{namespace}/configmaps", b"{not json")
+    body = status_of(reply)
+    assert (reply.status, body["reason"]) == (400, "BadRequest")
+    assert "json parse error" in body["message"]
+
+
+def test_yaml_bodies_are_accepted(http: Http, namespace: str) -> None:
+    reply = http.post(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        b"metadata:\n  name: from-yaml\ndata:\n  a: b\n",
+        content_type="application/yaml",
+    )
+    assert reply.status == 201
+    assert reply.json()["data"] == {"a": "b"}
+
+
+def test_protobuf_bodies_are_415_unsupported_media_type(http: Http, namespace: str) -> None:
+    reply = http.post(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        b"k8s\x00",
+        content_type="application/vnd.kubernetes.protobuf",
+    )
+    assert reply.status == 415
+    assert status_of(reply)["reason"] == "UnsupportedMediaType"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/widgets",
+        "/apis/nope.example.com/v1/things",
+        "/apis/apps/v9/deployments",
+        "/api/v1/nodes/x/log",
+    ],
+    ids=["unknown core resource", "unknown group", "unknown version", "unknown subresource"],
+)
+def test_unknown_resources_are_404_not_found(http: Http, path: str) -> None:
+    reply = http.get(path)
+    assert reply.status == 404
+    assert status_of(reply)["reason"] == "NotFound"
+
+
+def test_a_verb_the_resource_does_not_support_is_405(http: Http) -> None:
+    reply = http.delete("/api/v1/namespaces")
+    assert reply.status == 405
+    assert status_of(reply)["reason"] == "MethodNotAllowed"
+
+
+def test_creating_in_a_missing_namespace_is_404_for_the_namespace(http: Http) -> None:
+    reply = http.post("/api/v1/namespaces/no-such-ns/configmaps", {"metadata": {"name": "x"}})
+    body = status_of(reply)
+    assert (reply.status, body["message"]) == (404, 'namespaces "no-such-ns" not found')
+
+
+def test_creating_in_a_terminating_namespace_is_403_forbidden(http: Http, namespace: str) -> None:
+    http.post(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        {"metadata": {"name": "keep", "finalizers": ["test/hold"]}},
+    )
+    http.delete(f"/api/v1/namespaces/{namespace}")
+    reply = http.post(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "late"}})
+    body = status_of(reply)
+    assert (reply.status, body["reason"]) == (403, "Forbidden")
+    assert body["message"] == (
+        f'configmaps "late" is forbidden: unable to create new content in namespace {namespace} '
+        "because it is being terminated"
+    )
+    http.patch(
+        f"/api/v1/namespaces/{namespace}/configmaps/keep", {"metadata": {"finalizers": None}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "field_message"),
+    [
+        (
+            "Upper_Case",
+            'metadata.name: Invalid value: "Upper_Case": a lowercase RFC 1123 subdomain',
+        ),
+        ("x" * 254, "metadata.name: Invalid value"),
+    ],
+    ids=["bad characters", "too long"],
+)
+def test_invalid_names_are_422_invalid_with_causes(
+    http: Http, namespace: str, name: str, field_message: str
+) -> None:
+    reply = http.post(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": name}})
+    body = status_of(reply)
+    assert (reply.status, body["reason"]) == (422, "Invalid")
+    assert body["message"].startswith(f'ConfigMap "{name}" is invalid: ')
+    assert field_message.split(": ", 1)[1] in body["message"]
+    assert body["details"]["causes"][0]["field"] == "metadata.name"
+    assert body["details"]["causes"][0]["reason"] == "FieldValueInvalid"
+
+
+def test_namespace_names_must_be_dns_labels(http: Http) -> None:
+    reply = http.post("/api/v1/namespaces", {"metadata": {"name": "has.dots"}})
+    assert reply.status == 422
+    assert "RFC 1123 label" in status_of(reply)["message"]
+
+
+def test_a_missing_name_is_422_required(http: Http, namespace: str) -> None:
+    reply = http.post(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {}})
+    body = status_of(reply)
+    assert reply.status == 422
+    assert body["details"]["causes"] == [
+        {
+            "reason": "FieldValueRequired",
+            "message": "Required value: name or generateName is required",
+            "field": "metadata.name",
+        }
+    ]
+
+
+def test_pods_without_containers_are_invalid(http: Http, namespace: str) -> None:
+    reply = http.post(
+        f"/api/v1/namespaces/{namespace}/pods", {"metadata": {"name": "empty"}, "spec": {}}
+    )
+    body = status_of(reply)
+    assert reply.status == 422
+    assert body["message"] == 'Pod "empty" is invalid: spec.containers: Required value'
+
+
+def test_a_body_name_that_differs_from_the_url_is_400(http: Http, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    http.post(path, {"metadata": {"name": "a"}})
+    reply = http.put(f"{path}/a", {"metadata": {"name": "b"}})
+    assert reply.status == 400
+    assert (
+        status_of(reply)["message"]
+        == "the name of the object (b) does not match the name on the URL (a)"
+    )
+
+
+def test_a_body_namespace_that_differs_from_the_url_is_400(http: Http, namespace: str) -> None:
+    reply = http.post(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        {"metadata": {"name": "a", "namespace": "other"}},
+    )
+    assert reply.status == 400
+    assert (
+        status_of(reply)["message"]
+        == "the namespace of the provided object does not match the namespace sent on the request"
+    )
+
+
+@pytest.mark.parametrize(
+    ("precondition", "message_start"),
+    [
+        (
+            {"uid": "00000000-0000-0000-0000-000000000000"},
+            "Precondition failed: UID in precondition: 00000000",
+        ),
+        ({"resourceVersion": "1"}, "Precondition failed: ResourceVersion in precondition: 1"),
+    ],
+    ids=["uid", "resourceVersion"],
+)
+def test_delete_preconditions_that_do_not_hold_are_409(
+    http: Http, namespace: str, precondition: dict[str, str], message_start: str
+) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    http.post(path, {"metadata": {"name": "pre"}})
+    reply = http.delete(
+        f"{path}/pre", {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": precondition}
+    )
+    body = status_of(reply)
+    assert (reply.status, body["reason"]) == (409, "Conflict")
+    assert body["message"].startswith(
+        f'Operation cannot be fulfilled on configmaps "pre": {message_start}'
+    )
+    assert http.get(f"{path}/pre").status == 200
+
+
+def test_protected_namespaces_cannot_be_deleted(http: Http) -> None:
+    reply = http.delete("/api/v1/namespaces/default")
+    assert reply.status == 403
+    assert (
+        status_of(reply)["message"]
+        == 'namespaces "default" is forbidden: this namespace may not be deleted'
+    )
+
+
+def test_an_unparsable_label_selector_is_400(http: Http, namespace: str) -> None:
+    reply = http.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector=a%20in%20(")
+    assert reply.status == 400
+
+
+def test_an_unsupported_field_selector_is_400(http: Http, namespace: str) -> None:
+    reply = http.get(f"/api/v1/namespaces/{namespace}/configmaps?fieldSelector=data.a%3Db")
+    assert reply.status == 400
+    assert status_of(reply)["message"] == "field label not supported: data.a"
+
+
+def test_a_resource_version_newer_than_the_server_is_a_504_timeout(
+    http: Http, namespace: str
+) -> None:
+    reply = http.get(
+        f"/api/v1/namespaces/{namespace}/pods?resourceVersion=999999999&resourceVersionMatch=NotOlderThan"
+    )
+    body = status_of(reply)
+    assert (reply.status, body["reason"]) == (504, "Timeout")
+    assert body["message"].startswith("Too large resource version: 999999999, current: ")
+
+
+def test_the_python_client_raises_api_exceptions_with_the_status(
+    cluster: Cluster, namespace: str
+) -> None:
+    from kubernetes import client
+
+    with cluster.api_client() as api, pytest.raises(client.ApiException) as info:
+        client.CoreV1Api(api).read_namespaced_pod("ghost", namespace)
+    assert info.value.status == 404
+    assert '"reason":"NotFound"' in info.value.body.replace(" ", "")
