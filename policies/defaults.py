@@ -69,13 +69,38 @@ def copy_json(value: Any) -> Any:
 
     Unlike `copy.deepcopy` (or a pickle round trip) it does not preserve shared sub-objects:
     YAML aliases load as one dict referenced twice, and defaulting one occurrence in place must
-    not silently default the other, or the recorded patch would miss an operation.
+    not silently default the other, or the recorded patch would miss an operation. Nesting
+    deeper than the interpreter's recursion limit is copied iteratively rather than failing.
     """
+    try:
+        return _copy_recursive(value)
+    except RecursionError:
+        return _copy_iterative(value)
+
+
+def _copy_recursive(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
+        return {k: _copy_recursive(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_json(v) for v in value]
+        return [_copy_recursive(v) for v in value]
     return value
+
+
+def _copy_iterative(value: Any) -> Any:
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        src, parent, key = stack.pop()
+        if isinstance(src, dict):
+            new: Any = dict.fromkeys(src)  # keeps the key order
+            stack.extend((v, new, k) for k, v in src.items())
+        elif isinstance(src, list):
+            new = [None] * len(src)
+            stack.extend((v, new, i) for i, v in enumerate(src))
+        else:
+            new = src
+        parent[key] = new
+    return root[0]
 
 
 def _set(

@@ -85,8 +85,8 @@ def default(obj: Any) -> tuple[Any, list[dict[str, Any]]]:
 
     Objects of other kinds, and parts of the wrong type, are copied unchanged.
     """
-    kind = SPECS.get(obj.get("kind")) if isinstance(obj, dict) else None  # type: ignore[arg-type]
-    return default_with(kind, obj)
+    raw_kind = obj.get("kind") if isinstance(obj, dict) else None
+    return default_with(SPECS.get(raw_kind) if isinstance(raw_kind, str) else None, obj)
 
 
 def validate(obj: Any, old: Any = None) -> tuple[list[FieldError], list[str]]:
@@ -97,6 +97,14 @@ def validate(obj: Any, old: Any = None) -> tuple[list[FieldError], list[str]]:
     kind = SPECS.get(raw_kind) if isinstance(raw_kind, str) else None
     if kind is None:
         return [not_supported(Path.of("kind"), raw_kind, KINDS)], []
+    try:
+        return _validate(kind, obj, old)
+    except RecursionError:
+        # Only absurdly deep nesting gets here (comparing two such objects on UPDATE).
+        return [invalid(Path(), "object", "is nested too deeply to be checked")], []
+
+
+def _validate(kind: KindSpec, obj: dict[str, Any], old: Any) -> tuple[list[FieldError], list[str]]:
     errors: list[FieldError] = []
     if obj.get("apiVersion") != API_VERSION:
         errors.append(not_supported(Path.of("apiVersion"), obj.get("apiVersion"), (API_VERSION,)))

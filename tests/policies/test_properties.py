@@ -185,3 +185,36 @@ def test_a_job_is_never_reported_twice_for_the_same_field_and_reason(obj: Any) -
     errors = policies.admit(obj).errors
     keys = [(e.type, e.field, e.detail) for e in errors]
     assert len(keys) == len(set(keys))
+
+
+def nested_lists(depth: int) -> list[Any]:
+    root: list[Any] = []
+    current = root
+    for _ in range(depth):
+        child: list[Any] = []
+        current.append(child)
+        current = child
+    return root
+
+
+def test_nesting_deeper_than_the_recursion_limit_is_reported_not_raised() -> None:
+    deep = nested_lists(50_000)
+    job = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": "deep"},
+        "spec": {"replicaSpecs": [{"type": "worker", "junk": deep}]},
+    }
+    out, patch = policies.default(job)
+    assert out["spec"]["replicaSpecs"][0]["replicas"] == 1 and patch
+    created = policies.admit(job)
+    assert 'spec.replicaSpecs[0]: Forbidden: unknown field "junk"' in map(str, created.errors)
+    updated = policies.admit(job, job)
+    assert [e.detail for e in updated.errors] == ["is nested too deeply to be checked"]
+
+
+@given(st.dictionaries(st.sampled_from(["kind", "apiVersion", "spec", "metadata"]), json_values))
+def test_objects_with_any_kind_value_never_raise(obj: dict[str, Any]) -> None:
+    out, _ = policies.default(obj)
+    assert out == obj
+    policies.admit(obj, obj)
