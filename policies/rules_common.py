@@ -74,30 +74,42 @@ def job_types(kind: KindSpec, replicas: list[Replica]) -> list[str]:
 
 
 def validate_name(kind: KindSpec, metadata: Any, replicas: list[Replica]) -> list[FieldError]:
-    """`metadata.name` is a DNS-1035 label leaving room for `-<type>-<largest index>`."""
+    """`metadata.name` is a DNS-1035 label leaving room for `-<type>-<largest index>`.
+
+    The structural check leaves the root `metadata` to ObjectMeta validation, so the few
+    ObjectMeta facts a job relies on (an object, a string name) are checked here.
+    """
+    if metadata is None:
+        return [required(Path.of("metadata", "name"))]
     if not isinstance(metadata, dict):
-        return [] if metadata is not None else [required(Path.of("metadata", "name"))]
+        return [invalid(Path.of("metadata"), _kind_of(metadata), "must be of type object")]
     name, generate = metadata.get("name"), metadata.get("generateName")
     suffix, longest = _longest_suffix(kind, replicas)
-    if name is None and isinstance(generate, str) and generate:
-        path = Path.of("metadata", "generateName")
-        if not _DNS1035_PREFIX.fullmatch(generate):
-            return [invalid(path, generate, _DNS1035_HELP)]
-        limit = MAX_NAME_LENGTH - len(suffix) - _GENERATED_SUFFIX
-        if len(generate) > limit:
-            return [_too_long(path, generate, limit, longest, generated=True)]
-        return []
+    if (name is None or name == "") and generate is not None and generate != "":
+        return _validate_generate_name(generate, suffix, longest)
     path = Path.of("metadata", "name")
     if name is None or name == "":
         return [required(path, "a job name (or metadata.generateName) is required")]
     if not isinstance(name, str):
-        return []
+        return [invalid(path, _kind_of(name), "must be of type string")]
     if len(name) > MAX_NAME_LENGTH:
         return [_too_long(path, name, MAX_NAME_LENGTH - len(suffix), longest)]
     if not _DNS1035_LABEL.fullmatch(name):
         return [invalid(path, name, _DNS1035_HELP)]
     if len(name) + len(suffix) > MAX_NAME_LENGTH:
         return [_too_long(path, name, MAX_NAME_LENGTH - len(suffix), longest)]
+    return []
+
+
+def _validate_generate_name(generate: Any, suffix: str, longest: str) -> list[FieldError]:
+    path = Path.of("metadata", "generateName")
+    if not isinstance(generate, str):
+        return [invalid(path, _kind_of(generate), "must be of type string")]
+    if not _DNS1035_PREFIX.fullmatch(generate):
+        return [invalid(path, generate, _DNS1035_HELP)]
+    limit = MAX_NAME_LENGTH - len(suffix) - _GENERATED_SUFFIX
+    if len(generate) > limit:
+        return [_too_long(path, generate, limit, longest, generated=True)]
     return []
 
 
@@ -349,6 +361,15 @@ def _fileset_problem(uri: str) -> str:
 
 def _is_subdomain(value: str) -> bool:
     return len(value) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(value) is not None
+
+
+def _kind_of(value: Any) -> str:
+    """The JSON type name of a value, as type errors show it."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
 
 
 def _is_int(value: Any) -> TypeGuard[int]:

@@ -327,6 +327,22 @@ NAMES: dict[str, Case] = {
         lambda: tf_job() | {"metadata": {"generateName": "mnist-"}},
         set(),
     ),
+    "an empty name with generateName is fine": (
+        lambda: tf_job() | {"metadata": {"name": "", "generateName": "mnist-"}},
+        set(),
+    ),
+    "a generateName leaving no room for the random suffix is too long": (
+        lambda: tf_job(replica("worker", 10)) | {"metadata": {"generateName": "a" * 50}},
+        {("TooLong", "metadata.generateName")},
+    ),
+    "metadata that is not an object is invalid": (
+        lambda: tf_job() | {"metadata": "mnist"},
+        {("Invalid", "metadata")},
+    ),
+    "a name that is not a string is invalid": (
+        lambda: tf_job() | {"metadata": {"name": 7}},
+        {("Invalid", "metadata.name")},
+    ),
     "a generateName that cannot start a label is invalid": (
         lambda: tf_job() | {"metadata": {"generateName": "-mnist"}},
         {("Invalid", "metadata.generateName")},
