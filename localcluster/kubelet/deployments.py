@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localcluster.kubelet.clock import rfc3339, utcnow
-from localcluster.kubelet.kube import ApiException, Kube
+from localcluster.kubelet.kube import ApiException, Kube, read_json
 
 __all__ = ["DeploymentController", "DeploymentPlan", "plan_deployment", "template_hash"]
 
@@ -215,8 +215,8 @@ class DeploymentController:
     async def _watch(self, list_fn: Any) -> None:
         while True:
             try:
-                body = await list_fn(_preload_content=False)
-                rv = json.loads(await body.read())["metadata"].get("resourceVersion", "")
+                body = await read_json(await list_fn(_preload_content=False))
+                rv = body["metadata"].get("resourceVersion", "")
                 async for _kind, _obj in self.kube.watch(list_fn, rv):
                     self._wake.set()
             except asyncio.CancelledError:

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-__all__ = ["ApiException", "Kube", "connect"]
+__all__ = ["ApiException", "Kube", "connect", "read_json"]
 
 # Server-side watch timeout: the server closes a watch after this and the kubelet re-lists.
 WATCH_SECONDS = 240
@@ -27,9 +27,17 @@ async def connect(kubeconfig: Path) -> Kube:
     return Kube(api_client)
 
 
-async def _json(resp: Any) -> Any:
+async def read_json(resp: Any) -> Any:
+    """The JSON body of a raw (`_preload_content=False`) response; errors as `ApiException`.
+
+    Raw responses are not checked by the client, so a 404 or 409 must be raised here.
+    """
     data = await resp.read()
     resp.release()
+    if not 200 <= resp.status <= 299:
+        error = ApiException(status=resp.status, reason=resp.reason)
+        error.body = data
+        raise error
     return json.loads(data) if data else None
 
 
@@ -52,7 +60,7 @@ class Kube:
         kwargs: dict[str, Any] = {"_preload_content": False}
         if field_selector:
             kwargs["field_selector"] = field_selector
-        body = await _json(await self.core.list_pod_for_all_namespaces(**kwargs))
+        body = await read_json(await self.core.list_pod_for_all_namespaces(**kwargs))
         return list(body.get("items") or []), str(
             (body.get("metadata") or {}).get("resourceVersion", "")
         )
@@ -69,6 +77,8 @@ class Kube:
             _preload_content=False,
             **kwargs,
         )
+        if not 200 <= resp.status <= 299:
+            await read_json(resp)
         try:
             while True:
                 line = await resp.content.readline()
@@ -84,7 +94,7 @@ class Kube:
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return await _json(
+            return await read_json(
                 await self.core.read_namespaced_pod(name, namespace, _preload_content=False)
             )
         except ApiException as e:
@@ -94,7 +104,7 @@ class Kube:
 
     async def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Replace the whole status (a JSON patch `add /status`: sets or replaces it)."""
-        await _json(
+        await read_json(
             await self.core.patch_namespaced_pod_status(
                 name,
                 namespace,
@@ -105,7 +115,7 @@ class Kube:
 
     async def delete_pod_now(self, namespace: str, name: str, uid: str) -> None:
         try:
-            await _json(
+            await read_json(
                 await self.core.delete_namespaced_pod(
                     name,
                     namespace,
@@ -124,20 +134,20 @@ class Kube:
             "metadata": {"name": name, "namespace": namespace},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        await _json(
+        await read_json(
             await self.core.create_namespaced_pod_binding(
                 name, namespace, body, _preload_content=False
             )
         )
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
-        return await _json(
+        return await read_json(
             await self.core.create_namespaced_pod(namespace, pod, _preload_content=False)
         )
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
-            await _json(
+            await read_json(
                 await self.core.delete_namespaced_pod(name, namespace, _preload_content=False)
             )
         except ApiException as e:
@@ -147,7 +157,7 @@ class Kube:
     # -- config ------------------------------------------------------------------------
     async def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return await _json(
+            return await read_json(
                 await self.core.read_namespaced_config_map(name, namespace, _preload_content=False)
             )
         except ApiException as e:
@@ -157,7 +167,7 @@ class Kube:
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return await _json(
+            return await read_json(
                 await self.core.read_namespaced_secret(name, namespace, _preload_content=False)
             )
         except ApiException as e:
@@ -166,7 +176,7 @@ class Kube:
             raise
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
-        await _json(
+        await read_json(
             await self.core.create_namespaced_event(namespace, event, _preload_content=False)
         )
 
@@ -174,14 +184,14 @@ class Kube:
     async def ensure_node(self, node: dict[str, Any]) -> dict[str, Any]:
         name = node["metadata"]["name"]
         try:
-            return await _json(await self.core.create_node(node, _preload_content=False))
+            return await read_json(await self.core.create_node(node, _preload_content=False))
         except ApiException as e:
             if e.status != 409:
                 raise
-        return await _json(await self.core.read_node(name, _preload_content=False))
+        return await read_json(await self.core.read_node(name, _preload_content=False))
 
     async def patch_node_status(self, name: str, status: dict[str, Any]) -> None:
-        await _json(
+        await read_json(
             await self.core.patch_node_status(
                 name, [{"op": "add", "path": "/status", "value": status}], _preload_content=False
             )
@@ -189,7 +199,7 @@ class Kube:
 
     async def ensure_namespace(self, name: str) -> None:
         try:
-            await _json(
+            await read_json(
                 await self.core.create_namespace(
                     {"metadata": {"name": name}}, _preload_content=False
                 )
@@ -201,7 +211,7 @@ class Kube:
     async def renew_lease(self, lease: dict[str, Any]) -> None:
         ns, name = lease["metadata"]["namespace"], lease["metadata"]["name"]
         try:
-            await _json(
+            await read_json(
                 await self.coordination.patch_namespaced_lease(
                     name,
                     ns,
@@ -212,13 +222,13 @@ class Kube:
         except ApiException as e:
             if e.status != 404:
                 raise
-            await _json(
+            await read_json(
                 await self.coordination.create_namespaced_lease(ns, lease, _preload_content=False)
             )
 
     # -- deployments -----------------------------------------------------------------------
     async def list_deployments(self) -> tuple[list[dict[str, Any]], str]:
-        body = await _json(
+        body = await read_json(
             await self.apps.list_deployment_for_all_namespaces(_preload_content=False)
         )
         return list(body.get("items") or []), str(
@@ -228,7 +238,7 @@ class Kube:
     async def patch_deployment_status(
         self, namespace: str, name: str, status: dict[str, Any]
     ) -> None:
-        await _json(
+        await read_json(
             await self.apps.patch_namespaced_deployment_status(
                 name,
                 namespace,

@@ -124,10 +124,8 @@ async def _main(args: argparse.Namespace, data_dir: Path) -> int:
 
 async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) -> None:
     from localcluster.apiserver import ApiServerConfig, start_apiserver
-    from localcluster.kubelet.deployments import DeploymentController
     from localcluster.kubelet.kube import connect
-    from localcluster.kubelet.kubelet import Kubelet, KubeletConfig
-    from localcluster.kubelet.scheduler import Scheduler
+    from localcluster.kubelet.local import start_node
 
     api = await start_apiserver(
         ApiServerConfig(data_dir=data_dir, port=getattr(args, "port", 0) or 0)
@@ -141,39 +139,28 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
     url = await _start_webhook(stack, kube, data_dir)
     stack.notes.append(f"webhook     {url}")
 
-    kubelet = Kubelet(kube, KubeletConfig(data_dir=data_dir))
-    await kubelet.start()
-    stack.stops.append(kubelet.stop)
-    scheduler = Scheduler(kube, kubelet.config.node_name)
-    scheduler.start()
-    stack.stops.append(scheduler.stop)
-    deployments = DeploymentController(kube)
-    deployments.start()
-    stack.stops.append(deployments.stop)
-    stack.notes.append(
-        f"kubelet     node {kubelet.config.node_name}, logs on 127.0.0.1:{kubelet.logs.port}"
-    )
+    node = await start_node(api.kubeconfig, data_dir)
+    stack.stops.append(node.stop)
+    stack.notes.append(f"kubelet     node {node.node_name}, logs on 127.0.0.1:{node.log_port}")
     stack.kubeconfig = api.kubeconfig  # type: ignore[attr-defined]
 
 
 async def _apply(get: Any, create: Any, replace: Any, name: str, body: dict[str, Any]) -> None:
     """Create, or replace keeping the stored resourceVersion (raw dicts, no models)."""
-    from kubernetes_asyncio.client.exceptions import ApiException
+    from localcluster.kubelet.kube import ApiException, read_json
 
     try:
-        await (await create(body, _preload_content=False)).read()
+        await read_json(await create(body, _preload_content=False))
         return
     except ApiException as e:
         if e.status != 409:
             raise
-    import json
-
-    live = json.loads(await (await get(name, _preload_content=False)).read())
+    live = await read_json(await get(name, _preload_content=False))
     body = {
         **body,
         "metadata": {**body["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]},
     }
-    await (await replace(name, body, _preload_content=False)).read()
+    await read_json(await replace(name, body, _preload_content=False))
 
 
 async def _install_crds(kube: Any) -> None:

@@ -1,0 +1,123 @@
+"""A local node for the kubelet's integration tests: API server + kubelet in a background loop.
+
+Started once per test session in its own thread and event loop (the tests themselves are
+synchronous and use the `kubernetes` client, as a user's script would). The crash-loop back-off
+starts at 0.2 s so restart tests stay fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+
+@dataclass
+class LocalNode:
+    kubeconfig: Path
+    data_dir: Path
+    loop: asyncio.AbstractEventLoop
+
+
+def eventually(check: Callable[[], T], timeout: float = 15.0, interval: float = 0.05) -> T:
+    """Poll `check` until it returns a truthy value without raising; raise the last error."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+            last = AssertionError(f"check returned {value!r}")
+        except Exception as e:
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"not true within {timeout}s: {last}") from last
+
+
+@pytest.fixture(scope="session")
+def local_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNode]:
+    from localcluster.apiserver import ApiServerConfig, start_apiserver
+    from localcluster.kubelet.local import start_node
+    from localcluster.kubelet.model import BackOffPolicy
+
+    data_dir = tmp_path_factory.mktemp("localnode")
+    loop = asyncio.new_event_loop()
+    ready: dict[str, Any] = {}
+    started = threading.Event()
+    stop = asyncio.Event()
+
+    async def main() -> None:
+        try:
+            api = await start_apiserver(ApiServerConfig(data_dir=data_dir))
+            node = await start_node(
+                api.kubeconfig,
+                data_dir,
+                backoff=BackOffPolicy(initial=0.2, maximum=0.8),
+                shutdown_grace_seconds=2.0,
+            )
+        except BaseException as e:
+            ready["error"] = e
+            started.set()
+            raise
+        ready["kubeconfig"] = api.kubeconfig
+        started.set()
+        await stop.wait()
+        await node.stop()
+        await api.stop()
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    started.wait(30)
+    if "error" in ready:
+        raise ready["error"]
+    yield LocalNode(ready["kubeconfig"], data_dir, loop)
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(30)
+
+
+@pytest.fixture(scope="session")
+def core(local_node: LocalNode) -> Any:
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=str(local_node.kubeconfig))
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(core: Any) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    for pod in core.list_namespaced_pod(name).items:
+        core.delete_namespaced_pod(pod.metadata.name, name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def kubectl(local_node: LocalNode) -> Callable[..., Any]:
+    import subprocess
+
+    binary = shutil.which("kubectl")
+    if binary is None:
+        pytest.skip("kubectl is not installed")
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [binary, "--kubeconfig", str(local_node.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=check,
+        )
+
+    return run
