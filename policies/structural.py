@@ -37,6 +37,7 @@ from policies.schema import openapi_schema
 __all__ = ["check"]
 
 _SKIPPED_ROOT_FIELDS = frozenset({"metadata", "status"})
+_SCALARS = (str, int, float, bool, type(None))
 _EXPECTED = {"int-or-string": "integer or string"}
 
 
@@ -44,7 +45,8 @@ def check(obj: Any) -> list[FieldError]:
     """Unknown fields and type mismatches in a whole job object (empty when it decodes)."""
     if not isinstance(obj, dict):
         return [fieldpath.invalid(Path(), _type_name(obj), "must be of type object")]
-    root = _compiled(obj.get("kind"))
+    kind = obj.get("kind")
+    root = _compiled(kind) if isinstance(kind, str) else None
     if root is None:
         return []
     errors: list[FieldError] = []
@@ -243,7 +245,9 @@ def _check_map_keys(
         if not isinstance(item, dict):
             continue
         shown = {k: item.get(k, default) for k, default in map_keys}
-        key = tuple(_hashable(v) for v in shown.values())
+        if not all(isinstance(v, _SCALARS) for v in shown.values()):
+            continue  # a key of the wrong type is reported by the walk
+        key = tuple(shown.values())
         if key in seen:
             errors.append(fieldpath.duplicate(_path((parts, i)), shown))
         seen.add(key)
@@ -298,11 +302,3 @@ def _type_name(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
-
-
-def _hashable(value: Any) -> Any:
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value

@@ -255,3 +255,29 @@ def test_bounds_that_keep_cel_cheap_are_enforced_so_the_crd_never_refuses_what_w
     obj: dict[str, Any], field: str, message: str
 ) -> None:
     assert [(e.field, e.message) for e in check(obj)] == [(field, message)]
+
+
+def deeply_nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+ODD_INPUTS = {
+    "a list as kind": {"kind": [], "spec": {}},
+    "a map as kind": {"kind": {"a": 1}},
+    "nesting deeper than the recursion limit as a list-map key": with_change(
+        TEMPLATE + ".spec.containers",
+        [{"name": deeply_nested(5000)}, {"name": deeply_nested(5000)}],
+    ),
+    "nesting deeper than the recursion limit as an unknown field": with_change(
+        "spec.deep", deeply_nested(5000)
+    ),
+}
+
+
+@pytest.mark.parametrize("obj", ODD_INPUTS.values(), ids=ODD_INPUTS.keys())
+def test_odd_inputs_give_errors_not_exceptions(obj: dict[str, Any]) -> None:
+    for error in check(obj):
+        assert str(error)
