@@ -160,7 +160,9 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
         errors.append(LoadError(file, line, f"YAML syntax error: {_describe(e)}"))
     except yaml.YAMLError as e:
         errors.append(LoadError(file, None, f"YAML error: {e}"))
-    except (ValueError, TypeError, RecursionError) as e:
+    except RecursionError:
+        errors.append(LoadError(file, None, "document is nested too deeply to load"))
+    except (ValueError, TypeError) as e:
         errors.append(LoadError(file, None, f"YAML error: {e}"))
     finally:
         loader.dispose()

@@ -123,3 +123,11 @@ def test_unreadable_and_non_utf8_files_are_errors_not_exceptions(tmp_path: Path)
         ("latin.yaml", None),
     ]
     assert "not UTF-8" in errors[1].message
+
+
+def test_a_document_nested_deeper_than_python_can_walk_is_an_error() -> None:
+    docs, errors = load_text("a: " + "[" * 5000 + "]" * 5000 + "\n", "deep.yaml")
+    assert docs == []
+    assert [(e.file, e.message) for e in errors] == [
+        ("deep.yaml", "document is nested too deeply to load")
+    ]
