@@ -19,7 +19,7 @@ def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) 
     """Non-fatal findings on a defaulted job's `spec`, each shorter than 120 characters."""
     found: list[str] = []
     for r in replicas:
-        path = f"spec.replicaSpecs[{r.index}]"
+        path = f"spec.replicaSpecs[{r.position}]"
         template = r.raw.get("template")
         pod_spec = template.get("spec") if isinstance(template, dict) else None
         if not isinstance(pod_spec, dict):

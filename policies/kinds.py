@@ -26,14 +26,14 @@ class Replica(NamedTuple):
     (A NamedTuple rather than a frozen dataclass: built per replica per admission, 4x cheaper.)
     """
 
-    index: int
+    position: int  # in spec.replicaSpecs (not `index`: that is tuple.index)
     type: str | None
     replicas: int | None
     raw: dict[str, Any]
 
     @property
     def path(self) -> Path:
-        return Path.of("spec", "replicaSpecs", self.index)
+        return Path.of("spec", "replicaSpecs", self.position)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def replicas_of(obj: dict[str, Any]) -> list[Replica]:
         count = item.get("replicas")
         out.append(
             Replica(
-                index=i,
+                position=i,
                 type=rtype if isinstance(rtype, str) else None,
                 replicas=count if isinstance(count, int) and not isinstance(count, bool) else None,
                 raw=item,

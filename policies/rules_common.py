@@ -219,7 +219,7 @@ def validate_tensorboard(spec: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
-def validate_run_mode(kind: KindSpec, spec: dict[str, Any], types: list[str]) -> list[FieldError]:
+def validate_run_mode(spec: dict[str, Any], types: list[str]) -> list[FieldError]:
     """Debug and resume specs name replica types the job has, each at most once."""
     run_mode = spec.get("runMode")
     if not isinstance(run_mode, dict):
@@ -369,7 +369,11 @@ def _kind_of(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "null"
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
