@@ -1,0 +1,126 @@
+"""Storage: durability across restarts, the resourceVersion sequence, concurrent writers."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from localcluster import storage
+from localcluster.storage import Storage
+from tests.localcluster._http import Http
+from tests.support.cluster import BackgroundApiServer, Cluster
+
+
+def _cluster(embedded: BackgroundApiServer, data_dir: Path) -> Cluster:
+    srv = embedded.server
+    return Cluster(srv.kubeconfig, srv.url, srv.token, srv.ca_file, data_dir, embedded)
+
+
+def test_a_restart_keeps_objects_versions_credentials_and_port(tmp_path: Path) -> None:
+    first = BackgroundApiServer(tmp_path)
+    try:
+        http = Http(_cluster(first, tmp_path))
+        created = http.post(
+            "/api/v1/namespaces/default/configmaps",
+            {"metadata": {"name": "kept"}, "data": {"a": "1"}},
+        ).json()
+        kubeconfig = (tmp_path / "kubeconfig").read_text()
+        url, token = first.server.url, first.server.token
+    finally:
+        first.stop()
+    second = BackgroundApiServer(tmp_path)
+    try:
+        assert (second.server.url, second.server.token) == (url, token)
+        assert (tmp_path / "kubeconfig").read_text() == kubeconfig
+        http = Http(_cluster(second, tmp_path))
+        kept = http.get("/api/v1/namespaces/default/configmaps/kept").json()
+        assert kept == created
+        later = http.post(
+            "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "later"}}
+        ).json()
+        assert int(later["metadata"]["resourceVersion"]) > int(
+            created["metadata"]["resourceVersion"]
+        )
+        rv = created["metadata"]["resourceVersion"]
+        events = http.get(
+            f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=1"
+        ).lines()
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+            ("ADDED", "later")
+        ]
+        if shutil.which("kubectl"):
+            out = subprocess.run(
+                [
+                    "kubectl",
+                    "--kubeconfig",
+                    str(tmp_path / "kubeconfig"),
+                    "get",
+                    "configmap",
+                    "kept",
+                    "-o",
+                    "name",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert out.stdout.strip() == "configmap/kept", out.stderr
+    finally:
+        second.stop()
+
+
+async def test_concurrent_compare_and_swap_updates_let_exactly_one_win(tmp_path: Path) -> None:
+    store = await Storage.open(tmp_path / "db")
+    try:
+        base = await store.create("/configmaps", {"metadata": {"name": "c", "namespace": "n"}})
+        rv = base["metadata"]["resourceVersion"]
+
+        async def attempt(i: int) -> bool:
+            try:
+                await store.update("/configmaps", {**base, "data": {"i": str(i)}}, expect_rv=rv)
+                return True
+            except storage.Conflict:
+                return False
+
+        results = await asyncio.gather(*(attempt(i) for i in range(20)))
+        assert results.count(True) == 1
+        assert store.resource_version == int(rv) + 1
+    finally:
+        await store.close()
+
+
+async def test_the_event_log_survives_reopening_and_refuses_compacted_versions(
+    tmp_path: Path,
+) -> None:
+    store = await Storage.open(tmp_path / "db", history=3)
+    for i in range(5):
+        await store.create("/configmaps", {"metadata": {"name": f"c{i}", "namespace": "n"}})
+    await store.close()
+    store = await Storage.open(tmp_path / "db", history=3)
+    try:
+        assert store.resource_version == 5
+        assert [e.name for e in store.events_after(2)] == ["c2", "c3", "c4"]
+        with pytest.raises(storage.TooOld):
+            store.events_after(1)
+        assert [r.obj["metadata"]["name"] for r in store.list("/configmaps", "n")] == [
+            f"c{i}" for i in range(5)
+        ]
+    finally:
+        await store.close()
+
+
+async def test_writes_are_rejected_for_duplicates_and_missing_keys(tmp_path: Path) -> None:
+    store = await Storage.open(tmp_path / "db")
+    try:
+        obj = {"metadata": {"name": "x", "namespace": "n"}}
+        await store.create("/configmaps", obj)
+        with pytest.raises(storage.Exists):
+            await store.create("/configmaps", obj)
+        with pytest.raises(storage.Missing):
+            await store.delete("/configmaps", "n", "nope")
+    finally:
+        await store.close()
