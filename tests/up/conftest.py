@@ -1,0 +1,96 @@
+"""`trainops up` as a user runs it: a subprocess, driven over its kubeconfig."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kubelet.conftest import eventually
+
+__all__ = ["Up", "eventually", "stray_processes"]
+
+
+class Up:
+    """One `trainops up` process on a data directory; start/stop it as often as needed."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.data_dir / "kubeconfig"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.output = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trainops", "up", "--data-dir", str(self.data_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line)
+                if "export KUBECONFIG=" in line:
+                    ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(timeout):
+            self.stop(signal.SIGKILL)
+            raise AssertionError("trainops up did not start:\n" + "".join(self.output))
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.proc = None
+        return code
+
+    def core(self) -> Any:
+        from kubernetes import client, config
+
+        return client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+
+
+def stray_processes(data_dir: Path) -> list[str]:
+    """Processes still running for `data_dir` (shims, or anything with its cwd in there)."""
+    found = []
+    marker = str(data_dir)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (marker in cmdline or cwd.startswith(marker)):
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    instance = Up(tmp_path / "data")
+    yield instance
+    if instance.proc is not None:
+        instance.stop()
+    deadline = time.monotonic() + 10
+    while stray_processes(instance.data_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -1,0 +1,103 @@
+"""`trainops up` end to end: pods survive a restart of `up` (stop or crash) with their logs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+from typing import Any
+
+import pytest
+
+from tests.up.conftest import Up, eventually, stray_processes
+
+TICKER = {
+    "name": "main",
+    "image": "busybox",
+    "command": ["sh", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.1; done"],
+}
+
+
+def _pod(core: Any, name: str) -> dict:
+    return json.loads(core.read_namespaced_pod(name, "default", _preload_content=False).data)
+
+
+def _status(core: Any, name: str) -> dict:
+    return _pod(core, name)["status"]["containerStatuses"][0]
+
+
+def test_stopping_and_starting_up_resumes_pods_and_keeps_their_logs(up: Up) -> None:
+    up.start()
+    core = up.core()
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "ticker"},
+            "spec": {"containers": [TICKER], "terminationGracePeriodSeconds": 2},
+        },
+    )
+    eventually(lambda: "tick 2" in core.read_namespaced_pod_log("ticker", "default"))
+    assert up.stop(signal.SIGTERM) == 0
+    assert stray_processes(up.data_dir) == []
+
+    up.start()
+    core = up.core()
+    # restartPolicy Always: the container stopped with `up` is started again.
+    status = eventually(
+        lambda: (
+            (s := _status(core, "ticker"))["restartCount"] == 1 and "running" in s["state"] and s
+        )
+    )
+    assert status["lastState"]["terminated"]["exitCode"] == 143
+    assert "tick 2" in core.read_namespaced_pod_log("ticker", "default", previous=True)
+    eventually(lambda: "tick 1" in core.read_namespaced_pod_log("ticker", "default"))
+    assert up.stop() == 0
+    assert stray_processes(up.data_dir) == []
+
+
+def test_after_a_crash_of_up_running_pods_are_adopted_not_restarted(up: Up) -> None:
+    up.start()
+    core = up.core()
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "ticker"},
+            "spec": {"containers": [TICKER], "terminationGracePeriodSeconds": 2},
+        },
+    )
+    eventually(lambda: "running" in _status(core, "ticker")["state"])
+    before = _status(core, "ticker")
+    up.stop(signal.SIGKILL)  # a crash: pod processes keep running under their shims
+    assert stray_processes(up.data_dir)
+
+    up.start()
+    core = up.core()
+    log = core.read_namespaced_pod_log("ticker", "default")
+    count = log.count("tick")
+    eventually(lambda: core.read_namespaced_pod_log("ticker", "default").count("tick") > count)
+    after = _status(core, "ticker")
+    assert (after["restartCount"], after["containerID"]) == (0, before["containerID"])
+    assert after["state"] == before["state"]
+    assert up.stop() == 0
+    assert stray_processes(up.data_dir) == []
+
+
+def test_kubectl_run_echo_hi_then_logs(up: Up) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    up.start()
+
+    def k(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [kubectl, "--kubeconfig", str(up.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    result = k("run", "x", "--restart=Never", "--image=busybox", "--", "sh", "-c", "echo hi")
+    assert result.returncode == 0, result.stderr
+    eventually(lambda: k("get", "pod", "x", "-o", "jsonpath={.status.phase}").stdout == "Succeeded")
+    assert k("logs", "x").stdout == "hi\n"
