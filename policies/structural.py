@@ -34,7 +34,7 @@ from policies import fieldpath
 from policies.fieldpath import ErrorType, FieldError, Path
 from policies.schema import openapi_schema
 
-__all__ = ["check"]
+__all__ = ["check", "source_parts"]
 
 _SKIPPED_ROOT_FIELDS = frozenset({"metadata", "status"})
 _SCALARS = (str, int, float, bool, type(None))
@@ -59,6 +59,19 @@ def check(obj: Any) -> list[FieldError]:
         else:
             _walk(child, value, (None, key), errors)
     return errors
+
+
+def source_parts(error: FieldError) -> tuple[str | int, ...]:
+    """The plain path of the node a user should look at for `error`.
+
+    Usually the error's own path; for an unknown field, the unknown key under it (the error
+    names the parent, which exists in the schema, but the key is what is wrong in the file).
+    `trainops check` and the GitOps pre-flight map this to a line of the source YAML.
+    """
+    parts = error.path.plain_parts()
+    if error.type is ErrorType.FORBIDDEN and error.detail.startswith("unknown field"):
+        return (*parts, str(error.value))
+    return parts
 
 
 # --- compiled schema --------------------------------------------------------------------------

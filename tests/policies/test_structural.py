@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.fieldpath import ErrorType
-from policies.structural import check
+from policies.structural import check, source_parts
 
 
 def tf_job(**spec: Any) -> dict[str, Any]:
@@ -281,3 +281,13 @@ ODD_INPUTS = {
 def test_odd_inputs_give_errors_not_exceptions(obj: dict[str, Any]) -> None:
     for error in check(obj):
         assert str(error)
+
+
+def test_the_source_of_an_unknown_field_is_the_key_itself() -> None:
+    (error,) = check(SEED_XGBOOST_WORKER)
+    assert source_parts(error) == ("spec", "replicaSpecs", 1, "template", "containers")
+
+
+def test_the_source_of_other_errors_is_their_path() -> None:
+    (error,) = check(with_change("spec.replicaSpecs.0.replicas", "4"))
+    assert source_parts(error) == ("spec", "replicaSpecs", 0, "replicas")

@@ -152,16 +152,13 @@ def _duplicate_violations(doc: Document) -> list[Violation]:
 
 
 def _violation(doc: Document, error: FieldError) -> Violation:
-    from policies.fieldpath import ErrorType
+    from policies.structural import source_parts
 
-    parts = list(error.path.plain_parts())
-    if error.type is ErrorType.FORBIDDEN and error.detail.startswith("unknown field"):
-        parts.append(str(error.value))  # the unknown key itself, which is in the file
     return Violation(
         field=error.field,
         reason=error.type.value,
         message=error.message,
-        line=doc.line_of(parts),
+        line=doc.line_of(source_parts(error)),
     )
 
 
