@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitops.manifests import MAX_DOCUMENT_BYTES, discover, load_paths, load_text
 
@@ -131,3 +133,18 @@ def test_a_document_nested_deeper_than_python_can_walk_is_an_error() -> None:
     assert [(e.file, e.message) for e in errors] == [
         ("deep.yaml", "document is nested too deeply to load")
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list("ab:- \n[]{},&*!'\"#|>%@`?\t1.~")) | st.characters(),
+        max_size=80,
+    )
+)
+def test_arbitrary_text_never_raises(text: str) -> None:
+    docs, errors = load_text(text, "fuzz.yaml")
+    for doc in docs:
+        assert doc.line_of(("a", 0, "b")) >= 1
+    for error in errors:
+        assert str(error).startswith("fuzz.yaml")
