@@ -236,3 +236,44 @@ def test_the_installed_command_runs_as_a_process() -> None:
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines()[-1] == "1 job checked: 1 admitted, 0 denied"
+
+
+HEAD = (
+    "apiVersion: batch.tensorstack.dev/v1beta1\nkind: TensorFlowTrainingJob\nmetadata:\n  name: j\n"
+)
+CRAFTED = {
+    "spec of the wrong type": (
+        "spec: 5\n",
+        ['5: TensorFlowTrainingJob/j: spec: Invalid value: "integer": must be of type object'],
+    ),
+    "an unknown top-level field is reported at its own line": (
+        "spec:\n  replicaSpecs: []\nspecs: {}\n",
+        [
+            "6: TensorFlowTrainingJob/j: spec.replicaSpecs: Required value: "
+            "at least one replica spec is required",
+            '7: TensorFlowTrainingJob/j: Forbidden: unknown field "specs"',
+        ],
+    ),
+    "items of the wrong type in a flow sequence": (
+        "spec:\n  replicaSpecs: [1, {type: worker, template: {spec: {containers: 3}}}]\n",
+        [
+            '6: TensorFlowTrainingJob/j: spec.replicaSpecs[0]: Invalid value: "integer": '
+            "must be of type object",
+            "6: TensorFlowTrainingJob/j: spec.replicaSpecs[1].template.spec.containers: "
+            'Invalid value: "integer": must be of type array',
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(("body", "expected"), CRAFTED.values(), ids=CRAFTED.keys())
+def test_malformed_jobs_are_denied_with_lines_not_tracebacks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, expected: list[str]
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(HEAD + body)
+    code, lines, err = run_check(capsys, str(path))
+    assert (code, err) == (1, "")
+    assert lines == [f"{path}:{line}" for line in expected] + [
+        "1 job checked: 0 admitted, 1 denied"
+    ]
