@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from localcluster import tables
@@ -153,8 +154,8 @@ async def serve_watch(
                 await response.write(bytes(out))
             if closed:
                 break
-    except (ConnectionResetError, asyncio.CancelledError):
-        raise
+    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+        pass  # the client went away: nothing left to tell it
     finally:
         sub.close()
     return response
