@@ -24,7 +24,7 @@ from typing import Any
 
 from localcluster.structural import FieldError, MapKey, PathPart, render_path
 
-__all__ = ["compile_error", "evaluate_rules", "has_rules"]
+__all__ = ["compile_error", "compile_program", "evaluate_rules", "has_rules"]
 
 _MISSING: Any = object()
 _OLD_SELF = re.compile(r"\boldSelf\b")
@@ -45,6 +45,11 @@ def _program(expression: str) -> tuple[Any, str]:
         return env.program(env.compile(expression)), ""
     except Exception as e:  # cel-python raises CELParseError and assorted others
         return None, " ".join(str(e).split())
+
+
+def compile_program(expression: str) -> tuple[Any, str]:
+    """A compiled cel-python program and "" (memoised), or None and the compile error."""
+    return _program(expression)
 
 
 def compile_error(expression: str) -> str:
