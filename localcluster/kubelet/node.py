@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = [
     "KUBELET_VERSION",
+    "PROCESS_RUNTIME_LABEL",
     "MachineFacts",
     "machine_facts",
     "node_lease",
@@ -26,6 +27,8 @@ __all__ = [
 ]
 
 KUBELET_VERSION = "v1.32.0-trainops"
+PROCESS_RUNTIME_LABEL = "trainops.tensorstack.dev/process-runtime"
+_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 LEASE_SECONDS = 40
 MAX_PODS = 110
 
@@ -59,7 +62,7 @@ def machine_facts(data_dir: Path) -> MachineFacts:
     for line in _read("/etc/os-release").splitlines():
         if line.startswith("PRETTY_NAME="):
             os_image = line.split("=", 1)[1].strip('"')
-    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    arch = _ARCH.get(platform.machine(), platform.machine())
     return MachineFacts(
         cpus=os.cpu_count() or 1,
         memory_kib=mem_kib,
@@ -82,8 +85,10 @@ def node_object(name: str) -> dict[str, Any]:
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": (platform.machine() == "aarch64" and "arm64") or "amd64",
+                "kubernetes.io/arch": _ARCH.get(platform.machine(), platform.machine()),
                 "node-role.kubernetes.io/control-plane": "",
+                # Pods here are local processes sharing 127.0.0.1 (see docs/KUBELET.md).
+                PROCESS_RUNTIME_LABEL: "true",
             },
         },
         "spec": {},

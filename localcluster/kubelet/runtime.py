@@ -133,31 +133,42 @@ class Runtime:
         cid = meta["containerID"]
         started = meta["startedAt"]
         ext = _read_json(path / "exit.json")
-        if ext is not None:
-            code = int(ext.get("exitCode", 0))
-            return Instance(
-                attempt,
-                cid,
-                seconds_precision(ext.get("startedAt") or started),
-                seconds_precision(ext.get("finishedAt") or started),
-                code,
-                ext.get("signal"),
-                ext.get("reason") or ("Completed" if code == 0 else "Error"),
-                ext.get("message", ""),
-            )
+        if ext is None:
+            if _alive(_read_json(path / "shim.json")):
+                pid = _read_json(path / "pid.json")
+                return Instance(
+                    attempt, cid, seconds_precision((pid or {}).get("startedAt") or started)
+                )
+            # The shim may have written its record just before it exited: look again.
+            ext = _read_json(path / "exit.json") or self._record_lost(path, started)
+        code = int(ext.get("exitCode", 0))
+        return Instance(
+            attempt,
+            cid,
+            seconds_precision(ext.get("startedAt") or started),
+            seconds_precision(ext.get("finishedAt") or started),
+            code,
+            ext.get("signal"),
+            ext.get("reason") or ("Completed" if code == 0 else "Error"),
+            ext.get("message", ""),
+        )
+
+    def _record_lost(self, path: Path, started: str) -> dict[str, Any]:
+        """The shim died without recording an exit (killed, or the machine rebooted): kill
+        what is left of the container's process group and record the loss once, for good."""
         pid = _read_json(path / "pid.json")
-        if _alive(_read_json(path / "shim.json")):
-            return Instance(
-                attempt, cid, seconds_precision((pid or {}).get("startedAt") or started)
-            )
-        # Lost: the shim died without recording an exit (killed, or the machine rebooted).
         if _alive(pid):
             assert pid is not None
             _killpg(pid["pid"], signal.SIGKILL)
-        finished = meta.get("lostAt") or started
-        return Instance(
-            attempt, cid, started, finished, 137, None, "ContainerStatusUnknown", LOST_MESSAGE
-        )
+        record = {
+            "exitCode": 137,
+            "reason": "ContainerStatusUnknown",
+            "message": LOST_MESSAGE,
+            "startedAt": (pid or {}).get("startedAt") or started,
+            "finishedAt": shim.now_rfc3339_nano(),
+        }
+        shim.write_json(str(path / "exit.json"), record)
+        return record
 
     def running_instances(self, uid: str) -> list[tuple[str, int]]:
         base = self.pod_dir(uid) / "containers"

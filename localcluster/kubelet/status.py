@@ -50,7 +50,9 @@ def pod_status(
     spec = pod.get("spec") or {}
     policy = spec.get("restartPolicy") or "Always"
     has_init = bool(spec.get("initContainers"))
-    init_statuses = [_container_status(v, default_reason="PodInitializing") for v in init]
+    init_statuses = [
+        _container_status(v, default_reason="PodInitializing", init=True) for v in init
+    ]
     default = "PodInitializing" if has_init else "ContainerCreating"
     statuses = [_container_status(v, default_reason=default) for v in containers]
 
@@ -178,7 +180,9 @@ def _terminated(i: Instance) -> dict[str, Any]:
     return term
 
 
-def _container_status(view: ContainerView, *, default_reason: str) -> dict[str, Any]:
+def _container_status(
+    view: ContainerView, *, default_reason: str, init: bool = False
+) -> dict[str, Any]:
     last, previous = view.last, view.previous
     state: dict[str, Any]
     last_state: dict[str, Any] = {}
@@ -204,7 +208,8 @@ def _container_status(view: ContainerView, *, default_reason: str) -> dict[str, 
         "name": view.name,
         "state": state,
         "lastState": last_state,
-        "ready": running,
+        # An init container counts as ready once it has completed, as the kubelet reports.
+        "ready": running or (init and last is not None and last.succeeded),
         "restartCount": last.attempt if last is not None else 0,
         "image": view.image,
         "imageID": "",

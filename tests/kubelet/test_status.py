@@ -205,3 +205,11 @@ QOS = {
 def test_qos_class(resources: list[dict], want: str) -> None:
     spec = {"containers": [{"name": str(i), "resources": r} for i, r in enumerate(resources)]}
     assert qos_class(spec) == want
+
+
+def test_a_completed_init_container_reports_ready() -> None:
+    status = pod_status(
+        pod("Never", init=1), [view(exited(0), name="init0")], [view(run())], now=NOW
+    )
+    (init,) = status["initContainerStatuses"]
+    assert (init["ready"], init["started"]) == (True, False)
