@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import io
+import re
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,46 @@ def test_the_command_writes_one_file_per_crd(tmp_path: Path) -> None:
         "batch.tensorstack.dev_tensorflowtrainingjobs.yaml",
         "batch.tensorstack.dev_xgboosttrainingjobs.yaml",
     ]
+
+
+def iterated_lists(rule: str) -> list[str]:
+    """The receivers of `.exists(`/`.all(` macros in a rule, e.g. `self.replicaSpecs`."""
+    return re.findall(r"([A-Za-z_][\w.]*)\.(?:exists|all|exists_one|map|filter)\(", rule)
+
+
+def resolve(
+    node: dict[str, Any], expression: str, variables: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    root, *fields = expression.split(".")
+    target = variables[root]
+    for name in fields:
+        target = target["properties"][name]
+    return target
+
+
+def rules_with_nodes(schema: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    found = [(schema, r["rule"]) for r in schema.get("x-kubernetes-validations", [])]
+    for sub in schema.get("properties", {}).values():
+        found.extend(rules_with_nodes(sub))
+    if "items" in schema:
+        found.extend(rules_with_nodes(schema["items"]))
+    return found
+
+
+@pytest.mark.parametrize("kind", CRDS)
+def test_every_list_a_rule_iterates_is_bounded_for_the_cost_estimator(kind: str) -> None:
+    schema = CRDS[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    checked = 0
+    for node, rule in rules_with_nodes(schema):
+        variables = {"self": node, "oldSelf": node}
+        for receiver in iterated_lists(rule):
+            lst = resolve(node, receiver, variables)
+            assert lst["type"] == "array" and lst.get("maxItems"), (rule, receiver)
+            # macro variables (`r`, `d`, `c`) range over the items of the list
+            for var in re.findall(rf"{re.escape(receiver)}\.\w+\((\w+),", rule):
+                variables[var] = lst["items"]
+            checked += 1
+        for left, right in re.findall(r"(\w+\.type) == (\w+\.type)", rule):
+            for side in (left, right):
+                assert resolve(node, side, variables).get("maxLength"), (rule, side)
+    assert checked >= 4
