@@ -10,8 +10,9 @@ count on that order (`trainops check` and the GitOps pre-flight have no server a
   (the error's `value` is the unknown key, not shown in the message, so `trainops check` can
   point at the key's own line);
 - a value of the wrong type is `Invalid` with the expected type;
-- inside the embedded pod template, missing `required` fields and duplicate keys of
-  `x-kubernetes-list-type: map` lists are reported as the server would (our own fields'
+- inside the embedded pod template, missing `required` fields, duplicate keys of
+  `x-kubernetes-list-type: map` lists and duplicate items of `set` lists are reported as the
+  server would (our own fields'
   required-ness, enums and ranges are the semantic rules' business, so nothing is said twice);
 - the `maxItems`/`maxLength` bounds that exist only to bound CEL cost (pod containers,
   debug/resume command and args) are enforced, so the CRD never refuses what we admit;
@@ -95,6 +96,7 @@ class _Node:
     items: _Node | None = None
     required: tuple[str, ...] = ()
     map_keys: tuple[tuple[str, Any], ...] = ()  # (key, default) of list-type map lists
+    is_set: bool = False  # x-kubernetes-list-type: set (scalar items, each at most once)
     max_items: int | None = None
     max_length: int | None = None
     # Python types accepted without further thought (the fast path); others go to `_walk`.
@@ -144,6 +146,7 @@ def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
         node.max_length = schema.get("maxLength")
     if in_template:
         node.required = tuple(schema.get("required", ()))
+        node.is_set = schema.get("x-kubernetes-list-type") == "set"
         if schema.get("x-kubernetes-list-type") == "map":
             item_props = schema["items"].get("properties", {})
             node.map_keys = tuple(
@@ -248,6 +251,8 @@ def _walk_array(node: _Node, value: list[Any], parts: _Parts, errors: list[Field
             _walk(items, item, (parts, i), errors)
     if node.map_keys and len(value) > 1:
         _check_map_keys(node.map_keys, value, parts, errors)
+    elif node.is_set and len(value) > 1:
+        _check_set(value, parts, errors)
 
 
 def _check_map_keys(
@@ -264,6 +269,16 @@ def _check_map_keys(
         if key in seen:
             errors.append(fieldpath.duplicate(_path((parts, i)), shown))
         seen.add(key)
+
+
+def _check_set(value: list[Any], parts: _Parts, errors: list[FieldError]) -> None:
+    seen: set[Any] = set()
+    for i, item in enumerate(value):
+        if not isinstance(item, _SCALARS) or item is None:
+            continue
+        if item in seen:
+            errors.append(fieldpath.duplicate(_path((parts, i)), item))
+        seen.add(item)
 
 
 def _scalar_ok(kind: str, value: Any) -> bool:

@@ -82,6 +82,13 @@ def structural_violations(node: dict[str, Any], path: str = "") -> list[str]:
                 out.append(f"{path}: list-map key {key} must be a scalar property")
             elif key not in items.get("required", []) and "default" not in prop:
                 out.append(f"{path}: list-map key {key} must be required or defaulted")
+    if node.get("x-kubernetes-list-type") == "set" and node["items"].get("type") not in (
+        "string",
+        "integer",
+        "boolean",
+        "number",
+    ):
+        out.append(f"{path}: set items must be scalars")
     if "default" in node and "enum" in node and node["default"] not in node["enum"]:
         out.append(f"{path}: default not in enum")
     for rule in node.get("x-kubernetes-validations", []):

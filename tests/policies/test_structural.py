@@ -186,6 +186,12 @@ DENIED = {
         ErrorType.DUPLICATE,
         'Duplicate value: {"containerPort": 1, "protocol": "TCP"}',
     ),
+    "a finalizer listed twice in the template metadata (a set)": (
+        with_change(TEMPLATE + ".metadata.finalizers", ["a/b", "a/b"]),
+        "spec.replicaSpecs[0].template.metadata.finalizers[1]",
+        ErrorType.DUPLICATE,
+        'Duplicate value: "a/b"',
+    ),
     "a null list item": (
         with_change(TEMPLATE + ".spec.containers", [None]),
         "spec.replicaSpecs[0].template.spec.containers[0]",
