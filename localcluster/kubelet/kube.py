@@ -44,9 +44,10 @@ async def read_json(resp: Any) -> Any:
 class Kube:
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
-        self.core = client.CoreV1Api(api_client)
-        self.apps = client.AppsV1Api(api_client)
-        self.coordination = client.CoordinationV1Api(api_client)
+        # Typed as Any: the generated signatures ask for models, the kubelet sends wire dicts.
+        self.core: Any = client.CoreV1Api(api_client)
+        self.apps: Any = client.AppsV1Api(api_client)
+        self.coordination: Any = client.CoordinationV1Api(api_client)
 
     async def close(self) -> None:
         await self.api_client.close()

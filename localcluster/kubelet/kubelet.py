@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,7 +166,7 @@ class Kubelet:
 
     def _spawn(self, w: PodWorker) -> None:
         w.task = asyncio.create_task(w.run(), name=f"pod-{w.uid}")
-        w.task.add_done_callback(lambda t, uid=w.uid: self._worker_done(uid, t))
+        w.task.add_done_callback(functools.partial(self._worker_done, w.uid))
 
     def _worker_done(self, uid: str, task: asyncio.Task[None]) -> None:
         w = self.workers.get(uid)

@@ -25,7 +25,7 @@ from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
 from localcluster.kubelet.model import BackOff, ContainerView, Instance
-from localcluster.kubelet.runtime import StartSpec
+from localcluster.kubelet.runtime import Runtime, StartSpec
 
 if TYPE_CHECKING:
     from localcluster.kubelet.kubelet import Kubelet
@@ -81,7 +81,7 @@ class PodWorker:
                 await asyncio.wait_for(self.wake.wait(), timeout=max(delay, 0.01))
 
     @property
-    def runtime(self):  # type: ignore[no-untyped-def]
+    def runtime(self) -> Runtime:
         return self.kubelet.runtime
 
     async def sync(self) -> float | None:

@@ -79,9 +79,7 @@ class LogServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = int(self._runner.addresses[0][1])
         return self.port
 
     async def stop(self) -> None:

@@ -34,7 +34,7 @@ def default_data_dir() -> Path:
     return Path(base) / "trainops"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "up",
         help="run the API server, webhook and a process kubelet on this machine",
