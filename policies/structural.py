@@ -112,10 +112,19 @@ def _compiled(kind: Any) -> _Node | None:
         schema = openapi_schema(kind)
     except (ValueError, TypeError):
         return None
-    return _compile(schema, in_template=False)
+    return _compile(schema, (), in_template=False)
 
 
-def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
+_POD = ("spec", "replicaSpecs", "*", "template", "spec")
+_REQUIRED_BY_RULES: dict[tuple[str, ...], frozenset[str]] = {
+    _POD: frozenset({"containers"}),
+    (*_POD, "containers", "*"): frozenset({"name"}),
+    (*_POD, "initContainers", "*"): frozenset({"name"}),
+}
+"""Required pod fields the semantic rules report themselves, with a more helpful message."""
+
+
+def _compile(schema: dict[str, Any], location: tuple[str, ...], *, in_template: bool) -> _Node:
     if schema.get("x-kubernetes-int-or-string"):
         return _Node("int-or-string", exact=_EXACT_TYPES["int-or-string"])
     if schema.get("x-kubernetes-preserve-unknown-fields"):
@@ -132,11 +141,15 @@ def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
     node.is_array = kind == "array"
     node.is_container = node.is_object or node.is_array
     for name, sub in schema.get("properties", {}).items():
-        node.props[name] = _compile(sub, in_template=in_template or name == "template")
+        node.props[name] = _compile(
+            sub, (*location, name), in_template=in_template or name == "template"
+        )
     if "additionalProperties" in schema:
-        node.additional = _compile(schema["additionalProperties"], in_template=in_template)
+        node.additional = _compile(
+            schema["additionalProperties"], (*location, "{}"), in_template=in_template
+        )
     if "items" in schema:
-        node.items = _compile(schema["items"], in_template=in_template)
+        node.items = _compile(schema["items"], (*location, "*"), in_template=in_template)
     if in_template or not (
         "enum" in schema or "pattern" in schema or "x-kubernetes-list-map-keys" in schema
     ):
@@ -145,7 +158,8 @@ def _compile(schema: dict[str, Any], *, in_template: bool) -> _Node:
         node.max_items = schema.get("maxItems")
         node.max_length = schema.get("maxLength")
     if in_template:
-        node.required = tuple(schema.get("required", ()))
+        skip = _REQUIRED_BY_RULES.get(location, frozenset())
+        node.required = tuple(r for r in schema.get("required", ()) if r not in skip)
         node.is_set = schema.get("x-kubernetes-list-type") == "set"
         if schema.get("x-kubernetes-list-type") == "map":
             item_props = schema["items"].get("properties", {})

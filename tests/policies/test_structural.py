@@ -174,9 +174,9 @@ DENIED = {
         ErrorType.INVALID,
         'Invalid value: "integer": must be of type string',
     ),
-    "a container without a name": (
-        with_change(TEMPLATE + ".spec.containers", [{"image": "x"}]),
-        "spec.replicaSpecs[0].template.spec.containers[0].name",
+    "an env var without a name": (
+        with_change(CONTAINER + ".env", [{"value": "x"}]),
+        "spec.replicaSpecs[0].template.spec.containers[0].env[0].name",
         ErrorType.REQUIRED,
         "Required value",
     ),
@@ -297,3 +297,8 @@ def test_the_source_of_an_unknown_field_is_the_key_itself() -> None:
 def test_the_source_of_other_errors_is_their_path() -> None:
     (error,) = check(with_change("spec.replicaSpecs.0.replicas", "4"))
     assert source_parts(error) == ("spec", "replicaSpecs", 0, "replicas")
+
+
+def test_required_pod_fields_the_rules_explain_better_are_left_to_them() -> None:
+    assert check(with_change(TEMPLATE + ".spec", {})) == []
+    assert check(with_change(TEMPLATE + ".spec.containers", [{"image": "x"}])) == []
