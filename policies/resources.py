@@ -1,5 +1,9 @@
 """Container resources: every quantity well formed and non-negative, limits >= requests.
 
+Also Kubernetes' rules for resources that cannot be overcommitted (extended resources such as
+`nvidia.com/gpu`, and huge pages): a request needs a limit, and the two must be equal;
+extended resources come in whole units.
+
 Why here and not left to the API server: pods are created by the controller long after the job
 was admitted, so a `limits.memory: 1Gi` / `requests.memory: 2Gi` mistake would otherwise surface
 as a job stuck in Pending with an event on a pod the user never wrote. Checking at admission
@@ -13,7 +17,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from policies.fieldpath import FieldError, Path, invalid
+from policies.fieldpath import FieldError, Path, invalid, required
 from policies.quantity import QuantityError, parse_quantity
 
 __all__ = ["validate_pod_resources"]
@@ -67,18 +71,47 @@ def _validate_resources(
                 errors.append(invalid(at(section, name), raw, "must be greater than or equal to 0"))
                 continue
             parsed[section][name] = amount
-    for name, limit in parsed["limits"].items():
-        request = parsed["requests"].get(name)
-        if request is not None and limit < request:
-            raw_request = resources["requests"][name]
-            errors.append(
-                invalid(
-                    at("limits", name),
-                    resources["limits"][name],
-                    f"must be greater than or equal to {name} request of {_show(raw_request)}",
+    requests, limits = parsed["requests"], parsed["limits"]
+    for name, limit in limits.items():
+        request = requests.get(name)
+        if request is None:
+            continue
+        shown = _show(resources["requests"][name])
+        if limit < request:
+            detail = f"must be greater than or equal to {name} request of {shown}"
+        elif limit > request and not _overcommit_allowed(name):
+            detail = f"must equal {name} request of {shown}: it cannot be overcommitted"
+        else:
+            continue
+        errors.append(invalid(at("limits", name), resources["limits"][name], detail))
+    for name in requests:
+        if name in limits or _overcommit_allowed(name):
+            continue
+        detail = f"a limit equal to the request of {_show(resources['requests'][name])} is required"
+        errors.append(required(at("limits", name), detail + ": it cannot be overcommitted"))
+    for section, values in parsed.items():
+        for name, amount in values.items():
+            if _is_extended(name) and amount != amount.to_integral_value():
+                errors.append(
+                    invalid(at(section, name), resources[section][name], "must be an integer")
                 )
-            )
     return errors
+
+
+def _is_native(name: str) -> bool:
+    """No domain, or the kubernetes.io domain (`cpu`, `memory`, `hugepages-2Mi`, …)."""
+    domain, slash, _ = name.partition("/")
+    return not slash or domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
+
+
+def _is_extended(name: str) -> bool:
+    """A device-plugin resource such as `nvidia.com/gpu` (apimachinery's extended resource)."""
+    return not _is_native(name) and not name.startswith("requests.")
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """Kubernetes lets native resources other than huge pages be requested below their limit."""
+    return _is_native(name) and not name.startswith("hugepages-")
 
 
 def _show(raw: Any) -> str:

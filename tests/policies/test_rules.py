@@ -242,6 +242,55 @@ RESOURCES: dict[str, Case] = {
         ),
         {("Invalid", f"{C0}.resources.limits.nvidia.com/gpu")},
     ),
+    "a GPU limit equal to its request is fine": (
+        lambda: tf_job(
+            replica(
+                "chief",
+                containers=tf_main(limits={"nvidia.com/gpu": 2}, requests={"nvidia.com/gpu": "2"}),
+            )
+        ),
+        set(),
+    ),
+    "a GPU limit above its request is invalid: no overcommit": (
+        lambda: tf_job(
+            replica(
+                "chief",
+                containers=tf_main(limits={"nvidia.com/gpu": 2}, requests={"nvidia.com/gpu": 1}),
+            )
+        ),
+        {("Invalid", f"{C0}.resources.limits.nvidia.com/gpu")},
+    ),
+    "a GPU request without a limit needs one": (
+        lambda: tf_job(replica("chief", containers=tf_main(requests={"nvidia.com/gpu": 1}))),
+        {("Required", f"{C0}.resources.limits.nvidia.com/gpu")},
+    ),
+    "a GPU limit alone is fine (the request defaults to it)": (
+        lambda: tf_job(replica("chief", containers=tf_main(limits={"nvidia.com/gpu": 4}))),
+        set(),
+    ),
+    "half a GPU is invalid": (
+        lambda: tf_job(replica("chief", containers=tf_main(limits={"nvidia.com/gpu": "500m"}))),
+        {("Invalid", f"{C0}.resources.limits.nvidia.com/gpu")},
+    ),
+    "huge pages cannot be overcommitted either": (
+        lambda: tf_job(
+            replica(
+                "chief",
+                containers=tf_main(
+                    limits={"hugepages-2Mi": "4Mi"}, requests={"hugepages-2Mi": "2Mi"}
+                ),
+            )
+        ),
+        {("Invalid", f"{C0}.resources.limits.hugepages-2Mi")},
+    ),
+    "memory below its limit is fine: native resources overcommit": (
+        lambda: tf_job(
+            replica(
+                "chief", containers=tf_main(limits={"memory": "4Gi"}, requests={"memory": "1Gi"})
+            )
+        ),
+        set(),
+    ),
     "a sidecar's limits are checked too": (
         lambda: tf_job(
             replica(
