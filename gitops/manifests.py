@@ -134,7 +134,10 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
     """Every non-empty document in `text`; loading stops at the first syntax error."""
     documents: list[Document] = []
     errors: list[LoadError] = []
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except UnicodeError:  # lone surrogates, e.g. from a decoding with errors="surrogateescape"
+        return [], [LoadError(file, None, "not valid Unicode text")]
     index = 0
     try:
         while loader.check_node():
@@ -162,6 +165,8 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
         errors.append(LoadError(file, None, f"YAML error: {e}"))
     except RecursionError:
         errors.append(LoadError(file, None, "document is nested too deeply to load"))
+    except UnicodeError:
+        errors.append(LoadError(file, None, "not valid Unicode text"))
     except (ValueError, TypeError) as e:
         errors.append(LoadError(file, None, f"YAML error: {e}"))
     finally:
