@@ -168,8 +168,9 @@ def validate_builtin(
     duplicates: Sequence[str] = (),
 ) -> list[str]:
     """Warnings for unknown/duplicate fields of a built-in kind (Warn); raises ApiError 400 for
-    them with Strict, and for JSON type errors whatever the mode. Kinds kubernetes-validate does
-    not know pass unchecked."""
+    them with Strict, and for JSON type errors whatever the mode. Unknown fields are removed
+    from `obj` in place, as decoding into Go structs drops them on a real server. Kinds
+    kubernetes-validate does not know pass unchecked."""
     mode = _mode(field_validation)
     defs = openapi.builtin_definitions()
     root = openapi.definition_name(info)
@@ -277,7 +278,7 @@ def _walk_builtin(
     if isinstance(value, dict):
         props = node.get("properties")
         extra = node.get("additionalProperties")
-        for key, item in value.items():
+        for key, item in list(value.items()):
             if props and key in props:
                 err = _walk_builtin(
                     item,
@@ -295,6 +296,7 @@ def _walk_builtin(
                 )
             elif props and not extra:
                 unknown.append(structural.render_path((*tuple(path), key)))
+                del value[key]  # a Go decoder drops unknown fields
                 continue
             else:
                 continue
