@@ -227,7 +227,7 @@ def test_the_command_prints_both_crds_as_multi_document_yaml() -> None:
     out = io.StringIO()
     with redirect_stdout(out):
         assert cli.main(["crds"]) == 0
-    docs = [d for d in yaml.safe_load_all(out.getvalue()) if d]
+    docs = [d for d in yaml.load_all(out.getvalue(), Loader=yaml.CSafeLoader) if d]
     assert [d["spec"]["names"]["kind"] for d in docs] == [
         "TensorFlowTrainingJob",
         "XGBoostTrainingJob",
