@@ -35,6 +35,7 @@ __all__ = [
     "DuplicateKey",
     "LoadError",
     "discover",
+    "expand_lists",
     "load_paths",
     "load_text",
 ]
@@ -89,6 +90,29 @@ class LoadError:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
         return f"{where}: {self.message}"
+
+
+def expand_lists(documents: Iterable[Document]) -> list[Document]:
+    """Documents with each `kind: List` (kubectl's `v1/List`) replaced by its items.
+
+    Each item keeps its own lines: its paths are re-rooted at the item.
+    """
+    out: list[Document] = []
+    for doc in documents:
+        obj = doc.obj
+        items = obj.get("items") if isinstance(obj, dict) and obj.get("kind") == "List" else None
+        if not isinstance(items, list):
+            out.append(doc)
+            continue
+        for i, item in enumerate(items):
+            prefix = ("items", i)
+            lines = {k[2:]: v for k, v in doc.lines.items() if k[:2] == prefix}
+            dups = tuple(
+                DuplicateKey(d.path[2:], d.line) for d in doc.duplicates if d.path[:2] == prefix
+            )
+            line = doc.lines.get(prefix, doc.line)
+            out.append(Document(doc.file, doc.index, line, item, lines, dups))
+    return out
 
 
 def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[LoadError]]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitops.manifests import MAX_DOCUMENT_BYTES, discover, load_paths, load_text
+from gitops.manifests import MAX_DOCUMENT_BYTES, discover, expand_lists, load_paths, load_text
 
 TEXT = """\
 # a comment
@@ -148,3 +148,30 @@ def test_arbitrary_text_never_raises(text: str) -> None:
         assert doc.line_of(("a", 0, "b")) >= 1
     for error in errors:
         assert str(error).startswith("fuzz.yaml")
+
+
+LIST = """\
+apiVersion: v1
+kind: List
+items:
+- kind: A
+  spec:
+    x: 1
+- kind: B
+  spec:
+    y: 2
+    y: 3
+"""
+
+
+def test_a_list_document_expands_into_its_items_with_their_own_lines() -> None:
+    docs, _ = load_text(LIST, "list.yaml")
+    a, b = expand_lists(docs)
+    assert (a.obj["kind"], a.line, a.line_of(("spec", "x"))) == ("A", 4, 6)
+    assert (b.obj["kind"], b.line, b.line_of(("spec", "y"))) == ("B", 7, 9)
+    assert [(d.path, d.line) for d in b.duplicates] == [(("spec", "y"), 10)]
+
+
+def test_other_documents_are_kept_as_they_are() -> None:
+    docs, _ = load_text("kind: List\nitems: 3\n---\nkind: C\n")
+    assert expand_lists(docs) == docs

@@ -1,7 +1,8 @@
 """`trainops check [--output text|json] PATH...`: admission, offline, with file and line.
 
 Every TensorFlowTrainingJob and XGBoostTrainingJob found in the files (directories are searched
-recursively for `*.yaml`/`*.yml`, `-` reads standard input) is defaulted then validated by
+recursively for `*.yaml`/`*.yml`, `-` reads standard input; `kind: List` documents count as
+their items) is defaulted then validated by
 `policies.admit`, exactly as the webhook would; other kinds are skipped and counted. Each
 violation is printed at the line of the offending field in the source file (the nearest
 ancestor that exists there when the field is missing), because users fix YAML in an editor:
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         docs, errs = manifests.load_text(sys.stdin.read(), "<stdin>")
         documents.extend(docs)
         errors.extend(errs)
-    outcome = check_documents(documents)
+    outcome = check_documents(manifests.expand_lists(documents))
     if args.output == "json":
         json.dump(outcome.reports, sys.stdout, indent=2)
         sys.stdout.write("\n")
