@@ -27,6 +27,7 @@ from typing import Any
 __all__ = ["default_data_dir", "register", "run", "webhook_configurations"]
 
 WEBHOOK_NAME = "trainops-webhook"
+_HASH_ANNOTATION = "trainops.tensorstack.dev/applied-hash"
 
 
 def default_data_dir() -> Path:
@@ -146,21 +147,31 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
 
 
 async def _apply(get: Any, create: Any, replace: Any, name: str, body: dict[str, Any]) -> None:
-    """Create, or replace keeping the stored resourceVersion (raw dicts, no models)."""
+    """Create, or replace (keeping the stored resourceVersion) when the content changed.
+
+    The API server adds defaults to what it stores, so "changed" is decided by a hash of what
+    `up` sent, kept in an annotation. Skipping unchanged objects matters on restart: replacing
+    a CRD makes the API server rebuild its schema machinery (about a second for both kinds).
+    """
+    import hashlib
+    import json
+
     from localcluster.kubelet.kube import ApiException, read_json
 
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    annotations = {**(body["metadata"].get("annotations") or {}), _HASH_ANNOTATION: digest}
+    body = {**body, "metadata": {**body["metadata"], "annotations": annotations}}
     try:
+        live = await read_json(await get(name, _preload_content=False))
+    except ApiException as e:
+        if e.status != 404:
+            raise
         await read_json(await create(body, _preload_content=False))
         return
-    except ApiException as e:
-        if e.status != 409:
-            raise
-    live = await read_json(await get(name, _preload_content=False))
-    body = {
-        **body,
-        "metadata": {**body["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]},
-    }
-    await read_json(await replace(name, body, _preload_content=False))
+    if (live["metadata"].get("annotations") or {}).get(_HASH_ANNOTATION) == digest:
+        return
+    meta = {**body["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]}
+    await read_json(await replace(name, {**body, "metadata": meta}, _preload_content=False))
 
 
 async def _install_crds(kube: Any) -> None:
