@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +86,43 @@ def stray_processes(data_dir: Path) -> list[str]:
     return found
 
 
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    instance = Up(tmp_path / "data")
-    yield instance
+def _finish(instance: Up) -> None:
     if instance.proc is not None:
         instance.stop()
     deadline = time.monotonic() + 10
     while stray_processes(instance.data_dir) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    """A fresh `trainops up` (not started) on its own data directory."""
+    instance = Up(tmp_path / "data")
+    yield instance
+    _finish(instance)
+
+
+@pytest.fixture(scope="module")
+def running_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    """One started `trainops up` shared by a module's tests that do not restart it."""
+    instance = Up(tmp_path_factory.mktemp("up") / "data")
+    instance.start()
+    yield instance
+    _finish(instance)
+
+
+@pytest.fixture
+def kubectl(running_up: Up) -> Callable[..., subprocess.CompletedProcess[str]]:
+    binary = shutil.which("kubectl")
+    if binary is None:
+        pytest.skip("kubectl is not installed")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [binary, "--kubeconfig", str(running_up.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    return run

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
-import subprocess
 from typing import Any
-
-import pytest
 
 from tests.up.conftest import Up, eventually, stray_processes
 
@@ -81,23 +77,3 @@ def test_after_a_crash_of_up_running_pods_are_adopted_not_restarted(up: Up) -> N
     assert after["state"] == before["state"]
     assert up.stop() == 0
     assert stray_processes(up.data_dir) == []
-
-
-def test_kubectl_run_echo_hi_then_logs(up: Up) -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed")
-    up.start()
-
-    def k(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [kubectl, "--kubeconfig", str(up.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-
-    result = k("run", "x", "--restart=Never", "--image=busybox", "--", "sh", "-c", "echo hi")
-    assert result.returncode == 0, result.stderr
-    eventually(lambda: k("get", "pod", "x", "-o", "jsonpath={.status.phase}").stdout == "Succeeded")
-    assert k("logs", "x").stdout == "hi\n"

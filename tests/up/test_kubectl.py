@@ -1,0 +1,45 @@
+"""What a new user does first with `trainops up`, through kubectl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.up.conftest import eventually
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_kubectl_run_echo_hi_then_logs(kubectl) -> None:
+    result = kubectl("run", "x", "--restart=Never", "--image=busybox", "--", "sh", "-c", "echo hi")
+    assert result.returncode == 0, result.stderr
+    eventually(
+        lambda: kubectl("get", "pod", "x", "-o", "jsonpath={.status.phase}").stdout == "Succeeded"
+    )
+    assert kubectl("logs", "x").stdout == "hi\n"
+
+
+def test_kubectl_apply_of_a_bad_job_is_denied_by_the_webhook(kubectl) -> None:
+    """kubectl → embedded API server → admission chain → in-process webhook (TLS) → policies."""
+    result = kubectl(
+        "apply", "--server-side", "-f", str(EXAMPLES / "denied" / "limits-below-requests.yaml")
+    )
+    assert result.returncode != 0
+    assert (
+        'admission webhook "validate.trainingjobs.batch.tensorstack.dev" denied the request'
+        in result.stderr
+    )
+    assert "spec.replicaSpecs[0].template.spec.containers[0].resources.limits.cpu" in result.stderr
+    good = kubectl("create", "-f", str(EXAMPLES / "tensorflow-mnist.yaml"))
+    assert good.returncode == 0, good.stderr
+
+
+def test_the_node_is_ready_and_publishes_its_log_port(kubectl) -> None:
+    out = kubectl(
+        "get",
+        "node",
+        "trainops",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type=='Ready')].status} {.status.daemonEndpoints.kubeletEndpoint.Port}",
+    )
+    ready, port = out.stdout.split()
+    assert ready == "True" and int(port) > 0
