@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from policies.fieldpath import FieldError, Path, invalid, required
@@ -55,23 +56,8 @@ def _validate_resources(
         return pod_path().child(list_name).index(index).child("resources", section, name)
 
     errors: list[FieldError] = []
-    parsed: dict[str, dict[str, Decimal]] = {}
-    for section in ("requests", "limits"):
-        values = resources.get(section)
-        parsed[section] = {}
-        if not isinstance(values, dict):
-            continue
-        for name, raw in values.items():
-            try:
-                amount = parse_quantity(raw)
-            except QuantityError as e:
-                errors.append(invalid(at(section, name), raw, str(e)))
-                continue
-            if amount < 0:
-                errors.append(invalid(at(section, name), raw, "must be greater than or equal to 0"))
-                continue
-            parsed[section][name] = amount
-    requests, limits = parsed["requests"], parsed["limits"]
+    requests = _parse_section(resources, "requests", at, errors)
+    limits = _parse_section(resources, "limits", at, errors)
     for name, limit in limits.items():
         request = requests.get(name)
         if request is None:
@@ -85,30 +71,55 @@ def _validate_resources(
             continue
         errors.append(invalid(at("limits", name), resources["limits"][name], detail))
     for name in requests:
-        if name in limits or _overcommit_allowed(name):
-            continue
-        detail = f"a limit equal to the request of {_show(resources['requests'][name])} is required"
-        errors.append(required(at("limits", name), detail + ": it cannot be overcommitted"))
-    for section, values in parsed.items():
-        for name, amount in values.items():
-            if _is_extended(name) and amount != amount.to_integral_value():
-                errors.append(
-                    invalid(at(section, name), resources[section][name], "must be an integer")
-                )
+        if name not in limits and not _overcommit_allowed(name):
+            shown = _show(resources["requests"][name])
+            detail = (
+                f"a limit equal to the request of {shown} is required: it cannot be overcommitted"
+            )
+            errors.append(required(at("limits", name), detail))
     return errors
 
 
+def _parse_section(
+    resources: dict[str, Any],
+    section: str,
+    at: Callable[[str, str], Path],
+    errors: list[FieldError],
+) -> dict[str, Decimal]:
+    """The well-formed quantities of `requests` or `limits`; errors for the others."""
+    values = resources.get(section)
+    if not isinstance(values, dict):
+        return {}
+    out: dict[str, Decimal] = {}
+    for name, raw in values.items():
+        try:
+            amount = parse_quantity(raw)
+        except QuantityError as e:
+            errors.append(invalid(at(section, name), raw, str(e)))
+            continue
+        if amount < 0:
+            errors.append(invalid(at(section, name), raw, "must be greater than or equal to 0"))
+        elif _is_extended(name) and amount != amount.to_integral_value():
+            errors.append(invalid(at(section, name), raw, "must be an integer"))
+        else:
+            out[name] = amount
+    return out
+
+
+@lru_cache(maxsize=256)
 def _is_native(name: str) -> bool:
     """No domain, or the kubernetes.io domain (`cpu`, `memory`, `hugepages-2Mi`, …)."""
     domain, slash, _ = name.partition("/")
     return not slash or domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
 
 
+@lru_cache(maxsize=256)
 def _is_extended(name: str) -> bool:
     """A device-plugin resource such as `nvidia.com/gpu` (apimachinery's extended resource)."""
     return not _is_native(name) and not name.startswith("requests.")
 
 
+@lru_cache(maxsize=256)
 def _overcommit_allowed(name: str) -> bool:
     """Kubernetes lets native resources other than huge pages be requested below their limit."""
     return _is_native(name) and not name.startswith("hugepages-")
