@@ -60,6 +60,7 @@ class PodWorker:
         self.prepared = False
         self.mount_paths: list[str] = []
         self.final_reported = False
+        self.failure: tuple[str, str] | None = None  # the kubelet failed the whole pod
 
     # -- loop ---------------------------------------------------------------------------
     def poke(self) -> None:
@@ -109,7 +110,27 @@ class PodWorker:
                 return 0.1
             await self._report(pod)
             return None
+        if self.failure is None:
+            self.failure = self._deadline_exceeded(pod)
+        if self.failure is not None:
+            if not await self._terminate(_grace(pod), pod):
+                return 0.1
+            await self._report(pod, failure=self.failure)
+            return self.kubelet.config.resync_seconds
         return await self._sync_live(pod)
+
+    def _deadline_exceeded(self, pod: dict[str, Any]) -> tuple[str, str] | None:
+        """`spec.activeDeadlineSeconds` counted from the pod's `startTime`, as the kubelet does."""
+        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        status = self.reported or pod.get("status") or {}
+        if deadline is None or not status.get("startTime") or status.get("phase") in TERMINAL:
+            return None
+        elapsed = (utcnow() - parse_time(status["startTime"])).total_seconds()
+        if elapsed < float(deadline):
+            return None
+        message = "Pod was active on the node longer than the specified deadline"
+        self._event(pod, "DeadlineExceeded", message, warning=True, key=("deadline",))
+        return ("DeadlineExceeded", message)
 
     # -- the normal path ---------------------------------------------------------------------
     async def _sync_live(self, pod: dict[str, Any]) -> float:
@@ -142,6 +163,11 @@ class PodWorker:
             if wait is not None:
                 delay = min(delay, wait)
         await self._report(pod, init_views, views)
+        deadline = spec.get("activeDeadlineSeconds")
+        start = (self.reported or {}).get("startTime")
+        if deadline is not None and start and (self.reported or {}).get("phase") not in TERMINAL:
+            left = float(deadline) - (utcnow() - parse_time(start)).total_seconds()
+            delay = min(delay, max(left, 0.05))
         return delay
 
     async def _prepare(self, pod: dict[str, Any]) -> str | None:
@@ -374,6 +400,7 @@ class PodWorker:
         views: list[ContainerView] | None = None,
         *,
         terminating_done: bool = False,
+        failure: tuple[str, str] | None = None,
     ) -> None:
         spec = pod.get("spec") or {}
         if init_views is None or views is None:
@@ -396,6 +423,7 @@ class PodWorker:
             now=rfc3339(utcnow()),
             sandbox_ready=self.prepared,
             terminating_done=terminating_done,
+            failure=failure,
         )
         if new == self.reported:
             return

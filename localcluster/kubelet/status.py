@@ -40,11 +40,13 @@ def pod_status(
     pod_ip: str = "127.0.0.1",
     sandbox_ready: bool = True,
     terminating_done: bool = False,
+    failure: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """The full `status` for `pod`.
 
     `terminating_done`: the pod was deleted and all its processes are gone; like kubelets since
     1.27 the pod then reports a terminal phase (Succeeded if every container exited 0).
+    `failure`: the kubelet failed the pod as a whole (reason, message), e.g. `DeadlineExceeded`.
     """
     old = dict(pod.get("status") or {})
     spec = pod.get("spec") or {}
@@ -63,7 +65,13 @@ def pod_status(
         finished = all((s["state"].get("terminated") or {}).get("exitCode") == 0 for s in statuses)
         phase = "Succeeded" if finished and statuses else "Failed"
 
+    if failure is not None and phase not in _TERMINAL:
+        phase = "Failed"
     status: dict[str, Any] = {"phase": phase}
+    if failure is not None:
+        status["reason"], status["message"] = failure
+    elif old.get("reason") and phase in _TERMINAL:
+        status["reason"], status["message"] = old["reason"], old.get("message", "")
     status["conditions"] = _conditions(
         old.get("conditions") or [],
         phase,

@@ -327,3 +327,20 @@ def test_kubectl_run_and_logs(kubectl, namespace) -> None:
         )
     )
     assert kubectl("logs", "x", "-n", namespace).stdout == "hi\n"
+
+
+def test_active_deadline_seconds_fails_the_pod(core, namespace) -> None:
+    make_pod(
+        core,
+        namespace,
+        "deadline",
+        [shell("main", "while true; do sleep 0.05; done")],
+        activeDeadlineSeconds=1,
+        terminationGracePeriodSeconds=1,
+    )
+    pod = eventually(lambda: phase_is(core, namespace, "deadline", "Failed"))
+    assert pod["status"]["reason"] == "DeadlineExceeded"
+    assert (
+        pod["status"]["message"] == "Pod was active on the node longer than the specified deadline"
+    )
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143

@@ -213,3 +213,11 @@ def test_a_completed_init_container_reports_ready() -> None:
     )
     (init,) = status["initContainerStatuses"]
     assert (init["ready"], init["started"]) == (True, False)
+
+
+def test_a_pod_failed_by_the_kubelet_reports_reason_and_message() -> None:
+    failure = ("DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+    status = pod_status(pod(), [], [view(exited(143, signal=15))], now=NOW, failure=failure)
+    assert (status["phase"], status["reason"], status["message"]) == ("Failed", *failure)
+    again = pod_status(pod(status=status), [], [view(exited(143, signal=15))], now=NOW)
+    assert again["reason"] == "DeadlineExceeded"
