@@ -12,8 +12,8 @@ count on that order (`trainops check` and the GitOps pre-flight have no server a
 - a value of the wrong type is `Invalid` with the expected type;
 - inside the embedded pod template, missing `required` fields, duplicate keys of
   `x-kubernetes-list-type: map` lists and duplicate items of `set` lists are reported as the
-  server would (our own fields'
-  required-ness, enums and ranges are the semantic rules' business, so nothing is said twice);
+  server would (our own fields' required-ness, enums and ranges, and the pod fields the rules
+  explain better, are the semantic rules' business, so nothing is said twice);
 - the `maxItems`/`maxLength` bounds that exist only to bound CEL cost (pod containers,
   debug/resume command and args) are enforced, so the CRD never refuses what we admit;
 - `null` counts as absent, as the server prunes nulls on non-nullable fields;
