@@ -11,7 +11,7 @@ import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
-from localcluster import apierrors
+from localcluster import apierrors, protobuf
 from localcluster.storage import dumps
 
 __all__ = [
@@ -71,6 +71,8 @@ async def decode_body(request: web.Request) -> Any:
             return yaml.safe_load(raw.decode("utf-8"))
         except (UnicodeDecodeError, yaml.YAMLError) as e:
             raise apierrors.bad_request(f"error converting YAML to JSON: {e}") from None
+    if ctype == "application/vnd.kubernetes.protobuf":
+        return protobuf.decode(raw)
     raise apierrors.unsupported_media_type(ctype)
 
 

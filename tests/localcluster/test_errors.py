@@ -41,11 +41,19 @@ def test_yaml_bodies_are_accepted(http: Http, namespace: str) -> None:
     assert reply.json()["data"] == {"a": "b"}
 
 
-def test_protobuf_bodies_are_415_unsupported_media_type(http: Http, namespace: str) -> None:
+def test_protobuf_bodies_without_the_magic_prefix_are_400(http: Http, namespace: str) -> None:
     reply = http.post(
         f"/api/v1/namespaces/{namespace}/configmaps",
-        b"k8s\x00",
+        b"k8z",
         content_type="application/vnd.kubernetes.protobuf",
+    )
+    assert reply.status == 400
+    assert status_of(reply)["reason"] == "BadRequest"
+
+
+def test_unknown_media_types_are_415_unsupported(http: Http, namespace: str) -> None:
+    reply = http.post(
+        f"/api/v1/namespaces/{namespace}/configmaps", b"<xml/>", content_type="application/xml"
     )
     assert reply.status == 415
     assert status_of(reply)["reason"] == "UnsupportedMediaType"
