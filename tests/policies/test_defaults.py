@@ -147,7 +147,9 @@ DEFAULTS: dict[str, tuple[Callable[[], Job], tuple[Any, ...], Any]] = {
 @pytest.mark.parametrize(
     ("build", "parts", "expected"), list(DEFAULTS.values()), ids=list(DEFAULTS)
 )
-def test_defaults(build: Callable[[], Job], parts: tuple[Any, ...], expected: Any) -> None:
+def test_each_default_is_filled_when_absent_and_kept_when_set(
+    build: Callable[[], Job], parts: tuple[Any, ...], expected: Any
+) -> None:
     out, _ = defaulted(build())
     assert dig(out, *parts) == expected
 

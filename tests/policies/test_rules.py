@@ -564,52 +564,72 @@ OBJECT: dict[str, Case] = {
 
 
 @run_table(REPLICA_TYPES)
-def test_replica_types(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_replica_types_are_known_and_listed_once(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(MASTERS)
-def test_master_presence(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_every_job_has_exactly_one_master(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(TEMPLATES)
-def test_pod_templates(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_pod_templates_run_the_main_container_with_an_image(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(RESOURCES)
-def test_limits_and_requests(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_limits_cover_requests_with_exact_quantities(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(POLICIES)
-def test_policies_and_counts(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_policies_are_known_and_counts_in_range(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(NAMES)
-def test_job_names(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_job_names_leave_room_for_pod_names(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(RUN_MODE)
-def test_run_mode_types(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_debug_and_resume_specs_name_existing_types(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(SCHEDULER)
-def test_scheduler(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_scheduler_needs_a_queue_and_a_priority_in_range(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(TENSORBOARD)
-def test_tensorboard(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_tensorboard_reads_logs_from_pvc_uris(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 
 @run_table(OBJECT)
-def test_object_shape(build: Callable[[], Job], expected: set[tuple[str, str]]) -> None:
+def test_the_object_is_a_training_job_with_replica_specs(
+    build: Callable[[], Job], expected: set[tuple[str, str]]
+) -> None:
     assert verdict(build()) == expected
 
 

@@ -117,7 +117,7 @@ UPDATES: dict[str, tuple[Callable[[], Job], Callable[[], Job], set[tuple[str, st
 
 
 @pytest.mark.parametrize(("old", "new", "expected"), list(UPDATES.values()), ids=list(UPDATES))
-def test_update_rules(
+def test_only_pause_run_policy_tensorboard_and_metadata_may_change(
     old: Callable[[], Job], new: Callable[[], Job], expected: set[tuple[str, str]]
 ) -> None:
     admission = policies.admit(new(), old())

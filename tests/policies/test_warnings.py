@@ -53,7 +53,7 @@ WARNINGS: dict[str, tuple[Callable[[], Job], list[str]]] = {
 
 
 @pytest.mark.parametrize(("build", "expected"), list(WARNINGS.values()), ids=list(WARNINGS))
-def test_warnings(build: Callable[[], Job], expected: list[str]) -> None:
+def test_non_fatal_findings_are_warned_about(build: Callable[[], Job], expected: list[str]) -> None:
     admission = policies.admit(build())
     assert admission.allowed
     assert len(admission.warnings) == len(expected)
