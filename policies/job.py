@@ -21,7 +21,7 @@ from typing import Any
 from policies import structural
 from policies.advice import warnings_for
 from policies.defaults import default_with
-from policies.fieldpath import ErrorType, FieldError, Path, invalid, not_supported
+from policies.fieldpath import ErrorType, FieldError, Path, invalid, not_supported, required
 from policies.kinds import KindSpec, replicas_of
 from policies.rules_common import (
     job_types,
@@ -128,7 +128,7 @@ def _rules(kind: KindSpec, obj: dict[str, Any], old: Any) -> tuple[list[FieldErr
     errors = validate_name(kind, obj.get("metadata"), replicas)
     spec = obj.get("spec")
     if spec is None:
-        errors.append(FieldError(ErrorType.REQUIRED, Path.of("spec")))
+        errors.append(required(Path.of("spec"), "a training job needs a spec"))
         return errors, []
     if not isinstance(spec, dict):
         return errors, []
