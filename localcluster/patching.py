@@ -302,7 +302,11 @@ def server_side_apply(
         for path in sorted(paths & applied_set):
             if _leaf_value(base, path, applied_set) != _leaf_value(config, path, applied_set):
                 conflicts.append((other, path))
-    if conflicts and not force:
+    if (
+        conflicts
+        and not force
+        and not _upgrades_client_side_apply(manager, live, conflicts, schema, scope)
+    ):
         versions = {
             k: str(e.get("apiVersion") or info.api_version) for k, (e, _) in decoded.items()
         }
@@ -335,7 +339,48 @@ def server_side_apply(
     everything = fieldsets.field_set(result, schema)
     for other, (entry, paths) in list(decoded.items()):
         decoded[other] = (entry, {p for p in paths if p in everything})
-    return _with_managed_fields(result, _encode_entries(info, decoded, {key: now}))
+    # A no-op apply changes nothing, not even its entry's time (so no new resourceVersion).
+    noop = (
+        live is not None
+        and previous == applied_set
+        and _without_managed(result) == (_without_managed(live))
+    )
+    return _with_managed_fields(result, _encode_entries(info, decoded, {} if noop else {key: now}))
+
+
+def _without_managed(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": meta}
+
+
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _upgrades_client_side_apply(
+    manager: str,
+    live: dict[str, Any] | None,
+    conflicts: list[tuple[ManagerKey, FieldPath]],
+    schema: SchemaCursor,
+    scope: dict[str, Any],
+) -> bool:
+    """Whether the conflicts are forgiven because kubectl moves from client-side to server-side
+    apply: as on the real server, an apply by manager `kubectl` may take over fields recorded in
+    the last-applied-configuration annotation whose live value is still the applied one."""
+    if manager != "kubectl" or live is None:
+        return False
+    annotation = ((live.get("metadata") or {}).get("annotations") or {}).get(_LAST_APPLIED)
+    try:
+        last_applied = json.loads(annotation) if annotation else None
+    except ValueError:
+        return False
+    if not isinstance(last_applied, dict):
+        return False
+    last_set = fieldsets.field_set(last_applied, schema, **scope)
+    return all(
+        path in last_set
+        and _leaf_value(live, path, last_set) == _leaf_value(last_applied, path, last_set)
+        for _, path in conflicts
+    )
 
 
 def _prune_empty_parents(obj: dict[str, Any], path: FieldPath, keep: set[FieldPath]) -> None:

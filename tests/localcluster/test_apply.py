@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -201,3 +202,30 @@ def test_fieldsv1_round_trips() -> None:
     obj = ssa(None, deployment(labels={"a": "b"}))
     fields = obj["metadata"]["managedFields"][0]["fieldsV1"]
     assert fieldsets.encode(fieldsets.decode(fields)) == fields
+
+
+def test_a_no_op_apply_leaves_managed_fields_untouched() -> None:
+    first = ssa(None, deployment())
+    again = patching.server_side_apply(
+        DEPLOYMENT, first, deployment(), manager="kubectl", force=False, now="2027-01-01T00:00:00Z"
+    )
+    assert again == first
+
+
+def test_kubectl_may_take_over_fields_it_applied_client_side() -> None:
+    last = deployment(replicas=1)
+    live = deployment(replicas=1)
+    live["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps(last)
+    }
+    live = patching.track_update(
+        DEPLOYMENT, None, live, manager="kubectl-client-side-apply", now=T1
+    )
+    obj = ssa(live, deployment(replicas=4))
+    assert obj["spec"]["replicas"] == 4
+    with pytest.raises(ApiError):
+        ssa(live, deployment(replicas=4), manager="someone-else")
+    drifted = copy.deepcopy(live)
+    drifted["spec"]["replicas"] = 2  # changed since the client-side apply: a real conflict
+    with pytest.raises(ApiError):
+        ssa(drifted, deployment(replicas=4))

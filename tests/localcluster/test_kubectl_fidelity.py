@@ -272,3 +272,18 @@ def test_server_side_apply_drops_fields_the_manager_no_longer_applies(
 def test_explain_reads_the_openapi_v3_documents(cluster: Cluster, namespace: str) -> None:
     out = kubectl(cluster, namespace, "explain", "deployment.spec.replicas").stdout
     assert "replicas" in out and "integer" in out
+
+
+def test_switching_from_client_side_to_server_side_apply_keeps_ownership(
+    cluster: Cluster, namespace: str
+) -> None:
+    kubectl(cluster, namespace, "apply", "-f", "-", stdin=DEPLOYMENT.format(replicas=1))
+    # kubectl upgrades the client-side-apply manager to its server-side one (a JSON patch of
+    # managedFields), so changing a field it applied before is not a conflict.
+    kubectl(cluster, namespace, "apply", "--server-side", "-f", "-",
+            stdin=DEPLOYMENT.format(replicas=4))  # fmt: skip
+    got = json.loads(kubectl(cluster, namespace, "get", "deployment", "web", "-o", "json",
+                             "--show-managed-fields").stdout)  # fmt: skip
+    assert got["spec"]["replicas"] == 4
+    owners = {(e["manager"], e["operation"]): e for e in got["metadata"]["managedFields"]}
+    assert "f:replicas" in owners[("kubectl", "Apply")]["fieldsV1"]["f:spec"]
