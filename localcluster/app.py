@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from localcluster import apierrors, discovery, handlers, openapi
 from localcluster.handlers_subresources import CLIENT_SESSION
@@ -32,7 +33,7 @@ MAX_BODY = 3 * 1024 * 1024 + 64 * 1024
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _auth_middleware(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def _auth_middleware(token: str) -> Middleware:
     expected = f"Bearer {token}".encode()
 
     @web.middleware
@@ -120,7 +121,7 @@ async def _resources(request: web.Request) -> web.StreamResponse:
     return await handlers.dispatch(request, request.app[SERVER])
 
 
-async def _client_session(app: web.Application):  # type: ignore[no-untyped-def]
+async def _client_session(app: web.Application) -> AsyncIterator[None]:
     session = aiohttp.ClientSession()
     app[CLIENT_SESSION] = session
     yield

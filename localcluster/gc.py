@@ -51,7 +51,7 @@ class Controllers:
         store = self.srv.store
         self._sub = self.srv.hub.subscribe(WatchFilter(None))
         for rid in store.resources():
-            for rec in store.list(rid):
+            for rec in store.records(rid):
                 meta = rec.obj["metadata"]
                 key = (rid, meta.get("namespace") or "", meta["name"])
                 if meta.get("deletionTimestamp"):
@@ -112,7 +112,7 @@ class Controllers:
                 if owner is not None:
                     add(("deleting", owner), None)
             if event.resource != _CRD_RID:
-                for crd in self.srv.store.list(_CRD_RID):
+                for crd in self.srv.store.records(_CRD_RID):
                     if crd.obj["metadata"].get("deletionTimestamp"):
                         add(("deleting", (_CRD_RID, "", crd.obj["metadata"]["name"])), None)
             return
@@ -272,7 +272,7 @@ class Controllers:
         spec = crd.get("spec") or {}
         rid = f"{spec.get('group', '')}/{(spec.get('names') or {}).get('plural', '')}"
         remaining = False
-        for rec in self.srv.store.list(rid):
+        for rec in self.srv.store.records(rid):
             m = rec.obj["metadata"]
             if not m.get("deletionTimestamp"):
                 await self._delete((rid, m.get("namespace") or "", m["name"]))

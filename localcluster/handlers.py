@@ -180,9 +180,9 @@ async def _collection(
         if "create" not in info.verbs:
             raise apierrors.method_not_allowed()
         body = await decode_body(request)
-        result = await writes.create(srv, info, namespace or "", body, write_options(request))
+        created = await writes.create(srv, info, namespace or "", body, write_options(request))
         return _object_response(
-            info, result.obj, Accept(), query, status=201, warnings=result.warnings
+            info, created.obj, Accept(), query, status=201, warnings=created.warnings
         )
     if method == "DELETE":
         if "deletecollection" not in info.verbs:
@@ -197,7 +197,7 @@ async def _delete_collection(
     body = await _optional_body(request)
     opts = deletion.parse_delete_options(body, request.query)
     selector = parse_selector(request.query, resource_id(info))
-    records = srv.store.list(resource_id(info), namespace)
+    records = srv.store.records(resource_id(info), namespace)
     for rec in records:
         if not selector.empty and not selector.matches(rec.obj):
             continue
@@ -262,9 +262,9 @@ async def _object(
         )
     if method == "DELETE" and not sub:
         body = await _optional_body(request)
-        opts = deletion.parse_delete_options(body, query)
-        result = await deletion.delete(srv, info, namespace, name, opts)
-        return json_response(deletion.delete_response(info, result))
+        delete_opts = deletion.parse_delete_options(body, query)
+        removed = await deletion.delete(srv, info, namespace, name, delete_opts)
+        return json_response(deletion.delete_response(info, removed))
     raise apierrors.method_not_allowed()
 
 

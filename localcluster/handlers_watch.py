@@ -89,7 +89,7 @@ async def serve_watch(
     initial = []
     if initial_mode:
         initial = [
-            r for r in store.list(rid, namespace) if selector.empty or selector.matches(r.obj)
+            r for r in store.records(rid, namespace) if selector.empty or selector.matches(r.obj)
         ]
     sub = srv.hub.subscribe(WatchFilter(rid, namespace, selector))
     too_old: TooOld | None = None

@@ -130,7 +130,7 @@ def list_records(
         limit = int(query.get("limit") or 0)
     except ValueError:
         raise apierrors.bad_request(f"limit: Invalid value: {query.get('limit')!r}") from None
-    records = store.list(resource, namespace)
+    records = store.records(resource, namespace)
     if token:
         rv, start = _decode_continue(token)
         if rv < store.oldest_resource_version:

@@ -63,6 +63,7 @@ def _wire_fields(data: bytes) -> list[tuple[int, int, Any]]:
     while i < len(data):
         key, i = _varint(data, i)
         number, wire = key >> 3, key & 7
+        value: Any
         if wire == 0:
             value, i = _varint(data, i)
         elif wire == 2:

@@ -42,7 +42,7 @@ class Server:
     def __post_init__(self) -> None:
         self.chain = admission.AdmissionChain(self)
         self.store.listeners.append(self._on_event)
-        self.registry.set_crds(r.obj for r in self.store.list(_CRD_RID))
+        self.registry.set_crds(r.obj for r in self.store.records(_CRD_RID))
         self.store.listeners.append(self.hub.publish)
 
     @property
@@ -53,7 +53,7 @@ class Server:
     def _on_event(self, event: Event) -> None:
         """Keep the registry in step with CRDs at commit time (before watchers hear of it)."""
         if event.resource == _CRD_RID:
-            self.registry.set_crds(r.obj for r in self.store.list(_CRD_RID))
+            self.registry.set_crds(r.obj for r in self.store.records(_CRD_RID))
 
     # -- clock and randomness -------------------------------------------------------------
 
@@ -80,7 +80,7 @@ class Server:
         self, kind: Literal["mutating", "validating"]
     ) -> list[dict[str, Any]]:
         rid = f"admissionregistration.k8s.io/{kind}webhookconfigurations"
-        return [r.obj for r in self.store.list(rid)]
+        return [r.obj for r in self.store.records(rid)]
 
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
         return self.namespace(name)

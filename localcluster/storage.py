@@ -205,7 +205,7 @@ class Storage:
         rec = self._objects.get(resource, {}).get((namespace, name))
         return rec.obj if rec else None
 
-    def list(self, resource: str, namespace: str | None = None) -> list[Record]:
+    def records(self, resource: str, namespace: str | None = None) -> list[Record]:
         """Records sorted by (namespace, name), optionally in one namespace."""
         items = self._objects.get(resource)
         if not items:

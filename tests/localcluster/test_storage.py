@@ -106,7 +106,7 @@ async def test_the_event_log_survives_reopening_and_refuses_compacted_versions(
         assert [e.name for e in store.events_after(2)] == ["c2", "c3", "c4"]
         with pytest.raises(storage.TooOld):
             store.events_after(1)
-        assert [r.obj["metadata"]["name"] for r in store.list("/configmaps", "n")] == [
+        assert [r.obj["metadata"]["name"] for r in store.records("/configmaps", "n")] == [
             f"c{i}" for i in range(5)
         ]
     finally:

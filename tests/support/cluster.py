@@ -143,7 +143,7 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     name = f"{name}-{uuid.uuid4().hex[:6]}"
     api = cluster.api_client()
     core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     try:
         yield name
     finally:

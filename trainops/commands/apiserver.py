@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
     parser = subparsers.add_parser(
         "apiserver",
         help="run the embedded Kubernetes-compatible API server",
