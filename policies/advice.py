@@ -41,6 +41,16 @@ def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) 
                         " it may use a whole node"
                     )
                 break
+    run_policy = spec.get("runPolicy")
+    if (
+        isinstance(run_policy, dict)
+        and run_policy.get("cleanUpPolicy") == "None"
+        and any(r.type == "ps" and (r.replicas or 0) > 0 for r in replicas)
+    ):
+        found.append(
+            "spec.runPolicy.cleanUpPolicy None: parameter servers keep running (and holding"
+            " resources) after the job ends"
+        )
     run_mode = spec.get("runMode")
     if isinstance(run_mode, dict):
         debug, pause = run_mode.get("debug"), run_mode.get("pause")

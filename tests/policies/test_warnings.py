@@ -37,6 +37,14 @@ WARNINGS: dict[str, tuple[Callable[[], Job], list[str]]] = {
         ),
         ["spec.replicaSpecs[0].template.spec.restartPolicy is ignored"],
     ),
+    "parameter servers left running by clean-up policy None are warned about": (
+        lambda: tf_job(replica("worker", 2), replica("ps", 2), runPolicy={"cleanUpPolicy": "None"}),
+        ["spec.runPolicy.cleanUpPolicy None: parameter servers keep running"],
+    ),
+    "clean-up policy None without parameter servers is not worth a warning": (
+        lambda: tf_job(runPolicy={"cleanUpPolicy": "None"}),
+        [],
+    ),
     "debug mode is announced": (
         lambda: tf_job(runMode={"debug": {"enabled": True}}),
         ["spec.runMode.debug.enabled: debug mode is on"],
