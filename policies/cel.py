@@ -16,11 +16,17 @@ Cost: a real API server estimates each rule's worst case from the schema and ref
 budget. Lists a rule iterates carry `maxItems` (replicaSpecs and debug/resume specs: one entry
 per type) and the strings it compares carry `maxLength`; the resumeSpecs transition rule
 compares command/args lists bounded by `MAX_COMMAND_ITEMS` items of `MAX_ARG_LENGTH` bytes.
-The main-container rule iterates the pod's `containers`, which Kubernetes leaves unbounded.
+The main-container rule iterates the pod's `containers`, which Kubernetes leaves unbounded, so
+the replica template bounds them (`schema.MAX_CONTAINERS`).
+
+Transition rules (`oldSelf`) keep what `policies.update` freezes where the comparison is cheap:
+replica types and their order, each type's `replicas` and `restartPolicy`, the scheduler, and
+`runMode.pause.resumeSpecs`.
 
 Not expressible here (webhook only): quantities (limits >= requests), the derived-name length
-(it depends on the largest replica index), and immutability of replica templates (comparing
-whole pod templates is too costly for the estimator).
+(it depends on the largest replica index), and immutability of replica templates and of
+`runMode.debug` (comparing whole pod templates is too costly for the estimator; an empty
+`debug: {}` equals an absent one to the webhook, which CEL on objects cannot say cheaply).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from functools import cache
 from typing import Any
 
 from policies import schema as schema_mod
+from policies import update
 from policies.fieldpath import ErrorType, FieldError, Path
 
 __all__ = ["Rule", "evaluate", "rules", "schema_with_rules"]
@@ -102,6 +109,9 @@ _SPEC = ("spec",)
 _REPLICAS = ("spec", "replicaSpecs")
 _REPLICA = ("spec", "replicaSpecs", ITEMS)
 _REPLICA_COUNT = "(has(self.replicas) ? self.replicas : 1)"
+_IMMUTABLE = (
+    "field is immutable after creation; only " + ", ".join(update.MUTABLE_FIELDS) + " may change"
+)
 _IMMUTABLE_RESUME = (
     "field is immutable: set resume specs when creating the job; "
     "spec.runMode.pause.enabled may be toggled freely"
@@ -114,14 +124,14 @@ def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
         raise ValueError(f"unknown training-job kind {kind!r}")
     main = schema_mod.MAIN_CONTAINERS[kind]
     out: dict[Location, list[Rule]] = {
-        _SPEC: [*_mode_type_rules(), _resume_specs_immutable()],
-        _REPLICAS: [],
-        _REPLICA: [_main_container(main)],
+        _SPEC: [*_mode_type_rules(), _resume_specs_immutable(), _scheduler_immutable()],
+        _REPLICAS: [_types_immutable()],
+        _REPLICA: [*_main_container(main), *_replica_fields_immutable()],
     }
     if kind == "TensorFlowTrainingJob":
         out[_REPLICAS].append(
             Rule(
-                "self.exists(r, r.type == 'chief') || "
+                "size(self) == 0 || self.exists(r, r.type == 'chief') || "
                 f"self.exists(r, r.type == 'worker' && {_REPLICA_COUNT.replace('self', 'r')} > 0)",
                 "a chief (1 replica) or at least 1 worker replica is required: "
                 "the chief, else worker 0, is the master",
@@ -145,7 +155,7 @@ def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
     else:
         out[_REPLICAS].append(
             Rule(
-                "self.exists(r, r.type == 'master')",
+                "size(self) == 0 || self.exists(r, r.type == 'master')",
                 'a replica spec of type "master" with 1 replica is required',
                 "FieldValueRequired",
             )
@@ -160,14 +170,64 @@ def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
     return {k: tuple(v) for k, v in out.items() if v}
 
 
-def _main_container(name: str) -> Rule:
+def _main_container(name: str) -> list[Rule]:
+    containers = "self.template.spec.containers"
+    present = f"has(self.template) && has(self.template.spec) && has({containers})"
+    return [
+        Rule(
+            f"{present} && {containers}.exists(c, c.name == '{name}')",
+            f'a container named "{name}" runs the training',
+            "FieldValueRequired",
+            field_path=".template.spec.containers",
+        ),
+        Rule(
+            f"!({present}) || {containers}.all(c, c.name != '{name}' || "
+            "(has(c.image) && size(c.image) > 0))",
+            f'the "{name}" container needs an image',
+            "FieldValueRequired",
+            field_path=".template.spec.containers",
+        ),
+    ]
+
+
+def _types_immutable() -> Rule:
     return Rule(
-        "has(self.template) && has(self.template.spec) && has(self.template.spec.containers) && "
-        f"self.template.spec.containers.exists(c, c.name == '{name}' && "
-        "has(c.image) && size(c.image) > 0)",
-        f'a container named "{name}" with an image runs the training',
-        "FieldValueRequired",
-        field_path=".template.spec.containers",
+        "self.map(r, r.type) == oldSelf.map(r, r.type)",
+        "replica types and their order are immutable",
+        "FieldValueForbidden",
+    )
+
+
+def _replica_fields_immutable() -> list[Rule]:
+    """Per replica type (list-map items pair up by `type`): count and restart policy."""
+    count = "(has({0}.replicas) ? {0}.replicas : 1)"
+    return [
+        Rule(
+            f"{count.format('self')} == {count.format('oldSelf')}",
+            _IMMUTABLE,
+            "FieldValueForbidden",
+            field_path=".replicas",
+        ),
+        Rule(
+            "has(self.restartPolicy) == has(oldSelf.restartPolicy) && "
+            "(!has(self.restartPolicy) || self.restartPolicy == oldSelf.restartPolicy)",
+            _IMMUTABLE,
+            "FieldValueForbidden",
+            field_path=".restartPolicy",
+        ),
+    ]
+
+
+def _scheduler_immutable() -> Rule:
+    def present(root: str) -> str:
+        return f"(has({root}.scheduler) && has({root}.scheduler.t9kScheduler))"
+
+    return Rule(
+        f"{present('self')} == {present('oldSelf')} && (!{present('self')} || "
+        "self.scheduler.t9kScheduler == oldSelf.scheduler.t9kScheduler)",
+        _IMMUTABLE,
+        "FieldValueForbidden",
+        field_path=".scheduler",
     )
 
 

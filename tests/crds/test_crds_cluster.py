@@ -109,7 +109,7 @@ def test_cel_rules_refuse_an_xgboost_job_without_a_master(
     assert 'a replica spec of type "master" with 1 replica is required' in done.stderr
 
 
-def test_the_server_defaults_and_keeps_resume_specs_immutable(
+def test_the_server_defaults_and_keeps_resume_specs_and_replica_counts_immutable(
     cluster: Cluster, crds: None, namespace: str
 ) -> None:
     job = tf_job("pausable", runMode={"pause": {"enabled": False}})
@@ -125,6 +125,14 @@ def test_the_server_defaults_and_keeps_resume_specs_immutable(
     assert done.returncode != 0
     assert "spec.runMode.pause.resumeSpecs" in done.stderr
     assert "field is immutable" in done.stderr
+
+    scale = [{"op": "replace", "path": "/spec/replicaSpecs/0/replicas", "value": 8}]
+    done = kubectl(
+        cluster, "patch", "-n", namespace, "tfj/pausable", "--type=json", "-p", json.dumps(scale)
+    )
+    assert done.returncode != 0
+    assert "spec.replicaSpecs[0].replicas" in done.stderr
+    assert "field is immutable after creation" in done.stderr
 
     toggle = {"spec": {"runMode": {"pause": {"enabled": True}}}}
     done = kubectl(

@@ -134,6 +134,13 @@ ADMITTED: dict[str, tuple[Job, Job | None]] = {
         tf(runMode={"pause": {"enabled": False, "resumeSpecs": [{"type": "worker"}]}}),
         tf(runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "worker"}]}}),
     ),
+    "update of the mutable run policy and TensorBoard": (
+        tf(
+            runPolicy={"backoffLimit": 5},
+            tensorboardSpec={"image": "tb", "trainingLogFilesets": ["t9k://pvc/p"]},
+        ),
+        tf(runPolicy={"backoffLimit": 1}),
+    ),
     "update keeping no resume specs": (
         tf(runMode={"pause": {"enabled": True}}),
         tf(),
@@ -226,6 +233,30 @@ DENIED: dict[str, tuple[Job, Job | None]] = {
         tf(runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "worker"}]}}),
         tf(),
     ),
+    "update changing a replica count": (
+        tf(replica("worker", 3)),
+        tf(replica("worker", 2)),
+    ),
+    "update changing a restart policy": (
+        tf(replica("worker", 2, restartPolicy="Always")),
+        tf(replica("worker", 2, restartPolicy="Never")),
+    ),
+    "update adding a replica type": (
+        tf(replica("worker", 2), replica("ps")),
+        tf(replica("worker", 2)),
+    ),
+    "update reordering replica types": (
+        tf(replica("ps"), replica("worker", 2)),
+        tf(replica("worker", 2), replica("ps")),
+    ),
+    "update changing the queue": (
+        tf(scheduler={"t9kScheduler": {"queue": "b"}}),
+        tf(scheduler={"t9kScheduler": {"queue": "a"}}),
+    ),
+    "update adding a scheduler": (
+        tf(scheduler={"t9kScheduler": {"queue": "b"}}),
+        tf(),
+    ),
     "update removing resume specs": (
         tf(runMode={"pause": {"enabled": True}}),
         tf(runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "worker"}]}}),
@@ -254,6 +285,11 @@ def test_what_admit_denies_the_crd_denies_at_the_same_place(obj: Job, old: Job |
     python_paths = [e.path.plain_parts() for e in admission.errors]
     for path, message in found:
         assert any(related(path, p) for p in python_paths), (path, message, python_paths)
+    # Where a CEL rule and a Python rule name the same field, they say the same thing.
+    python = {(e.field, e.type): e.detail for e in admission.errors}
+    for error in cel.evaluate(obj["kind"], admission.obj, None if old is None else stored(old)):
+        if (error.field, error.type) in python:
+            assert error.detail == python[(error.field, error.type)]
 
 
 WEBHOOK_ONLY: dict[str, Job] = {
