@@ -277,3 +277,15 @@ def test_malformed_jobs_are_denied_with_lines_not_tracebacks(
     assert lines == [f"{path}:{line}" for line in expected] + [
         "1 job checked: 0 admitted, 1 denied"
     ]
+
+
+def test_a_warning_that_names_a_field_is_reported_at_that_fields_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = SEEDS / "tensorflow-reference-with-options.yaml"
+    assert cli.main(["check", "--output", "json", str(path)]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    lines = dict(zip(report["warnings"], report["warning_lines"], strict=True))
+    debug = [line for w, line in lines.items() if w.startswith("spec.runMode.debug.enabled: ")]
+    pause = [line for w, line in lines.items() if w.startswith("spec.runMode.pause.enabled: ")]
+    assert (debug, pause) == ([20], [26])

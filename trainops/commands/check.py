@@ -8,11 +8,12 @@ violation is printed at the line of the offending field in the source file (the 
 ancestor that exists there when the field is missing), because users fix YAML in an editor:
 
     FILE:LINE: KIND/NAME: FIELD: MESSAGE
-    FILE:LINE: KIND/NAME: warning: TEXT
+    FILE:LINE: KIND/NAME: warning: TEXT      (LINE of the field the warning names, if any)
     3 jobs checked: 2 admitted, 1 denied; 1 other document skipped
 
 `--output json` prints a list with one entry per job (file, line, kind, name, allowed,
-violations with field/reason/message/line, warnings, and the defaulting patch); the summary
+violations with field/reason/message/line, warnings with their lines, and the defaulting
+patch); the summary
 and load errors go to standard error so standard output stays one JSON document.
 
 Exit codes: 0 all admitted, 1 any denied, 2 a file could not be read or parsed (reported as
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
@@ -53,6 +55,7 @@ class Report(TypedDict):
     allowed: bool
     violations: list[Violation]
     warnings: list[str]
+    warning_lines: list[int]
     patch: list[dict[str, Any]]
 
 
@@ -125,6 +128,7 @@ def check_documents(documents: list[Document]) -> Outcome:
                 allowed=not violations,
                 violations=violations,
                 warnings=list(admission.warnings),
+                warning_lines=[_warning_line(doc, w) for w in admission.warnings],
                 patch=admission.patch,
             )
         )
@@ -163,6 +167,21 @@ def _violation(doc: Document, error: FieldError) -> Violation:
     )
 
 
+_WARNING_PATH = re.compile(r"([A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*|\[[^\]]*\])*): ")
+_PATH_PART = re.compile(r"\.?([A-Za-z][\w-]*)|\[([^\]]*)\]")
+
+
+def _warning_line(doc: Document, warning: str) -> int:
+    """The line of the field a warning starts with (`spec.replicaSpecs[0]: …`), else the doc's."""
+    match = _WARNING_PATH.match(warning)
+    if match is None:
+        return doc.line
+    parts: list[str | int] = []
+    for name, bracket in _PATH_PART.findall(match.group(1)):
+        parts.append(name if name else int(bracket) if bracket.isdigit() else bracket)
+    return doc.line_of(parts)
+
+
 def _name(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
@@ -178,8 +197,8 @@ def _print_text(outcome: Outcome, out: TextIO) -> None:
         for v in report["violations"]:
             field = f"{v['field']}: " if v["field"] else ""
             out.write(f"{report['file']}:{v['line']}: {where}: {field}{v['message']}\n")
-        for w in report["warnings"]:
-            out.write(f"{report['file']}:{report['line']}: {where}: warning: {w}\n")
+        for w, line in zip(report["warnings"], report["warning_lines"], strict=True):
+            out.write(f"{report['file']}:{line}: {where}: warning: {w}\n")
 
 
 def _print_errors(errors: list[LoadError], out: TextIO) -> None:
