@@ -35,9 +35,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import policies  # noqa: E402
 from certs import pki  # noqa: E402
 
-import policies  # noqa: E402
+# On a multi-core machine the servers share one CPU and wrk gets another, so both servers meet
+# the same contention; without taskset everything floats.
+_PIN_SERVER = (
+    ["taskset", "-c", "1"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+)
+_PIN_CLIENT = ["taskset", "-c", "0"] if _PIN_SERVER else []
 
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
 
@@ -49,6 +55,26 @@ class Result:
     p99: float
     requests: int
     errors: int
+    cpu_us: float = 0.0  # server CPU time (user + system) per request, microseconds
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _median(results: list[Result]) -> Result:
+    def mid(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    return Result(
+        rps=mid([r.rps for r in results]),
+        p50=mid([r.p50 for r in results]),
+        p99=mid([r.p99 for r in results]),
+        requests=sum(r.requests for r in results),
+        errors=sum(r.errors for r in results),
+        cpu_us=mid([r.cpu_us for r in results]),
+    )
 
 
 def _free_port() -> int:
@@ -63,7 +89,9 @@ def _wait_healthy(port: int, ctx: ssl.SSLContext, proc: subprocess.Popen[bytes])
         if proc.poll() is not None:
             raise SystemExit(f"server on {port} exited with {proc.returncode}")
         try:
-            with urllib.request.urlopen(f"https://localhost:{port}/healthz", context=ctx, timeout=2):
+            with urllib.request.urlopen(
+                f"https://localhost:{port}/healthz", context=ctx, timeout=2
+            ):
                 return
         except OSError:
             time.sleep(0.1)
@@ -72,16 +100,27 @@ def _wait_healthy(port: int, ctx: ssl.SSLContext, proc: subprocess.Popen[bytes])
 
 def _review(obj: dict, operation: str = "CREATE") -> dict:
     gvk = {"group": "batch.tensorstack.dev", "version": "v1beta1", "kind": obj["kind"]}
-    gvr = {"group": "batch.tensorstack.dev", "version": "v1beta1", "resource": obj["kind"].lower() + "s"}
+    gvr = {
+        "group": "batch.tensorstack.dev",
+        "version": "v1beta1",
+        "resource": obj["kind"].lower() + "s",
+    }
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
             "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-            "name": obj["metadata"]["name"], "namespace": "default", "operation": operation,
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": obj["metadata"]["name"],
+            "namespace": "default",
+            "operation": operation,
             "userInfo": {"username": "kubernetes-admin", "groups": ["system:authenticated"]},
-            "object": obj, "oldObject": None, "dryRun": False,
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
             "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
         },
     }
@@ -109,9 +148,23 @@ def _seconds(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def _wrk(url: str, body: Path, conns: int, duration: float) -> Result:
-    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{duration:g}s", "--latency", "-s", str(ROOT / "benchmarks" / "post.lua"), url]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "BODY_FILE": str(body)}).stdout
+def _wrk(url: str, body: Path, conns: int, duration: float, pid: int | None = None) -> Result:
+    cmd = [
+        *_PIN_CLIENT,
+        "wrk",
+        "-t1",
+        f"-c{conns}",
+        f"-d{duration:g}s",
+        "--latency",
+        "-s",
+        str(ROOT / "benchmarks" / "post.lua"),
+        url,
+    ]
+    cpu_before = _cpu_seconds(pid) if pid else 0.0
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, check=True, env={**os.environ, "BODY_FILE": str(body)}
+    ).stdout
+    cpu = _cpu_seconds(pid) - cpu_before if pid else 0.0
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = _seconds(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     p99 = _seconds(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
@@ -121,7 +174,7 @@ def _wrk(url: str, body: Path, conns: int, duration: float) -> Result:
         errors += int(m.group(1))
     if m := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out):
         errors += sum(int(x) for x in m.groups())
-    return Result(rps, p50, p99, requests, errors)
+    return Result(rps, p50, p99, requests, errors, cpu / max(requests, 1) * 1e6)
 
 
 def _rss_kib(pid: int) -> int:
@@ -146,6 +199,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run")
     parser.add_argument("--conns", default="1,8,64", help="connection counts")
     parser.add_argument("--endpoints", default="validate,mutate")
+    parser.add_argument("--repeat", type=int, default=3, help="alternating runs per cell (median)")
     parser.add_argument("--rss-requests", type=int, default=100_000)
     parser.add_argument("--json", type=Path, help="also write raw results here")
     args = parser.parse_args()
@@ -162,10 +216,29 @@ def main() -> int:
     py = sys.executable
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     webhook = subprocess.Popen(
-        [py, "-m", "trainops", "webhook", "--cert-dir", str(tmp), "--host", "127.0.0.1", "--port", str(wport), "--log-level", "WARNING"],
-        cwd=ROOT, env=env,
+        [
+            *_PIN_SERVER,
+            py,
+            "-m",
+            "trainops",
+            "webhook",
+            "--cert-dir",
+            str(tmp),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(wport),
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=env,
     )
-    floor = subprocess.Popen([py, str(ROOT / "benchmarks" / "floor_server.py"), str(tmp), str(fport)], cwd=ROOT, env=env)
+    floor = subprocess.Popen(
+        [*_PIN_SERVER, py, str(ROOT / "benchmarks" / "floor_server.py"), str(tmp), str(fport)],
+        cwd=ROOT,
+        env=env,
+    )
     rows: list[dict] = []
     try:
         _wait_healthy(wport, ctx, webhook)
@@ -176,18 +249,47 @@ def main() -> int:
             _wrk(f"https://127.0.0.1:{fport}/{endpoint}", body, 8, 2)
             _wrk(f"https://127.0.0.1:{wport}/{endpoint}", body, 8, 2)
             for conns in (int(c) for c in args.conns.split(",")):
-                f = _wrk(f"https://127.0.0.1:{fport}/{endpoint}", body, conns, args.duration)
-                w = _wrk(f"https://127.0.0.1:{wport}/{endpoint}", body, conns, args.duration)
-                rows.append({"endpoint": endpoint, "conns": conns, "floor": f.__dict__, "webhook": w.__dict__})
-                print(f"{endpoint:8} c={conns:<3} floor {f.rps:8.0f} req/s p50 {f.p50*1e3:6.2f} ms p99 {f.p99*1e3:6.2f} ms | "
-                      f"webhook {w.rps:8.0f} req/s p50 {w.p50*1e3:6.2f} ms p99 {w.p99*1e3:6.2f} ms | "
-                      f"x{w.rps/f.rps:.2f} thr, x{w.p99/f.p99:.2f} p99, errors {w.errors}", flush=True)
+                fs, ws = [], []
+                for _ in range(args.repeat):  # alternate, so drifting background load hits both
+                    fs.append(
+                        _wrk(
+                            f"https://127.0.0.1:{fport}/{endpoint}",
+                            body,
+                            conns,
+                            args.duration,
+                            floor.pid,
+                        )
+                    )
+                    ws.append(
+                        _wrk(
+                            f"https://127.0.0.1:{wport}/{endpoint}",
+                            body,
+                            conns,
+                            args.duration,
+                            webhook.pid,
+                        )
+                    )
+                f, w = _median(fs), _median(ws)
+                rows.append(
+                    {
+                        "endpoint": endpoint,
+                        "conns": conns,
+                        "floor": f.__dict__,
+                        "webhook": w.__dict__,
+                    }
+                )
+                print(
+                    f"{endpoint:8} c={conns:<3} floor {f.rps:8.0f} req/s p50 {f.p50 * 1e3:6.2f} ms p99 {f.p99 * 1e3:6.2f} ms | "
+                    f"webhook {w.rps:8.0f} req/s p50 {w.p50 * 1e3:6.2f} ms p99 {w.p99 * 1e3:6.2f} ms | "
+                    f"x{w.rps / f.rps:.2f} thr, x{w.p99 / f.p99:.2f} p99, CPU/req {f.cpu_us:.0f} vs {w.cpu_us:.0f} us, errors {w.errors}",
+                    flush=True,
+                )
 
         # Memory over ~100k requests: rounds of wrk, RSS sampled after each.
         samples = [_rss_kib(webhook.pid)]
         done = 0
         while done < args.rss_requests:
-            r = _wrk(f"https://127.0.0.1:{wport}/validate", bodies["validate"], 8, 5)
+            r = _wrk(f"https://127.0.0.1:{wport}/validate", bodies["validate"], 8, 5, webhook.pid)
             done += r.requests
             samples.append(_rss_kib(webhook.pid))
         print(f"webhook RSS over {done} requests (KiB): {samples}")
@@ -197,18 +299,30 @@ def main() -> int:
             proc.wait(timeout=20)
 
     print()
-    print(f"Machine: {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}, wrk -t1, {args.duration:g}s per run")
+    pinning = "servers pinned to CPU 1, wrk to CPU 0" if _PIN_SERVER else "no CPU pinning"
+    print(
+        f"Machine: {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}; wrk -t1, "
+        f"{args.duration:g}s per run, median of {args.repeat} alternating runs; {pinning}"
+    )
     print()
-    print("| endpoint | conns | floor req/s | webhook req/s | ratio | floor p50 / p99 (ms) | webhook p50 / p99 (ms) | p99 ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| endpoint | conns | floor req/s | webhook req/s | ratio | floor p50 / p99 (ms) | webhook p50 / p99 (ms) | p99 ratio | CPU µs/req floor / webhook |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         f, w = row["floor"], row["webhook"]
-        print(f"| /{row['endpoint']} | {row['conns']} | {f['rps']:.0f} | {w['rps']:.0f} | {w['rps']/f['rps']:.2f} | "
-              f"{f['p50']*1e3:.2f} / {f['p99']*1e3:.2f} | {w['p50']*1e3:.2f} / {w['p99']*1e3:.2f} | {w['p99']/f['p99']:.2f} |")
+        print(
+            f"| /{row['endpoint']} | {row['conns']} | {f['rps']:.0f} | {w['rps']:.0f} | {w['rps'] / f['rps']:.2f} | "
+            f"{f['p50'] * 1e3:.2f} / {f['p99'] * 1e3:.2f} | {w['p50'] * 1e3:.2f} / {w['p99'] * 1e3:.2f} | {w['p99'] / f['p99']:.2f} | {f['cpu_us']:.0f} / {w['cpu_us']:.0f} |"
+        )
     print()
-    print(f"RSS (KiB) after each round: first {samples[0]}, after warm-up {samples[1]}, last {samples[-1]}, max {max(samples)}")
+    print(
+        f"RSS (KiB) after each round: first {samples[0]}, after warm-up {samples[1]}, last {samples[-1]}, max {max(samples)}"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "rss_kib": samples, "requests": done}, indent=2))
+        args.json.write_text(
+            json.dumps({"rows": rows, "rss_kib": samples, "requests": done}, indent=2)
+        )
     return 0
 
 

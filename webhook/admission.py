@@ -20,10 +20,11 @@ reason, message) for API clients.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
+
+import orjson
 
 import policies
 from policies.fieldpath import FieldError
@@ -137,7 +138,7 @@ def mutate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
         return _internal_error(uid, "defaulting", exc), "error"
     if not patch:
         return {"uid": uid, "allowed": True}, "allowed"
-    encoded = json.dumps(patch, separators=(",", ":"), ensure_ascii=False).encode()
+    encoded = orjson.dumps(patch)
     return {
         "uid": uid,
         "allowed": True,

@@ -1,7 +1,8 @@
 """The aiohttp shell around `webhook.admission`: routes, limits, metrics, readiness.
 
 Everything the handlers share lives in typed `web.AppKey`s. The handler does the transport
-work only — read the body under a deadline and a size limit, parse JSON, call the pure
+work only — read the body under a deadline and a size limit, parse JSON (orjson: decoding and
+encoding are a tenth of the CPU per request with the standard library), call the pure
 `admission.review`, serialise, count — and maps each kind of bad input to a 4xx with a plain
 message. A rejected *object* is not bad input: it is a 200 carrying `allowed: false`.
 
@@ -20,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
@@ -173,8 +174,11 @@ async def _answer(request: web.Request, endpoint: admission.Endpoint) -> web.Res
     settings = request.app[SETTINGS]
     count = request.app[METRICS].requests
     try:
-        async with asyncio.timeout(settings.body_timeout):
+        if request.content.is_eof():  # the usual case: the body came with the headers
             body = await request.read()
+        else:
+            async with asyncio.timeout(settings.body_timeout):
+                body = await request.read()
     except TimeoutError:
         count.labels(endpoint, "", "", "timeout").inc()
         return _plain(408, f"request body not received within {settings.body_timeout:g}s", True)
@@ -184,12 +188,11 @@ async def _answer(request: web.Request, endpoint: admission.Endpoint) -> web.Res
             413, f"request body larger than the limit of {settings.max_body_bytes} bytes", True
         )
     try:
-        doc = json.loads(body)
-    except RecursionError:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
         count.labels(endpoint, "", "", "bad_request").inc()
-        return _plain(400, "request body is JSON nested too deeply")
-    except ValueError as exc:
-        count.labels(endpoint, "", "", "bad_request").inc()
+        if "depth limit" in str(exc):
+            return _plain(400, "request body is JSON nested too deeply")
         return _plain(400, f"request body is not valid JSON: {exc}")
     try:
         outcome = admission.review(endpoint, doc)
@@ -199,8 +202,7 @@ async def _answer(request: web.Request, endpoint: admission.Endpoint) -> web.Res
     if outcome.verdict == "error":
         log.error("policy evaluation failed: %s", outcome.review.get("response"))
     count.labels(endpoint, outcome.kind, outcome.operation, outcome.verdict).inc()
-    data = json.dumps(outcome.review, separators=(",", ":"), ensure_ascii=False).encode()
-    return web.Response(body=data, content_type="application/json")
+    return web.Response(body=orjson.dumps(outcome.review), content_type="application/json")
 
 
 def _plain(status: int, text: str, close: bool = False) -> web.Response:
