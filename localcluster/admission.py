@@ -422,8 +422,8 @@ def _denied(name: str, status: dict[str, Any]) -> ApiError:
         message = f"{prefix}: {status['reason']}"
     else:
         message = f"{prefix} without explanation"
-    code = status.get("code") if isinstance(status.get("code"), int) else 0
-    code = code if code >= 400 else 400
+    raw_code = status.get("code")
+    code = raw_code if isinstance(raw_code, int) and raw_code >= 400 else 400
     details = status.get("details") if isinstance(status.get("details"), dict) else None
     return ApiError(code, str(status.get("reason") or ""), message, details=details)
 

@@ -154,7 +154,8 @@ def default_custom_object(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, 
     schema = _schema(info)
     if schema is None:
         return obj
-    return structural.apply_defaults(copy.deepcopy(obj), schema)  # type: ignore[no-any-return]
+    defaulted: dict[str, Any] = structural.apply_defaults(copy.deepcopy(obj), schema)
+    return defaulted
 
 
 # --------------------------------------------------------------------------- built-in kinds
@@ -339,7 +340,7 @@ def find_duplicate_fields(body: bytes) -> list[str]:
     return _duplicate_paths(json.loads(body, object_pairs_hook=lambda p: _Pairs(p)), ())
 
 
-class _Pairs(list):  # type: ignore[type-arg]
+class _Pairs(list[tuple[str, Any]]):
     """A JSON object kept as its list of pairs."""
 
 

@@ -361,7 +361,7 @@ def _paths(resources: Sequence[ResourceInfo], prefix: str, *, v2: bool) -> dict[
                     v2=v2,
                 )
             if "patch" in verbs:
-                patch_types = _PATCH_CONTENT_TYPES
+                patch_types: tuple[str, ...] = _PATCH_CONTENT_TYPES
                 if info.is_custom:
                     patch_types = tuple(t for t in patch_types if "strategic" not in t)
                 item["patch"] = _op(
@@ -451,7 +451,7 @@ def _v3(group_version: str, members: Sequence[ResourceInfo]) -> tuple[dict[str, 
             },
         },
     }
-    return _remember(_V3_CACHE, key, (doc, document_hash(doc)))  # type: ignore[no-any-return]
+    return _remember(_V3_CACHE, key, (doc, document_hash(doc)))
 
 
 def _by_group_version(resources: Sequence[ResourceInfo]) -> dict[str, list[ResourceInfo]]:
@@ -513,4 +513,4 @@ def openapi_v2(resources: Sequence[ResourceInfo]) -> dict[str, Any]:
         },
         "security": [{"BearerToken": []}],
     }
-    return _remember(_V2_CACHE, key, doc)  # type: ignore[no-any-return]
+    return _remember(_V2_CACHE, key, doc)

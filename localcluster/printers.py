@@ -345,7 +345,7 @@ def _event_row(ev: Obj, now: datetime) -> list[Any]:
 
 
 def _endpoints_row(ep: Obj, now: datetime) -> list[Any]:
-    items = []
+    items: list[str] = []
     for subset in ep.get("subsets") or []:
         ports = subset.get("ports") or []
         for address in subset.get("addresses") or []:

@@ -73,7 +73,7 @@ class SchemaCursor:
             return None
         props = node.get("properties") or {}
         if name in props:
-            return props[name]  # type: ignore[no-any-return]
+            return props[name]
         extra = node.get("additionalProperties")
         return extra if isinstance(extra, dict) else None
 
@@ -100,11 +100,12 @@ class SchemaCursor:
         raw = self.raw_field(name) or {}
         resolved = self.field(name).node or {}
         ext = {**resolved, **raw}
-        list_type = ext.get("x-kubernetes-list-type")
+        declared = ext.get("x-kubernetes-list-type")
+        list_type: ListType = declared if declared in ("atomic", "map", "set") else "atomic"
         keys = tuple(ext.get("x-kubernetes-list-map-keys") or ())
         strategy = str(ext.get("x-kubernetes-patch-strategy") or "")
         merge_key = str(ext.get("x-kubernetes-patch-merge-key") or "")
-        if list_type not in ("atomic", "map", "set"):
+        if declared not in ("atomic", "map", "set"):
             if merge_key:
                 list_type, keys = "map", (merge_key,)
             elif "merge" in strategy:
