@@ -24,7 +24,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,19 @@ class Event:
     raw: bytes
 
 
+@dataclass
+class _Op:
+    kind: str  # create, update, delete
+    key: Key
+    obj: dict[str, Any] | None
+    expect_rv: str | None
+    future: asyncio.Future[dict[str, Any]] = field(init=False)
+
+
+def _raw_old(event: Event) -> bytes | None:
+    return dumps(event.old) if event.old is not None else None
+
+
 def _with_rv(obj: dict[str, Any], rv: int) -> dict[str, Any]:
     new = dict(obj)
     meta = dict(new.get("metadata") or {})
@@ -136,7 +149,8 @@ class Storage:
         self._history = history
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
         self._conn: sqlite3.Connection | None = None
-        self._lock = asyncio.Lock()
+        self._pending: list[_Op] = []
+        self._committer: asyncio.Task[None] | None = None
         self._objects: dict[str, dict[tuple[str, str], Record]] = collections.defaultdict(dict)
         self._uids: dict[str, Key] = {}
         self._owners: dict[str, set[Key]] = collections.defaultdict(set)
@@ -155,6 +169,9 @@ class Storage:
         return store
 
     async def close(self) -> None:
+        if self._committer is not None and not self._committer.done():
+            await asyncio.wait([self._committer])
+
         def _close() -> None:
             if self._conn is not None:
                 self._conn.close()
@@ -240,90 +257,138 @@ class Storage:
         return list(self._log)[start:]
 
     # -- writes ---------------------------------------------------------------------------
+    #
+    # Group commit: writes queue up while a transaction is in flight; the committer checks
+    # them in order against the in-memory state (plus earlier writes of the same batch),
+    # commits the survivors in one transaction, then applies them and notifies listeners in
+    # resourceVersion order. Each caller gets its own result or error.
 
     async def create(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
-        key = _key(resource, obj)
-        async with self._lock:
-            if self._find(key) is not None:
-                raise Exists(key)
-            return await self._commit("ADDED", key, obj, None)
+        return await self._submit(_Op("create", _key(resource, obj), obj, None))
 
     async def update(
         self, resource: str, obj: dict[str, Any], *, expect_rv: str | None = None
     ) -> dict[str, Any]:
         """Replace the stored object; with `expect_rv`, only if it still has that version."""
-        key = _key(resource, obj)
-        async with self._lock:
-            old = self._find(key)
-            if old is None:
-                raise Missing(key)
-            if expect_rv is not None and old.obj["metadata"]["resourceVersion"] != expect_rv:
-                raise Conflict(key)
-            return await self._commit("MODIFIED", key, obj, old.obj)
+        return await self._submit(_Op("update", _key(resource, obj), obj, expect_rv))
 
     async def delete(
         self, resource: str, namespace: str, name: str, *, expect_rv: str | None = None
     ) -> dict[str, Any]:
-        key = (resource, namespace, name)
-        async with self._lock:
-            old = self._find(key)
-            if old is None:
-                raise Missing(key)
-            if expect_rv is not None and old.obj["metadata"]["resourceVersion"] != expect_rv:
-                raise Conflict(key)
-            return await self._commit("DELETED", key, old.obj, old.obj)
+        return await self._submit(_Op("delete", (resource, namespace, name), None, expect_rv))
 
     def _find(self, key: Key) -> Record | None:
         return self._objects.get(key[0], {}).get((key[1], key[2]))
 
-    async def _commit(
-        self, typ: str, key: Key, obj: dict[str, Any], old: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        rv = self._rv + 1
-        new = _with_rv(obj, rv)
-        raw = dumps(new)
-        old_raw = dumps(old) if old is not None else None
-        self._writes += 1
-        prune = self._writes % 1000 == 0
-        await self._run(self._write_sync, typ, key, rv, raw, old_raw, prune)
-        self._rv = rv
-        if typ == "DELETED":
-            self._forget(key, old or new)
-        else:
-            if old is not None:
-                self._forget(key, old)
-            self._remember(key[0], new, raw)
-        event = Event(rv, typ, key[0], key[1], key[2], new, old, raw)
+    async def _submit(self, op: _Op) -> dict[str, Any]:
+        op.future = asyncio.get_running_loop().create_future()
+        self._pending.append(op)
+        if self._committer is None or self._committer.done():
+            self._committer = asyncio.create_task(self._commit_loop())
+        return await op.future
+
+    async def _commit_loop(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            planned = self._plan(batch)
+            if not planned:
+                continue
+            self._writes += len(planned)
+            prune = self._writes // 1000 != (self._writes - len(planned)) // 1000
+            rows = [
+                (e.type, (e.resource, e.namespace, e.name), e.rv, e.raw, _raw_old(e))
+                for _, e in planned
+            ]
+            try:
+                await self._run(self._write_sync, rows, prune)
+            except BaseException as e:
+                for op, _ in planned:
+                    if not op.future.done():
+                        op.future.set_exception(
+                            e if isinstance(e, Exception) else RuntimeError("storage closed")
+                        )
+                if not isinstance(e, Exception):
+                    raise
+                continue
+            for op, event in planned:
+                self._apply(event)
+                if not op.future.done():
+                    op.future.set_result(event.obj)
+
+    def _plan(self, batch: list[_Op]) -> list[tuple[_Op, Event]]:
+        """Check each write against the state it will see; failed ones get their error now."""
+        overlay: dict[Key, Record | None] = {}
+        planned: list[tuple[_Op, Event]] = []
+        rv = self._rv
+        for op in batch:
+            current = overlay[op.key] if op.key in overlay else self._find(op.key)
+            error: StorageError | None = None
+            if op.kind == "create" and current is not None:
+                error = Exists(op.key)
+            elif op.kind != "create" and current is None:
+                error = Missing(op.key)
+            elif (
+                op.expect_rv is not None
+                and current is not None
+                and current.obj["metadata"]["resourceVersion"] != op.expect_rv
+            ):
+                error = Conflict(op.key)
+            if error is not None:
+                if not op.future.done():
+                    op.future.set_exception(error)
+                continue
+            rv += 1
+            old = current.obj if current is not None else None
+            source = op.obj if op.obj is not None else old
+            assert source is not None
+            new = _with_rv(source, rv)
+            raw = dumps(new)
+            typ = {"create": "ADDED", "update": "MODIFIED", "delete": "DELETED"}[op.kind]
+            overlay[op.key] = None if typ == "DELETED" else Record(new, raw)
+            planned.append((op, Event(rv, typ, *op.key, new, old, raw)))
+        return planned
+
+    def _apply(self, event: Event) -> None:
+        key = (event.resource, event.namespace, event.name)
+        self._rv = event.rv
+        if event.old is not None:
+            self._forget(key, event.old)
+        if event.type != "DELETED":
+            self._remember(event.resource, event.obj, event.raw)
         self._log.append(event)
         while len(self._log) > self._history:
             self._log_start = self._log.popleft().rv
         for listener in self.listeners:
             listener(event)
-        return new
 
     def _write_sync(
-        self, typ: str, key: Key, rv: int, raw: bytes, old: bytes | None, prune: bool
+        self, rows: list[tuple[str, Key, int, bytes, bytes | None]], prune: bool
     ) -> None:
         conn = self._conn
-        assert conn is not None
+        if conn is None:
+            raise RuntimeError("storage is closed")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if typ == "DELETED":
-                conn.execute("DELETE FROM objects WHERE resource=? AND namespace=? AND name=?", key)
-            else:
+            for typ, key, rv, raw, old in rows:
+                if typ == "DELETED":
+                    conn.execute(
+                        "DELETE FROM objects WHERE resource=? AND namespace=? AND name=?", key
+                    )
+                else:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO objects (resource, namespace, name, rv, data) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (*key, rv, raw),
+                    )
                 conn.execute(
-                    "INSERT OR REPLACE INTO objects (resource, namespace, name, rv, data) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (*key, rv, raw),
+                    "INSERT INTO events (rv, type, resource, namespace, name, data, old) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (rv, typ, *key, raw, old),
                 )
-            conn.execute(
-                "INSERT INTO events (rv, type, resource, namespace, name, data, old) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (rv, typ, *key, raw, old),
-            )
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('rv', ?)", (str(rv),))
+            last = rows[-1][2]
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('rv', ?)", (str(last),))
             if prune:
-                conn.execute("DELETE FROM events WHERE rv <= ?", (rv - self._history,))
+                conn.execute("DELETE FROM events WHERE rv <= ?", (last - self._history,))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

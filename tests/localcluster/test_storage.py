@@ -124,3 +124,26 @@ async def test_writes_are_rejected_for_duplicates_and_missing_keys(tmp_path: Pat
             await store.delete("/configmaps", "n", "nope")
     finally:
         await store.close()
+
+
+async def test_concurrent_writes_get_distinct_contiguous_versions_and_their_own_errors(
+    tmp_path: Path,
+) -> None:
+    store = await Storage.open(tmp_path / "db")
+    seen: list[int] = []
+    store.listeners.append(lambda event: seen.append(event.rv))
+    try:
+        results = await asyncio.gather(
+            *(
+                store.create("/configmaps", {"metadata": {"name": f"c{i % 5}", "namespace": "n"}})
+                for i in range(10)
+            ),
+            return_exceptions=True,
+        )
+        created = [r for r in results if isinstance(r, dict)]
+        assert len(created) == 5
+        assert all(isinstance(r, storage.Exists) for r in results if not isinstance(r, dict))
+        assert sorted(int(r["metadata"]["resourceVersion"]) for r in created) == [1, 2, 3, 4, 5]
+        assert seen == [1, 2, 3, 4, 5]
+    finally:
+        await store.close()
