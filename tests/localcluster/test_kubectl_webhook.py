@@ -34,6 +34,8 @@ CRDS = REPO / "deploy" / "crds"
 WEBHOOKS = REPO / "deploy" / "webhook" / "webhooks.yaml"
 DENIED = REPO / "examples" / "denied" / "limits-below-requests.yaml"
 GOOD = REPO / "examples" / "tensorflow-mnist.yaml"
+SERVICE_NS = "fidelity-webhooks"
+SERVICE = f"hook.{SERVICE_NS}"
 
 
 def kubectl(
@@ -77,7 +79,7 @@ class BackgroundWebhook:
 @pytest.fixture(scope="module")
 def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BackgroundWebhook, bytes]]:
     ca = pki.new_ca("trainops-test-ca")
-    serving = pki.new_serving_cert(ca, ["trainops-webhook.trainops-system.svc"])
+    serving = pki.new_serving_cert(ca, ["trainops-webhook.trainops-system.svc", f"{SERVICE}.svc"])
     cert_dir = tmp_path_factory.mktemp("webhook-certs")
     pki.write_bundle(cert_dir, ca, serving)
     server = BackgroundWebhook(cert_dir)
@@ -97,8 +99,11 @@ def training_crds(cluster: Cluster) -> None:
         kubectl(cluster, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=20s")
 
 
-def registered(manifests: list[dict[str, Any]], port: int, ca_pem: bytes, ns: str) -> str:
-    """deploy/webhook's configurations pointed at the loopback webhook, for namespace `ns`."""
+def registered(
+    manifests: list[dict[str, Any]], port: int, ca_pem: bytes, ns: str, *, service: bool = False
+) -> str:
+    """deploy/webhook's configurations pointed at the loopback webhook (by `url`, or by a
+    `service` reference when `service`), for namespace `ns` only."""
     suffix = uuid.uuid4().hex[:6]
     out = []
     for doc in manifests:
@@ -110,6 +115,12 @@ def registered(manifests: list[dict[str, Any]], port: int, ca_pem: bytes, ns: st
                 "url": f"https://127.0.0.1:{port}{path}",
                 "caBundle": base64.b64encode(ca_pem).decode(),
             }
+            if service:
+                name, namespace = SERVICE.split(".")
+                del hook["clientConfig"]["url"]
+                hook["clientConfig"]["service"] = {
+                    "name": name, "namespace": namespace, "path": path, "port": 443,
+                }  # fmt: skip
             hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
         out.append(doc)
     return yaml.safe_dump_all(out)
@@ -172,5 +183,33 @@ def test_an_unreachable_webhook_fails_the_request_with_the_api_servers_text(
             'timeout=5s": dial tcp 127.0.0.1:1: connect: connection refused'
             in failed.stderr
         ), failed.stderr
+    finally:
+        kubectl(cluster, "delete", "-f", "-", "--ignore-not-found", stdin=config)
+
+
+def test_service_references_reach_the_webhook_through_its_endpoints(
+    cluster: Cluster,
+    namespace: str,
+    webhook: tuple[BackgroundWebhook, bytes],
+    training_crds: None,
+) -> None:
+    server, ca_pem = webhook
+    name, service_ns = SERVICE.split(".")
+    kubectl(cluster, "create", "namespace", service_ns, check=False)
+    endpoints = {
+        "apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name},
+        "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": server.port}]}],
+    }  # fmt: skip
+    kubectl(cluster, "-n", service_ns, "apply", "-f", "-", stdin=json.dumps(endpoints))
+    manifests = [d for d in yaml.safe_load_all(WEBHOOKS.read_text()) if d][1:]  # validating
+    config = registered(manifests, server.port, ca_pem, namespace, service=True)
+    kubectl(cluster, "apply", "-f", "-", stdin=config)
+    try:
+        denied = kubectl(cluster, "-n", namespace, "create", "-f", str(DENIED), check=False)
+        assert denied.returncode == 1
+        assert (
+            'admission webhook "validate.trainingjobs.batch.tensorstack.dev" denied the request: '
+            "spec.replicaSpecs[0].template.spec.containers[0].resources.limits.cpu"
+        ) in denied.stderr, denied.stderr
     finally:
         kubectl(cluster, "delete", "-f", "-", "--ignore-not-found", stdin=config)
