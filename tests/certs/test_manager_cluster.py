@@ -1,0 +1,247 @@
+"""The certificate manager against a real API server (the embedded one, or the cluster named by
+TRAINOPS_TEST_KUBECONFIG): Secret, conditional writes and caBundle injection over the wire, and
+the full path the API server takes — Service, Endpoints, TLS verified against the injected
+bundle for `<service>.<namespace>.svc` — across a certificate renewal without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from certs.kube import KubeCluster
+from certs.manager import CertManager, ManagerConfig
+from certs.rotation import RotationPolicy
+from tests.support.cluster import Cluster
+from webhook.server import ServerConfig, start
+
+REPO = Path(__file__).resolve().parents[2]
+WEBHOOKS = REPO / "deploy" / "webhook" / "webhooks.yaml"
+CRDS = REPO / "deploy" / "crds"
+KUBECTL = shutil.which("kubectl")
+SERVICE = "trainops-webhook"
+SECRET = "trainops-webhook-certs"
+
+
+async def _kubectl(cluster: Cluster, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL or "kubectl",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=cluster.kubectl_env(),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def _configs(name: str, webhook_ns: str, job_ns: str) -> list[dict[str, Any]]:
+    """deploy/webhook's configurations, renamed, calling the Service in `webhook_ns`, and only
+    for objects in `job_ns` (the API server is shared with other tests)."""
+    docs = [d for d in yaml.safe_load_all(WEBHOOKS.read_text()) if d]
+    for doc in docs:
+        doc["metadata"]["name"] = name
+        for hook in doc["webhooks"]:
+            hook["clientConfig"]["service"]["namespace"] = webhook_ns
+            hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": job_ns}}
+    return docs
+
+
+@pytest.fixture
+async def kube(cluster: Cluster) -> AsyncIterator[KubeCluster]:
+    client = KubeCluster(await cluster.async_api_client())
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def webhook_ns(kube: KubeCluster) -> AsyncIterator[str]:
+    name = f"trainops-wh-{uuid.uuid4().hex[:6]}"
+    api = kube.api
+    await api.call_api(
+        "/api/v1/namespaces",
+        "POST",
+        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        response_types_map={201: "object"},
+        auth_settings=["BearerToken"],
+    )
+    yield name
+    await api.call_api(
+        f"/api/v1/namespaces/{name}",
+        "DELETE",
+        header_params={"Accept": "application/json"},
+        response_types_map={200: "object", 202: "object"},
+        auth_settings=["BearerToken"],
+    )
+
+
+@pytest.fixture
+async def registered(kube: KubeCluster, webhook_ns: str, namespace: str) -> AsyncIterator[str]:
+    name = f"trainops-webhook-{uuid.uuid4().hex[:6]}"
+    kinds = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    for kind, doc in zip(kinds, _configs(name, webhook_ns, namespace), strict=True):
+        assert doc["kind"] == kind
+        await kube.create(kind, doc)
+    yield name
+    for kind in kinds:
+        path = f"/apis/admissionregistration.k8s.io/v1/{kind.lower()}s/{name}"
+        await kube.api.call_api(
+            path,
+            "DELETE",
+            header_params={"Accept": "application/json"},
+            response_types_map={200: "object"},
+            auth_settings=["BearerToken"],
+        )
+
+
+def _manager(
+    kube: KubeCluster, ns: str, config_name: str, cert_dir: Path, **policy: Any
+) -> CertManager:
+    config = ManagerConfig(
+        namespace=ns,
+        service=SERVICE,
+        secret_name=SECRET,
+        cert_dir=cert_dir,
+        webhook_configs=(config_name,),
+        policy=RotationPolicy(**policy),
+    )
+    return CertManager(config, cluster=kube)
+
+
+async def _bundles(kube: KubeCluster, name: str) -> set[str]:
+    out = set()
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        obj = await kube.get(kind, name)
+        assert obj is not None
+        out |= {h["clientConfig"].get("caBundle", "") for h in obj["webhooks"]}
+    return out
+
+
+async def test_replicas_racing_on_a_real_api_server_converge_on_one_secret_and_bundle(
+    cluster: Cluster, kube: KubeCluster, webhook_ns: str, registered: str, tmp_path: Path
+) -> None:
+    clients = [KubeCluster(await cluster.async_api_client()) for _ in range(3)]
+    try:
+        managers = [
+            _manager(c, webhook_ns, registered, tmp_path / f"replica-{i}")
+            for i, c in enumerate(clients)
+        ]
+        results = await asyncio.gather(*(m.reconcile() for m in managers))
+    finally:
+        for c in clients:
+            await c.close()
+    secret = await kube.get("Secret", SECRET, webhook_ns)
+    assert secret is not None
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    assert sorted(data) == ["ca-bundle.crt", "ca.crt", "ca.key", "tls.crt", "tls.key"]
+    assert {r.serial for r in results} == {results[0].serial}
+    assert {(tmp_path / f"replica-{i}" / "tls.crt").read_bytes() for i in range(3)} == {
+        data["tls.crt"]
+    }
+    assert await _bundles(kube, registered) == {base64.b64encode(data["ca-bundle.crt"]).decode()}
+    again = await _manager(kube, webhook_ns, registered, tmp_path / "replica-0").reconcile()
+    assert (again.rotated, again.injected, again.files_written) == ((), (), False)
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl binary not installed")
+async def test_the_api_server_reaches_the_webhook_through_its_service_across_a_renewal(
+    cluster: Cluster,
+    kube: KubeCluster,
+    webhook_ns: str,
+    namespace: str,
+    registered: str,
+    tmp_path: Path,
+) -> None:
+    crd_files = sorted(CRDS.glob("*.yaml"))
+    if not crd_files:
+        pytest.skip("deploy/crds has no CRDs yet")
+    for path in crd_files:
+        code, _, err = await _kubectl(cluster, "apply", "--server-side", "-f", str(path))
+        assert code == 0, err
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        code, _, err = await _kubectl(
+            cluster, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=20s"
+        )
+        assert code == 0, err
+
+    # Renew on every pass, so the second pass below rotates the serving pair.
+    manager = _manager(
+        kube,
+        webhook_ns,
+        registered,
+        tmp_path,
+        serving_days=1,
+        serving_renew_before=timedelta(days=2),
+    )
+    first = await manager.reconcile()
+    server = await start(
+        ServerConfig(cert_dir=tmp_path, host="127.0.0.1", port=0, reload_interval=0.05)
+    )
+    try:
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": SERVICE, "namespace": webhook_ns},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": "https"}]},
+        }
+        endpoints = {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": SERVICE, "namespace": webhook_ns},
+            "subsets": [
+                {
+                    "addresses": [{"ip": "127.0.0.1"}],
+                    "ports": [{"name": "https", "port": server.port}],
+                }
+            ],
+        }
+        for resource, body in (("services", service), ("endpoints", endpoints)):
+            await kube.api.call_api(
+                f"/api/v1/namespaces/{webhook_ns}/{resource}",
+                "POST",
+                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                body=body,
+                response_types_map={201: "object"},
+                auth_settings=["BearerToken"],
+            )
+
+        denied = REPO / "examples" / "denied" / "limits-below-requests.yaml"
+        code, _, err = await _kubectl(cluster, "-n", namespace, "create", "-f", str(denied))
+        assert code == 1
+        assert re.match(
+            r'Error from server \(Forbidden\): error when creating "[^"]*limits-below-requests\.yaml": '
+            r'admission webhook "validate\.trainingjobs\.batch\.tensorstack\.dev" denied the request: ',
+            err,
+        ), err
+
+        second = await manager.reconcile()
+        assert second.serial != first.serial and second.rotated
+        async with asyncio.timeout(10):
+            while server.tls.serial != second.serial:
+                await asyncio.sleep(0.05)
+
+        good = REPO / "examples" / "tensorflow-mnist.yaml"
+        code, out, err = await _kubectl(cluster, "-n", namespace, "create", "-f", str(good))
+        assert code == 0, err
+        code, out, err = await _kubectl(
+            cluster, "-n", namespace, "get", "tensorflowtrainingjob", "mnist", "-o", "json"
+        )
+        assert code == 0, err
+        stored = json.loads(out)
+        assert all("replicas" in r for r in stored["spec"]["replicaSpecs"]), (
+            "defaults were patched in"
+        )
+    finally:
+        await server.close()
