@@ -17,8 +17,9 @@ validation see it:
 writer owns what it changed; other managers lose those fields.
 
 Known gaps (documented in docs/LOCALCLUSTER-FIDELITY.md): no defaulting before computing field
-sets (a port without `protocol` is keyed without it), new list items are appended after the live
-ones, and there is no conversion between versions (one served version per CRD is assumed).
+sets (a port without `protocol` is keyed without it), and no conversion between versions (one
+served version per CRD is assumed). Merged lists are ordered as structured-merge-diff orders
+them (`_interleave`).
 """
 
 from __future__ import annotations
@@ -422,27 +423,73 @@ def _merge_list(live: Any, applied: list[Any], parent: SchemaCursor, key: str) -
     semantics = parent.list_semantics(key)
     current = list(live) if isinstance(live, list) else []
     if semantics.list_type == "set":
-        return current + [copy.deepcopy(v) for v in applied if v not in current]
+        return _interleave(current, applied, _json_identity, lambda old, new: copy.deepcopy(new))
     if semantics.list_type != "map" or not semantics.keys:
         return copy.deepcopy(applied)
+    if not all(isinstance(i, dict) for i in [*current, *applied]):
+        return copy.deepcopy(applied)
     items = parent.field(key).items()
-    for item in applied:
-        if not isinstance(item, dict):
-            return copy.deepcopy(applied)
-        ident = {k: item.get(k) for k in semantics.keys if k in item}
-        idx = next(
-            (
-                i
-                for i, c in enumerate(current)
-                if isinstance(c, dict) and {k: c.get(k) for k in ident} == ident
-            ),
-            None,
-        )
-        if idx is None:
-            current.append(copy.deepcopy(item))
-        else:
-            current[idx] = _structured_merge(current[idx], item, items)
-    return current
+    keys = semantics.keys
+
+    def identity(item: Any) -> str:
+        return _json_identity({k: item.get(k) for k in keys if k in item})
+
+    return _interleave(
+        current,
+        applied,
+        identity,
+        lambda old, new: (
+            _structured_merge(old, new, items) if old is not None else copy.deepcopy(new)
+        ),
+    )
+
+
+def _json_identity(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _interleave(live: list[Any], applied: list[Any], identity: Any, merge: Any) -> list[Any]:
+    """Merge two associative lists the way structured-merge-diff orders them: shared items in
+    the applied order, applied-only items where the applied list puts them, and live-only
+    items kept in place relative to their neighbours."""
+    live_ids = [identity(i) for i in live]
+    applied_ids = [identity(i) for i in applied]
+    live_by_id = dict(zip(live_ids, live, strict=True))
+    in_applied = set(applied_ids)
+    in_live = set(live_ids)
+    shared = [i for i in applied_ids if i in in_live]
+    out: list[Any] = []
+    merged: set[str] = set()
+    li = ri = 0
+    while li < len(live) or ri < len(applied):
+        if li < len(live) and ri < len(applied):
+            if live_ids[li] == applied_ids[ri]:
+                out.append(merge(live[li], applied[ri]))
+                merged.add(applied_ids[ri])
+                if shared and shared[0] == applied_ids[ri]:
+                    shared.pop(0)
+                li += 1
+                ri += 1
+                continue
+            if live_ids[li] in in_applied and shared and shared[0] != live_ids[li]:
+                li += 1  # a shared item whose turn has not come: the applied order places it
+                continue
+        if li < len(live):
+            if live_ids[li] not in in_applied:
+                out.append(copy.deepcopy(live[li]))
+                li += 1
+                continue
+            if live_ids[li] in merged:
+                li += 1
+                continue
+        if ri < len(applied):
+            rid = applied_ids[ri]
+            merged.add(rid)
+            out.append(merge(live_by_id.get(rid), applied[ri]))
+            if shared and shared[0] == rid:
+                shared.pop(0)
+            ri += 1
+    return out
 
 
 def _manager_label(key: ManagerKey, api_version: str) -> str:

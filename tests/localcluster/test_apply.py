@@ -229,3 +229,25 @@ def test_kubectl_may_take_over_fields_it_applied_client_side() -> None:
     drifted["spec"]["replicas"] = 2  # changed since the client-side apply: a real conflict
     with pytest.raises(ApiError):
         ssa(drifted, deployment(replicas=4))
+
+
+@pytest.mark.parametrize(
+    ("live", "applied", "expected"),
+    [
+        pytest.param(["a", "b"], ["c", "a"], ["c", "a", "b"], id="new-item-placed-as-applied"),
+        pytest.param(["a", "b", "c"], ["c", "a"], ["b", "c", "a"], id="shared-in-applied-order"),
+        pytest.param(["a"], ["a", "b"], ["a", "b"], id="append"),
+    ],
+)
+def test_merged_lists_are_ordered_like_structured_merge_diff(
+    live: list[str], applied: list[str], expected: list[str]
+) -> None:
+    def with_containers(names: list[str]) -> dict:
+        obj = deployment()
+        obj["spec"]["template"]["spec"]["containers"] = [{"name": n, "image": "x"} for n in names]
+        return obj
+
+    first = ssa(None, with_containers(live), manager="other")
+    merged = ssa(first, with_containers(applied))
+    got = [c["name"] for c in merged["spec"]["template"]["spec"]["containers"]]
+    assert got == expected
