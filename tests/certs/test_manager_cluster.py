@@ -245,3 +245,44 @@ async def test_the_api_server_reaches_the_webhook_through_its_service_across_a_r
         )
     finally:
         await server.close()
+
+
+async def test_certs_inject_sets_the_bundle_once_and_then_reports_it_current(
+    cluster: Cluster, kube: KubeCluster, registered: str, tmp_path: Path
+) -> None:
+    from certs import pki
+
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(pki.new_ca().cert_pem)
+    args = [
+        "-m",
+        "trainops",
+        "certs",
+        "inject",
+        "--ca-file",
+        str(ca_file),
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--webhook-config-name",
+        registered,
+        "--crd",
+        "absent.example.com",
+    ]
+
+    async def run() -> tuple[int, str]:
+        import sys
+
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        return proc.returncode or 0, out.decode()
+
+    code, out = await run()
+    assert code == 0, out
+    assert f"MutatingWebhookConfiguration {registered}: caBundle set" in out
+    assert f"ValidatingWebhookConfiguration {registered}: caBundle set" in out
+    assert "CustomResourceDefinition absent.example.com: not found, skipped" in out
+    assert await _bundles(kube, registered) == {base64.b64encode(ca_file.read_bytes()).decode()}
+    code, out = await run()
+    assert code == 0 and out.count("already up to date") == 2, out
