@@ -124,11 +124,14 @@ def _list_response(info: ResourceInfo, result: Any, accept: Accept, query: Any) 
             "metadata": list_meta,
         }
     )
-    items = b",".join(
-        r.raw if r.obj.get("apiVersion") == info.api_version else dumps(_view(info, r.obj))
-        for r in records
-    )
-    return raw_response(head[:-1] + b',"items":[' + items + b"]}")
+    api_version = info.api_version
+    parts = [head[:-1] + b',"items":[']
+    for i, r in enumerate(records):
+        if i:
+            parts.append(b",")
+        parts.append(r.raw if r.obj.get("apiVersion") == api_version else dumps(_view(info, r.obj)))
+    parts.append(b"]}")
+    return raw_response(b"".join(parts))
 
 
 async def dispatch(request: web.Request, srv: Server) -> web.StreamResponse:

@@ -19,6 +19,7 @@ dicts for writes (`clone`).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import json
 import sqlite3
@@ -152,6 +153,7 @@ class Storage:
         self._pending: list[_Op] = []
         self._committer: asyncio.Task[None] | None = None
         self._objects: dict[str, dict[tuple[str, str], Record]] = collections.defaultdict(dict)
+        self._sorted: dict[str, list[tuple[str, str]]] = {}  # resource → sorted keys (cache)
         self._uids: dict[str, Key] = {}
         self._owners: dict[str, set[Key]] = collections.defaultdict(set)
         self._log: collections.deque[Event] = collections.deque()
@@ -227,9 +229,14 @@ class Storage:
         items = self._objects.get(resource)
         if not items:
             return []
+        keys = self._sorted.get(resource)
+        if keys is None:
+            keys = self._sorted[resource] = sorted(items)
         if namespace:
-            return [rec for (ns, _), rec in sorted(items.items()) if ns == namespace]
-        return [rec for _, rec in sorted(items.items())]
+            lo = bisect.bisect_left(keys, (namespace, ""))
+            hi = bisect.bisect_left(keys, (namespace + "\x00", ""))
+            keys = keys[lo:hi]
+        return [items[k] for k in keys]
 
     def resources(self) -> list[str]:
         return [r for r, items in self._objects.items() if items]
@@ -352,8 +359,11 @@ class Storage:
         key = (event.resource, event.namespace, event.name)
         self._rv = event.rv
         if event.old is not None:
-            self._forget(key, event.old)
-        if event.type != "DELETED":
+            self._unindex(key, event.old)
+        if event.type == "DELETED":
+            if self._objects[key[0]].pop((key[1], key[2]), None) is not None:
+                self._sorted.pop(key[0], None)
+        else:
             self._remember(event.resource, event.obj, event.raw)
         self._log.append(event)
         while len(self._log) > self._history:
@@ -396,7 +406,10 @@ class Storage:
 
     def _remember(self, resource: str, obj: dict[str, Any], raw: bytes) -> None:
         key = _key(resource, obj)
-        self._objects[resource][(key[1], key[2])] = Record(obj, raw)
+        items = self._objects[resource]
+        if (key[1], key[2]) not in items:
+            self._sorted.pop(resource, None)
+        items[(key[1], key[2])] = Record(obj, raw)
         meta = obj["metadata"]
         if uid := meta.get("uid"):
             self._uids[uid] = key
@@ -404,8 +417,7 @@ class Storage:
             if ref.get("uid"):
                 self._owners[ref["uid"]].add(key)
 
-    def _forget(self, key: Key, obj: dict[str, Any]) -> None:
-        self._objects[key[0]].pop((key[1], key[2]), None)
+    def _unindex(self, key: Key, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
         if (uid := meta.get("uid")) and self._uids.get(uid) == key:
             del self._uids[uid]
