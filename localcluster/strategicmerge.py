@@ -17,8 +17,7 @@ two differences, both driven by the kind's schema (see `schemawalk`):
   - `$deleteFromPrimitiveList/<field>: [...]` (remove scalars from a merged list).
 
 Not supported (never emitted by kubectl v1.32): the legacy `$patch: delete` on a list of scalars
-(`$deletePrimitive`), and `$setElementOrder` for lists whose elements are not in the patch are
-ordered after the listed ones rather than interleaved by their original position.
+(`$deletePrimitive`).
 """
 
 from __future__ import annotations
@@ -101,7 +100,11 @@ def _merge_map(
             out[key] = value
     for field, order in orders.items():
         if isinstance(out.get(field), list):
-            out[field] = _reorder(out[field], order, schema.list_semantics(field))
+            server = original.get(field) if isinstance(original, dict) else None
+            out[field] = _reorder(
+                out[field], order, server if isinstance(server, list) else [],
+                schema.list_semantics(field),
+            )  # fmt: skip
     return out
 
 
@@ -149,15 +152,39 @@ def _merge_list(
     return current
 
 
-def _reorder(values: list[Any], order: list[Any], semantics: ListSemantics) -> list[Any]:
+def _reorder(
+    values: list[Any], order: list[Any], server: list[Any], semantics: ListSemantics
+) -> list[Any]:
+    """Apply `$setElementOrder`: the listed items in the given order, the server-only items
+    in their live order, interleaved by their live positions where both sides have one."""
     key = semantics.merge_key
 
-    def identity(v: Any) -> Any:
+    def identity(v: Any) -> str:
         return json.dumps(v.get(key) if key and isinstance(v, dict) else v, sort_keys=True)
 
     rank = {identity(o): i for i, o in enumerate(order)}
+    position = {identity(v): i for i, v in enumerate(server)}
     listed = sorted((v for v in values if identity(v) in rank), key=lambda v: rank[identity(v)])
-    return listed + [v for v in values if identity(v) not in rank]
+    server_only = [v for v in values if identity(v) not in rank]
+    out: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(listed):
+        if j >= len(listed):
+            out.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            out.append(listed[j])
+            j += 1
+        else:
+            left = position.get(identity(server_only[i]))
+            right = position.get(identity(listed[j]))
+            if left is not None and right is not None and left < right:
+                out.append(server_only[i])
+                i += 1
+            else:
+                out.append(listed[j])
+                j += 1
+    return out
 
 
 def _strip(value: dict[str, Any], schema: SchemaCursor) -> dict[str, Any]:

@@ -195,3 +195,12 @@ def test_bad_patches_get_the_real_status_codes(body: bytes, ctype: str, code: in
     with pytest.raises(ApiError) as err:
         patching.apply_patch(DEPLOYMENT, {"a": 1}, body, ctype)
     assert err.value.code == code
+
+
+def test_set_element_order_interleaves_server_only_items_by_their_live_position() -> None:
+    original = pod(containers=[{"name": n, "image": "x"} for n in ("a", "b", "c", "d")])
+    patch = {"spec": {"$setElementOrder/containers": [{"name": "d"}, {"name": "b"}],
+                      "containers": [{"name": "b", "image": "y"}]}}  # fmt: skip
+    result = apply(POD, original, patch, SMP)
+    # d and b follow the patch order; a and c (server only) go before an item they preceded live.
+    assert [c["name"] for c in result["spec"]["containers"]] == ["a", "c", "d", "b"]
