@@ -218,9 +218,13 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _readyz(request: web.Request) -> web.Response:
     readiness = request.app[READINESS]
-    if readiness.ready:
+    reasons = readiness.reasons
+    tls = request.app.get(TLS)
+    if tls is not None and tls.not_after.timestamp() <= time.time():
+        reasons["tls"] = f"serving certificate expired at {tls.not_after:%Y-%m-%dT%H:%M:%SZ}"
+    if not reasons:
         return web.Response(text="ok\n")
-    lines = [f"{part}: {reason}" for part, reason in sorted(readiness.reasons.items())]
+    lines = [f"{part}: {reason}" for part, reason in sorted(reasons.items())]
     return web.Response(status=503, text="not ready\n" + "\n".join(lines) + "\n")
 
 

@@ -16,7 +16,6 @@ and is retried on the next tick while the old pair keeps serving.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import os
@@ -124,5 +123,7 @@ class ReloadingTLS:
         """Poll for changes until cancelled."""
         while True:
             await asyncio.sleep(self.interval)
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.to_thread(self.check)
+            except Exception:  # keep watching: the current pair keeps serving meanwhile
+                log.exception("certificate reload check failed")

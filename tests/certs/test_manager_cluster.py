@@ -286,3 +286,70 @@ async def test_certs_inject_sets_the_bundle_once_and_then_reports_it_current(
     assert await _bundles(kube, registered) == {base64.b64encode(ca_file.read_bytes()).decode()}
     code, out = await run()
     assert code == 0 and out.count("already up to date") == 2, out
+
+
+async def test_the_webhook_command_with_manage_certs_becomes_ready_with_its_own_certificates(
+    cluster: Cluster, kube: KubeCluster, webhook_ns: str, registered: str, tmp_path: Path
+) -> None:
+    import socket
+    import ssl
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "trainops",
+        "webhook",
+        "--cert-dir",
+        str(tmp_path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--manage-certs",
+        "--service",
+        SERVICE,
+        "--namespace",
+        webhook_ns,
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--webhook-config-name",
+        registered,
+        "--crd",
+        "absent.example.com",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(30):
+            while not (tmp_path / "ca.crt").exists():
+                assert proc.returncode is None
+                await asyncio.sleep(0.1)
+            ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+            host = f"{SERVICE}.{webhook_ns}.svc"
+            while True:
+                try:
+                    reader, writer = await asyncio.open_connection(
+                        "127.0.0.1", port, ssl=ctx, server_hostname=host
+                    )
+                    break
+                except OSError:
+                    await asyncio.sleep(0.1)
+            writer.write(
+                f"GET /readyz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+            )
+            answer = await reader.read()
+            writer.close()
+        assert answer.startswith(b"HTTP/1.1 200 ")
+        secret = await kube.get("Secret", SECRET, webhook_ns)
+        assert secret is not None
+        bundle = base64.b64decode(secret["data"]["ca-bundle.crt"])
+        assert (tmp_path / "ca.crt").read_bytes() == bundle
+        assert await _bundles(kube, registered) == {base64.b64encode(bundle).decode()}
+    finally:
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()

@@ -71,3 +71,21 @@ async def test_a_half_written_pair_keeps_the_old_one_serving(
     async with asyncio.timeout(10):
         while tls.serial != other.serial:
             await asyncio.sleep(0.05)
+
+
+async def test_an_expired_serving_certificate_makes_the_webhook_unready(
+    webhook: Webhook, ca: pki.KeyPair
+) -> None:
+    from datetime import timedelta
+
+    expired = pki.new_serving_cert(ca, [], days=1, now=datetime.now(UTC) - timedelta(days=2))
+    pki.write_bundle(webhook.cert_dir, ca, expired)
+    async with asyncio.timeout(10):
+        while webhook.server.tls.serial != expired.serial:
+            await asyncio.sleep(0.05)
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE  # only to read /readyz from a server with a dead cert
+    async with webhook.session.get(webhook.url + "/readyz", ssl=insecure) as resp:
+        assert resp.status == 503
+        assert "serving certificate expired" in await resp.text()

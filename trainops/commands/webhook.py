@@ -65,6 +65,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="CRD whose conversion webhook gets the CA bundle (default: the two job CRDs)",
     )
     managed.add_argument(
+        "--kubeconfig",
+        help="kubeconfig for --manage-certs outside a cluster (default: in-cluster credentials)",
+    )
+    managed.add_argument(
         "--resync-seconds",
         type=float,
         default=60.0,
@@ -106,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
                 webhook_configs=tuple(args.webhook_configs or (DEFAULT_CONFIG_NAME,)),
                 crds=tuple(args.crds or DEFAULT_CRDS),
                 resync_seconds=args.resync_seconds,
+                kubeconfig=args.kubeconfig,
             )
         )
     else:
