@@ -172,7 +172,7 @@ def _encode_entries(
             "apiVersion": entry.get("apiVersion") or info.api_version,
             "time": entry.get("time"),
             "fieldsType": "FieldsV1",
-            "fieldsV1": fieldsets.encode(paths),
+            "fieldsV1": _fields_v1(entry, paths),
         }
         if key in touched:
             new["apiVersion"] = info.api_version
@@ -182,7 +182,22 @@ def _encode_entries(
         if new["time"] is None:
             del new["time"]
         out.append(new)
+    # The API server's order: Apply before Update, then oldest first, then by manager.
+    out.sort(
+        key=lambda e: (
+            e["operation"], e.get("time") or "", e["manager"], e["apiVersion"],
+            e.get("subresource", ""),
+        )
+    )  # fmt: skip
     return out
+
+
+def _fields_v1(entry: dict[str, Any], paths: set[FieldPath]) -> dict[str, Any]:
+    """The entry's fieldsV1, kept as sent when its set is unchanged (byte-stable writes)."""
+    sent = entry.get("fieldsV1")
+    if isinstance(sent, dict) and fieldsets.decode(sent) == paths:
+        return sent
+    return fieldsets.encode(paths)
 
 
 def _with_managed_fields(obj: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:

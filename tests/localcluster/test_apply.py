@@ -251,3 +251,13 @@ def test_merged_lists_are_ordered_like_structured_merge_diff(
     merged = ssa(first, with_containers(applied))
     got = [c["name"] for c in merged["spec"]["template"]["spec"]["containers"]]
     assert got == expected
+
+
+def test_entries_are_ordered_apply_first_then_by_time_and_manager() -> None:
+    obj = patching.track_update(DEPLOYMENT, None, deployment(), manager="zeta", now=T1)
+    obj = ssa(obj, {"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "d", "labels": {"x": "y"}}}, manager="alpha")  # fmt: skip
+    assert [(e["manager"], e["operation"]) for e in obj["metadata"]["managedFields"]] == [
+        ("alpha", "Apply"),
+        ("zeta", "Update"),
+    ]
