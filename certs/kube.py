@@ -105,7 +105,7 @@ async def connect(kubeconfig: str | None = None) -> KubeCluster:
     from kubernetes_asyncio import client, config
 
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        config.load_incluster_config()  # type: ignore[no-untyped-call, unused-ignore]
     else:
         await config.load_kube_config(config_file=kubeconfig)
     return KubeCluster(client.ApiClient())
