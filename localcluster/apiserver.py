@@ -21,7 +21,7 @@ from localcluster import gc, kubeconfig, writes
 from localcluster.app import create_app
 from localcluster.registry import NAMESPACES
 from localcluster.server import Server
-from localcluster.storage import Storage
+from localcluster.storage import Storage, clone
 
 __all__ = ["DEFAULT_NAMESPACES", "ApiServerConfig", "RunningApiServer", "start_apiserver"]
 
@@ -88,8 +88,10 @@ def _bind(host: str, port: int, remembered: int) -> socket.socket:
     raise last or OSError("no port to bind")
 
 
-async def _bootstrap(srv: Server) -> None:
-    """The namespaces every cluster has."""
+async def _bootstrap(srv: Server, host: str, port: int) -> None:
+    """What every cluster has: the default namespaces, and the `kubernetes` Service with
+    Endpoints pointing at this server (updated when the port changes)."""
+    opts = writes.WriteOptions(internal=True, field_manager="kube-apiserver")
     for name in DEFAULT_NAMESPACES:
         if srv.namespace(name) is None:
             await writes.create(
@@ -97,8 +99,35 @@ async def _bootstrap(srv: Server) -> None:
                 NAMESPACES,
                 "",
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                writes.WriteOptions(internal=True, field_manager="kube-apiserver"),
+                opts,
             )
+    services = srv.registry.lookup("", "v1", "services")
+    endpoints = srv.registry.lookup("", "v1", "endpoints")
+    assert services is not None and endpoints is not None
+    labels = {"component": "apiserver", "provider": "kubernetes"}
+    if srv.get(services, "default", "kubernetes") is None:
+        service = {
+            "metadata": {"name": "kubernetes", "labels": labels},
+            "spec": {
+                "clusterIP": "10.96.0.1",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+            },
+        }
+        await writes.create(srv, services, "default", service, opts)
+    subsets = [
+        {
+            "addresses": [{"ip": host}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        }
+    ]
+    current = srv.get(endpoints, "default", "kubernetes")
+    wanted = {"metadata": {"name": "kubernetes", "labels": labels}, "subsets": subsets}
+    if current is None:
+        await writes.create(srv, endpoints, "default", wanted, opts)
+    elif current.get("subsets") != subsets:
+        await writes.write_update(
+            srv, endpoints, current, {**clone(current), "subsets": subsets}, opts
+        )
 
 
 async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
@@ -115,7 +144,7 @@ async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
     runner: web.AppRunner | None = None
     controllers: gc.Controllers | None = None
     try:
-        await _bootstrap(srv)
+        await _bootstrap(srv, config.host, port)
         controllers = gc.Controllers(srv)
         await controllers.start()
         ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -12,7 +12,15 @@ from typing import Any
 
 from aiohttp import web
 
-from localcluster import apierrors, deletion, discovery, handlers_subresources, tables, writes
+from localcluster import (
+    apierrors,
+    deletion,
+    discovery,
+    handlers_subresources,
+    reviews,
+    tables,
+    writes,
+)
 from localcluster.handlers_watch import serve_watch
 from localcluster.httputil import (
     Accept,
@@ -172,11 +180,16 @@ async def _collection(
     query = request.query
     namespace = target.namespace
     if method == "GET":
+        watching = target.legacy_watch or flag(query, "watch")
+        if ("watch" if watching else "list") not in info.verbs:
+            raise apierrors.method_not_allowed()
         selector = parse_selector(query, resource_id(info))
-        if target.legacy_watch or flag(query, "watch"):
+        if watching:
             return await serve_watch(request, srv, info, namespace, selector, accept)
         result = list_records(srv.store, resource_id(info), namespace, selector, query)
         return _list_response(info, result, accept, query)
+    if method == "POST" and info.verbs == ("create",):
+        return json_response(reviews.review(info, await decode_body(request)), 201)
     if method == "POST":
         if info.namespaced and namespace is None:
             raise apierrors.method_not_allowed()
@@ -238,6 +251,9 @@ async def _object(
     sub = target.subresource
     if info.namespaced and target.namespace is None:
         raise not_found_resource()
+    verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
+    if not sub and verb not in info.verbs:
+        raise apierrors.method_not_allowed()
     if method == "GET":
         if target.legacy_watch:
             selector = parse_selector(query, resource_id(info), name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from localcluster.reviews import REVIEWS
 from localcluster.types import PrinterColumn, ResourceInfo
 
 __all__ = [
@@ -243,7 +244,7 @@ class Registry:
             self._kinds.setdefault((info.api_version, info.kind), info)
 
     def all(self) -> list[ResourceInfo]:
-        return [*BUILTINS, *self._custom]
+        return [*BUILTINS, *REVIEWS, *self._custom]
 
     def custom(self) -> tuple[ResourceInfo, ...]:
         return self._custom

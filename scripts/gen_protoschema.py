@@ -36,6 +36,14 @@ ROOTS = {
     ("v1", "DeleteOptions"): "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
     ("apps/v1", "Deployment"): "k8s.io.api.apps.v1.Deployment",
     ("autoscaling/v1", "Scale"): "k8s.io.api.autoscaling.v1.Scale",
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+    ): "k8s.io.api.authorization.v1.SelfSubjectAccessReview",
+    (
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+    ): "k8s.io.api.authentication.v1.SelfSubjectReview",
     ("coordination.k8s.io/v1", "Lease"): "k8s.io.api.coordination.v1.Lease",
     ("events.k8s.io/v1", "Event"): "k8s.io.api.events.v1.Event",
     (

@@ -298,3 +298,17 @@ def test_the_crd_manifests_install_with_kubectl(cluster: Cluster, namespace: str
             f"crd/{name}",
             "--timeout=10s",
         )
+
+
+def test_auth_can_i_and_whoami_answer_for_the_admin_user(cluster: Cluster, namespace: str) -> None:
+    assert run(cluster, namespace, "auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    assert "system:masters" in run(cluster, namespace, "auth", "whoami").stdout
+
+
+def test_cluster_info_finds_the_kubernetes_service(cluster: Cluster) -> None:
+    out = run(cluster, "default", "cluster-info").stdout
+    assert f"Kubernetes control plane is running at {cluster.url}" in out
+    endpoints = json.loads(
+        run(cluster, "default", "get", "endpoints", "kubernetes", "-o", "json").stdout
+    )
+    assert endpoints["subsets"][0]["ports"][0]["port"] == int(cluster.url.rsplit(":", 1)[1])

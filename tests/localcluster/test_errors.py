@@ -246,3 +246,14 @@ def test_the_python_client_raises_api_exceptions_with_the_status(
         client.CoreV1Api(api).read_namespaced_pod("ghost", namespace)
     assert info.value.status == 404
     assert '"reason":"NotFound"' in info.value.body.replace(" ", "")
+
+
+def test_verbs_a_resource_does_not_serve_are_405(http: Http) -> None:
+    reply = http.get("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+    assert reply.status == 405
+    assert status_of(reply)["reason"] == "MethodNotAllowed"
+
+
+def test_an_access_review_without_attributes_is_422(http: Http) -> None:
+    reply = http.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {"spec": {}})
+    assert reply.status == 422
