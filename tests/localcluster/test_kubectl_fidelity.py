@@ -287,3 +287,58 @@ def test_switching_from_client_side_to_server_side_apply_keeps_ownership(
     assert got["spec"]["replicas"] == 4
     owners = {(e["manager"], e["operation"]): e for e in got["metadata"]["managedFields"]}
     assert "f:replicas" in owners[("kubectl", "Apply")]["fieldsV1"]["f:spec"]
+
+
+def test_every_kubectl_verb_on_a_custom_resource(
+    cluster: Cluster, namespace: str, widgets: str
+) -> None:
+    watch = subprocess.Popen(
+        [KUBECTL or "kubectl", "-n", namespace, "get", widgets, "-w", "--output-watch-events",
+         "--request-timeout=20s"],
+        env=cluster.kubectl_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert kubectl(cluster, namespace, "apply", "-f", "-",
+                       stdin=widget("w", size=1)).stdout.strip() == (
+            f"widget.{GROUP}/w created"
+        )  # fmt: skip
+        as_yaml = kubectl(cluster, namespace, "get", widgets, "w", "-o", "yaml").stdout
+        assert "size: 1" in as_yaml and "color: blue" in as_yaml
+        kubectl(cluster, namespace, "patch", widgets, "w", "--type", "merge",
+                "-p", '{"spec":{"size":2}}')  # fmt: skip
+        kubectl(cluster, namespace, "patch", widgets, "w", "--type", "json",
+                "-p", '[{"op":"replace","path":"/spec/color","value":"red"}]')  # fmt: skip
+        strategic = kubectl(cluster, namespace, "patch", widgets, "w", "--type", "strategic",
+                            "-p", '{"spec":{"size":3}}', check=False)  # fmt: skip
+        assert strategic.stderr.strip() == (
+            "error: application/strategic-merge-patch+json is not supported by "
+            f"{GROUP}/v1, Kind=Widget: the body of the request was in an unknown format - "
+            "accepted media types include: application/json-patch+json, "
+            "application/merge-patch+json, application/apply-patch+yaml"
+        )
+        kubectl(cluster, namespace, "patch", widgets, "w", "--subresource=status",
+                "--type", "merge", "-p", '{"status":{"phase":"Ready"}}')  # fmt: skip
+        waited = kubectl(cluster, namespace, "wait", "--for=jsonpath={.status.phase}=Ready",
+                         f"{widgets}/w", "--timeout=10s")  # fmt: skip
+        assert "condition met" in waited.stdout
+        kubectl(cluster, namespace, "label", widgets, "w", "tier=gold")
+        current = json.loads(kubectl(cluster, namespace, "get", widgets, "w", "-o", "json").stdout)
+        assert current["spec"] == {"size": 2, "maxSize": 10, "color": "red"}
+        assert current["metadata"]["labels"] == {"tier": "gold"}
+        current["spec"]["note"] = "replaced"
+        kubectl(cluster, namespace, "replace", "-f", "-", stdin=json.dumps(current))
+        shown = kubectl(cluster, namespace, "get", widgets, "-L", "tier", "-o", "wide").stdout
+        assert shown.splitlines()[1].split()[-2:] == ["replaced", "gold"]
+        assert kubectl(cluster, namespace, "delete", widgets, "w").stdout.strip() == (
+            f'widget.{GROUP} "w" deleted'
+        )
+        assert watch.stdout is not None
+        events = []
+        for line in watch.stdout:
+            events.append(line.split()[:2])
+            if events[-1] == ["DELETED", "w"]:
+                break
+        assert ["ADDED", "w"] in events and ["MODIFIED", "w"] in events
+    finally:
+        watch.kill()
+        watch.wait()
