@@ -110,12 +110,14 @@ class FieldError:
 
     @classmethod
     def too_long(cls, field: str, limit: int) -> FieldError:
-        return cls("FieldValueTooLong", field, f"Too long: may not be more than {limit} bytes")
+        unit = "byte" if limit == 1 else "bytes"
+        return cls("FieldValueTooLong", field, f"Too long: may not be more than {limit} {unit}")
 
     @classmethod
     def too_many(cls, field: str, count: int, limit: int) -> FieldError:
+        unit = "item" if limit == 1 else "items"
         return cls(
-            "FieldValueTooMany", field, f"Too many: {count}: must have at most {limit} items"
+            "FieldValueTooMany", field, f"Too many: {count}: must have at most {limit} {unit}"
         )
 
 
