@@ -1,0 +1,68 @@
+"""The pure core of the webhook: how denials and warnings are rendered."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.fieldpath import Path, invalid, required
+from webhook import admission
+from webhook.admission import MAX_WARNING_LENGTH, denial_status
+
+
+def test_one_violation_is_the_whole_message() -> None:
+    err = required(Path.of("spec", "replicaSpecs"), "at least one replica type")
+    status = denial_status([err], {"kind": "XGBoostTrainingJob", "metadata": {"name": "iris"}})
+    assert status["message"] == "spec.replicaSpecs: Required value: at least one replica type"
+    assert status["details"] == {
+        "group": "batch.tensorstack.dev",
+        "kind": "XGBoostTrainingJob",
+        "name": "iris",
+        "causes": [
+            {
+                "reason": "FieldValueRequired",
+                "message": "Required value: at least one replica type",
+                "field": "spec.replicaSpecs",
+            }
+        ],
+    }
+
+
+def test_several_violations_are_joined_like_an_apimachinery_error_list() -> None:
+    errors = [
+        invalid(Path.of("spec").child("runPolicy", "backoffLimit"), -1, "must be >= 0"),
+        required(Path.of("metadata", "name")),
+    ]
+    status = denial_status(errors, {"kind": "TensorFlowTrainingJob", "metadata": {}})
+    assert status["message"] == (
+        "[spec.runPolicy.backoffLimit: Invalid value: -1: must be >= 0, "
+        "metadata.name: Required value]"
+    )
+    assert [c["field"] for c in status["details"]["causes"]] == [
+        "spec.runPolicy.backoffLimit",
+        "metadata.name",
+    ]
+    assert "name" not in status["details"]
+
+
+WARNINGS = {
+    "short": (["fine"], ["fine"]),
+    "duplicates": (["same", "same"], ["same"]),
+    "multi-line": (["two\nlines"], ["two lines"]),
+    "too long": (["x" * 500], ["x" * (MAX_WARNING_LENGTH - 3) + "..."]),
+    "empty": ([""], []),
+}
+
+
+@pytest.mark.parametrize("given,expected", WARNINGS.values(), ids=WARNINGS.keys())
+def test_warnings_are_single_lines_of_at_most_120_characters(given, expected) -> None:
+    assert admission._warnings(given) == expected
+
+
+def test_a_review_without_an_object_on_create_is_a_review_error() -> None:
+    doc = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u", "operation": "CREATE"},
+    }
+    with pytest.raises(admission.ReviewError, match=r"request\.object"):
+        admission.review("validate", doc)
