@@ -12,12 +12,14 @@ x`).
 
 Programs are compiled once per rule text (memoised), i.e. once per CRD in practice. Not
 implemented: the Kubernetes CEL extension libraries (quantity, url, ip/cidr, isSorted…; only
-the standard CEL functions are available), cost estimation, validation ratcheting, and
-`optionalOldSelf`.
+the standard CEL functions are available), cost estimation, and `optionalOldSelf`. Errors carry
+their node for validation ratcheting (`structural.ratchet`); transition rules are never
+ratcheted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from typing import Any
@@ -87,7 +89,9 @@ def _walk(
     for rule in schema.get("x-kubernetes-validations") or []:
         error = _check(rule, value, old, schema, path)
         if error is not None:
-            errors.append(error)
+            # Ratcheting looks at the rule's node; transition rules are never ratcheted.
+            transition = bool(_OLD_SELF.search(str(rule.get("rule", ""))))
+            errors.append(dataclasses.replace(error, node=None if transition else path))
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties")

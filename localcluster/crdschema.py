@@ -5,7 +5,9 @@
   `strict decoding error: unknown field "spec.foo"`, Warn → a warning per field, Ignore →
   silently), drop `null`s in non-nullable fields, apply schema defaults, validate the OpenAPI
   keywords (`structural`) and then the CEL rules (`celrules`; skipped, as on a real server, after
-  a type, enum, required, too-long or too-many error). Errors are one 422 Invalid with a cause per field.
+  a type, enum, required, too-long or too-many error). On update, errors on nodes whose value
+  is unchanged from the stored object are dropped (validation ratcheting, on by default since
+  Kubernetes 1.30; transition rules are never ratcheted). Errors are one 422 Invalid with a cause per field.
 * `validate_builtin` — unknown and duplicate fields of built-in kinds against the JSON schemas
   of Kubernetes v1.32 shipped in kubernetes-validate, plus the JSON type errors a Go decoder
   reports (`json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of
@@ -130,6 +132,8 @@ def prepare_custom_object(
     warnings = _report(info, mode, unknown, duplicates)
     structural.apply_defaults(result, schema)
     errors = structural.validate(result, schema)
+    if old is not None:
+        errors = structural.ratchet(errors, result, old)
     if celrules.has_rules(schema):
         if any(e.reason in _BLOCKING for e in errors):
             errors.append(
@@ -141,7 +145,8 @@ def prepare_custom_object(
                 )
             )
         else:
-            errors.extend(celrules.evaluate_rules(result, old, schema))
+            rule_errors = celrules.evaluate_rules(result, old, schema)
+            errors.extend(structural.ratchet(rule_errors, result, old) if old else rule_errors)
     if errors:
         name = str((result.get("metadata") or {}).get("name", ""))
         raise invalid_error(info.kind, info.group, name, errors)

@@ -14,6 +14,7 @@ Pure functions over plain dicts; the schema is the CRD version's `openAPIV3Schem
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ __all__ = [
     "apply_defaults",
     "find_unknown_fields",
     "go_value",
+    "ratchet",
     "render_path",
     "validate",
 ]
@@ -69,6 +71,8 @@ class FieldError:
     reason: str
     field: str
     body: str
+    # The node whose value decides ratcheting (None: never ratcheted, e.g. transition rules).
+    node: tuple[PathPart, ...] | None = dataclasses.field(default=(), compare=False)
 
     def __str__(self) -> str:
         return f"{self.field}: {self.body}" if self.field else self.body
@@ -263,13 +267,52 @@ _FORMATS: dict[str, re.Pattern[str]] = {
 
 
 def validate(obj: Any, schema: dict[str, Any]) -> list[FieldError]:
-    """Every OpenAPI keyword violation in `obj` (already pruned and defaulted)."""
+    """Every OpenAPI keyword violation in `obj` (already pruned and defaulted); each error
+    remembers the node it was found on (for `ratchet`)."""
     errors: list[FieldError] = []
     _validate(obj, schema, (), errors, root=True)
     return errors
 
 
+def ratchet(errors: list[FieldError], obj: Any, old: Any) -> list[FieldError]:
+    """The errors that survive validation ratcheting on update: an error on a node whose value
+    is unchanged from the stored object is dropped (so tightening a CRD schema does not block
+    writes that leave the offending field alone, e.g. status updates)."""
+    return [e for e in errors if e.node is None or _value_at(obj, e.node) != _value_at(old, e.node)]
+
+
+_ABSENT = object()
+
+
+def _value_at(obj: Any, parts: tuple[PathPart, ...]) -> Any:
+    for part in parts:
+        if isinstance(part, int):
+            if not isinstance(obj, list) or part >= len(obj):
+                return _ABSENT
+            obj = obj[part]
+        else:
+            if not isinstance(obj, dict) or part not in obj:
+                return _ABSENT
+            obj = obj[part]
+    return obj
+
+
 def _validate(
+    value: Any,
+    schema: dict[str, Any],
+    path: tuple[PathPart, ...],
+    errors: list[FieldError],
+    *,
+    root: bool = False,
+) -> None:
+    start = len(errors)
+    _validate_node(value, schema, path, errors, root=root)
+    for i in range(start, len(errors)):
+        if errors[i].node == ():
+            errors[i] = dataclasses.replace(errors[i], node=path)
+
+
+def _validate_node(
     value: Any,
     schema: dict[str, Any],
     path: tuple[PathPart, ...],

@@ -222,3 +222,27 @@ def test_bad_field_validation_value_is_a_bad_request() -> None:
     with pytest.raises(ApiError) as err:
         prepare(widget(), mode="Loose")
     assert err.value.code == 400
+
+
+def test_updates_ratchet_errors_on_unchanged_fields_but_not_on_changed_ones() -> None:
+    # Stored before the schema was tightened: replicas 0 breaks `minimum: 1` and the CEL rule
+    # on spec (replicas <= maxReplicas) is fine; name breaks the pattern.
+    stored = widget(replicas=0, name="AB", mode="fast", maxReplicas=4)
+    status_only = copy.deepcopy(stored)
+    status_only["status"] = {"phase": "Running"}
+    result, _ = prepare(status_only, stored)
+    assert result["status"] == {"phase": "Running"}
+    renamed = copy.deepcopy(stored)
+    renamed["spec"]["name"] = "CD"
+    got = causes(renamed, stored)
+    assert [f for _, f, _ in got] == ["spec.name"], "only the changed field is reported"
+
+
+def test_transition_rules_are_never_ratcheted() -> None:
+    stored, _ = prepare(widget(mode="slow"))
+    changed = copy.deepcopy(stored)
+    changed["spec"]["mode"] = "fast"
+    changed["spec"]["replicas"] = 1
+    assert ("FieldValueForbidden", "spec", "Forbidden: mode is immutable") in causes(
+        changed, stored
+    )
