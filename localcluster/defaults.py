@@ -32,8 +32,6 @@ def pod_spec_defaults(spec: dict[str, Any]) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
-    if spec.get("serviceAccountName"):
-        spec.setdefault("serviceAccount", spec["serviceAccountName"])
     for field in ("initContainers", "containers"):
         for container in spec.get(field) or ():
             if not isinstance(container, dict):
@@ -84,6 +82,9 @@ def default_object(info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> 
             obj["spec"] = {"finalizers": ["kubernetes"]}
     elif rid == "/pods" and isinstance(spec, dict):
         pod_spec_defaults(spec)
+        # The ServiceAccount admission plugin's part (pods only, not pod templates).
+        spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+        spec.setdefault("serviceAccount", spec["serviceAccountName"])
     elif rid == "/services" and isinstance(spec, dict):
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
