@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import signal
 import ssl
 import statistics
@@ -130,6 +131,31 @@ async def bench(pods: int, concurrency: int) -> dict[str, Any]:
                         body = await r.read()
                     samples.append(time.perf_counter() - t0)
                 results[f"{label} of {pods} pods"] = f"{_ms(samples)}, {len(body) / 1e6:.1f} MB"
+
+            curl = shutil.which("curl")
+            if curl:  # a C client, closer to kubectl than Python decoding 14 MB of TLS
+                samples = []
+                for _ in range(15):
+                    out = subprocess.run(
+                        [
+                            curl,
+                            "-s",
+                            "-o",
+                            "/dev/null",
+                            "-w",
+                            "%{time_total}",
+                            "--cacert",
+                            str(ca),
+                            "-H",
+                            f"Authorization: Bearer {token}",
+                            url + base,
+                        ],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
+                    samples.append(float(out.stdout))
+                results[f"list (JSON, curl) of {pods} pods"] = _ms(samples)
 
             rv = json.loads(await (await session.get(f"{base}?limit=1")).read())["metadata"][
                 "resourceVersion"

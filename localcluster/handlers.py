@@ -17,6 +17,7 @@ from localcluster import (
     deletion,
     discovery,
     handlers_subresources,
+    httputil,
     reviews,
     tables,
     writes,
@@ -37,37 +38,11 @@ from localcluster.server import Server
 from localcluster.storage import Record, dumps
 from localcluster.types import ApiError, ResourceInfo
 
-__all__ = ["dispatch", "not_found_resource", "write_options"]
-
-_FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+__all__ = ["dispatch", "not_found_resource"]
 
 
 def not_found_resource() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
-
-
-def write_options(request: web.Request) -> writes.WriteOptions:
-    query = request.query
-    dry = query.getall("dryRun", [])
-    for value in dry:
-        if value != "All":
-            raise apierrors.bad_request(
-                f'dryRun: Unsupported value: "{value}": supported values: "All"'
-            )
-    validation = query.get("fieldValidation", "Warn")
-    if validation not in _FIELD_VALIDATION:
-        raise apierrors.bad_request(
-            f'fieldValidation: Unsupported value: "{validation}": supported values: "Ignore", "Strict", "Warn"'
-        )
-    manager = query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0]
-    if len(manager) > 128:
-        raise apierrors.bad_request("fieldManager: Too long: must have at most 128 bytes")
-    return writes.WriteOptions(
-        dry_run=bool(dry),
-        field_manager=manager,
-        field_validation=validation,
-        force=flag(query, "force"),
-    )
 
 
 def _view(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
@@ -196,7 +171,9 @@ async def _collection(
         if "create" not in info.verbs:
             raise apierrors.method_not_allowed()
         body = await decode_body(request)
-        created = await writes.create(srv, info, namespace or "", body, write_options(request))
+        created = await writes.create(
+            srv, info, namespace or "", body, httputil.write_options(request)
+        )
         return _object_response(
             info, created.obj, Accept(), query, status=201, warnings=created.warnings
         )
@@ -255,7 +232,7 @@ async def _object(
     if not sub and verb not in info.verbs:
         raise apierrors.method_not_allowed()
     if method == "GET":
-        if target.legacy_watch:
+        if target.legacy_watch or (not sub and flag(query, "watch")):
             selector = parse_selector(query, resource_id(info), name)
             return await serve_watch(request, srv, info, namespace, selector, accept)
         obj = srv.get(info, namespace, name)
@@ -264,14 +241,14 @@ async def _object(
         return _object_response(info, obj, accept, query)
     if method == "PUT":
         body = await decode_body(request)
-        opts = write_options(request)
+        opts = httputil.write_options(request)
         if sub == "finalize":
             return await _finalize(srv, info, name, body, opts)
         result = await writes.update(srv, info, namespace, name, body, opts, subresource=sub)
         return _object_response(info, result.obj, Accept(), query, warnings=result.warnings)
     if method == "PATCH":
         body = await request.read()
-        opts = write_options(request)
+        opts = httputil.write_options(request)
         result = await writes.patch(
             srv, info, namespace, name, body, request.content_type, opts, subresource=sub
         )

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from localcluster import apierrors, patching, storage, writes
+from localcluster import apierrors, httputil, patching, storage, writes
 from localcluster.httputil import decode_body, json_response
 from localcluster.registry import resource_id
 from localcluster.routing import Target
@@ -244,8 +244,6 @@ def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
 async def _scale(
     request: web.Request, srv: Server, info: ResourceInfo, namespace: str, name: str
 ) -> web.Response:
-    from localcluster.handlers import write_options
-
     for _ in range(5):
         obj = srv.get(info, namespace, name)
         if obj is None:
@@ -282,7 +280,7 @@ async def _scale(
         new["spec"]["replicas"] = replicas
         try:
             result = await writes.write_update(
-                srv, info, obj, new, write_options(request), subresource="scale"
+                srv, info, obj, new, httputil.write_options(request), subresource="scale"
             )
         except storage.Conflict:
             continue

@@ -13,6 +13,7 @@ from multidict import CIMultiDict
 
 from localcluster import apierrors, protobuf
 from localcluster.storage import dumps
+from localcluster.writes import WriteOptions
 
 __all__ = [
     "Accept",
@@ -22,6 +23,7 @@ __all__ = [
     "parse_accept",
     "raw_response",
     "warning_value",
+    "write_options",
 ]
 
 JSON = "application/json"
@@ -108,3 +110,30 @@ def parse_accept(header: str | None) -> Accept:
             continue
         return Accept()
     raise apierrors.not_acceptable(header)
+
+
+_FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+
+
+def write_options(request: web.Request) -> WriteOptions:
+    query = request.query
+    dry = query.getall("dryRun", [])
+    for value in dry:
+        if value != "All":
+            raise apierrors.bad_request(
+                f'dryRun: Unsupported value: "{value}": supported values: "All"'
+            )
+    validation = query.get("fieldValidation", "Warn")
+    if validation not in _FIELD_VALIDATION:
+        raise apierrors.bad_request(
+            f'fieldValidation: Unsupported value: "{validation}": supported values: "Ignore", "Strict", "Warn"'
+        )
+    manager = query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0]
+    if len(manager) > 128:
+        raise apierrors.bad_request("fieldManager: Too long: must have at most 128 bytes")
+    return WriteOptions(
+        dry_run=bool(dry),
+        field_manager=manager,
+        field_validation=validation,
+        force=flag(query, "force"),
+    )

@@ -156,3 +156,19 @@ def test_every_namespace_gets_a_default_service_account(http: Http, namespace: s
     eventually(
         lambda: http.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default").status == 200
     )
+
+
+def test_the_finalize_subresource_releases_a_terminating_namespace(http: Http) -> None:
+    ns = "finalize-test"
+    http.post("/api/v1/namespaces", {"metadata": {"name": ns}})
+    http.post(
+        f"/api/v1/namespaces/{ns}/secrets",
+        {"metadata": {"name": "held", "finalizers": ["example.com/x"]}},
+    )
+    http.delete(f"/api/v1/namespaces/{ns}")
+    current = http.get(f"/api/v1/namespaces/{ns}").json()
+    current["spec"]["finalizers"] = []
+    released = http.put(f"/api/v1/namespaces/{ns}/finalize", current)
+    assert released.status == 200
+    eventually(lambda: http.get(f"/api/v1/namespaces/{ns}").status == 404)
+    http.patch(f"/api/v1/namespaces/{ns}/secrets/held", {"metadata": {"finalizers": None}})

@@ -194,3 +194,15 @@ def test_watch_ends_cleanly_at_timeout_seconds(http: Http, namespace: str) -> No
     )
     assert reply.status == 200
     assert reply.lines() == []
+
+
+def test_watching_an_object_path_follows_only_that_object(http: Http, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    http.post(path, _cm("mine"))
+    http.post(path, _cm("other"))
+    for url in (
+        f"{path}/mine?watch=true&timeoutSeconds=1",
+        f"/api/v1/watch/namespaces/{namespace}/configmaps/mine?timeoutSeconds=1",
+    ):
+        lines = http.get(url).lines()
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "mine")]
