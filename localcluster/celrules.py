@@ -10,9 +10,9 @@ plus the rule's `fieldPath`, carrying `messageExpression`'s result, else `messag
 `failed rule: <rule>`. An evaluation error fails the rule (`Invalid value: "object": no such key:
 x`).
 
-Programs are compiled once per rule text (memoised), i.e. once per CRD in practice. Not
-implemented: the Kubernetes CEL extension libraries (quantity, url, ip/cidr, isSorted…; only
-the standard CEL functions are available), cost estimation, and `optionalOldSelf`. Errors carry
+Programs are compiled once per rule text (memoised), i.e. once per CRD in practice, with the
+common Kubernetes CEL library functions of `celk8s` (strings, lists, regex, quantity). Not
+implemented: the url/ip/cidr/format libraries, cost estimation, and `optionalOldSelf`. Errors carry
 their node for validation ratcheting (`structural.ratchet`); transition rules are never
 ratcheted.
 """
@@ -42,9 +42,11 @@ def _environment() -> Any:
 @functools.lru_cache(maxsize=4096)
 def _program(expression: str) -> tuple[Any, str]:
     """(program, "") or (None, compile error)."""
+    from localcluster.celk8s import FUNCTIONS
+
     env = _environment()
     try:
-        return env.program(env.compile(expression)), ""
+        return env.program(env.compile(expression), functions=FUNCTIONS), ""
     except Exception as e:  # cel-python raises CELParseError and assorted others
         return None, " ".join(str(e).split())
 
