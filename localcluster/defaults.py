@@ -7,6 +7,7 @@ of Kubernetes defaults is larger; docs/LOCALCLUSTER.md lists what is covered.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from typing import Any
 
@@ -15,6 +16,7 @@ from localcluster.types import ResourceInfo
 
 __all__ = [
     "NAMESPACE_LABEL",
+    "carry_over",
     "default_object",
     "initial_status",
     "keep_status",
@@ -115,6 +117,14 @@ def default_object(info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> 
             pod_spec_defaults(template_spec)
     elif rid == "/secrets":
         obj.setdefault("type", "Opaque")
+        # stringData is write-only: merged into data (base64), as the real server does.
+        string_data = obj.pop("stringData", None)
+        if isinstance(string_data, dict) and string_data:
+            data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+            obj["data"] = {
+                **data,
+                **{k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()},
+            }
     elif rid == "apiextensions.k8s.io/customresourcedefinitions" and isinstance(spec, dict):
         spec.setdefault("conversion", {"strategy": "None"})
     return obj
@@ -133,6 +143,17 @@ def initial_status(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
         obj["status"] = {}
     elif info.is_custom and "status" in info.subresources:
         obj.pop("status", None)
+    return obj
+
+
+def carry_over(info: ResourceInfo, old: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    """Allocated values an update may leave out (a Service's cluster IPs) come from `old`."""
+    if resource_id(info) == "/services":
+        spec, old_spec = obj.get("spec"), old.get("spec") or {}
+        if isinstance(spec, dict) and not spec.get("clusterIP") and old_spec.get("clusterIP"):
+            spec["clusterIP"] = old_spec["clusterIP"]
+            if old_spec.get("clusterIPs"):
+                spec["clusterIPs"] = old_spec["clusterIPs"]
     return obj
 
 

@@ -32,7 +32,7 @@ FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 # Resources whose DELETE answers with the object rather than a Status (as the real server).
-_RETURNS_OBJECT = frozenset({"/pods", "/namespaces", "/services"})
+_RETURNS_OBJECT = frozenset({"/pods", "/namespaces"})
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ async def _delete_once(
 
 def delete_response(info: ResourceInfo, result: DeleteResult) -> dict[str, Any]:
     """The body of a DELETE answer: the object, or a Success Status once it is gone."""
-    if not result.removed or resource_id(info) in _RETURNS_OBJECT or info.is_custom:
+    if not result.removed or resource_id(info) in _RETURNS_OBJECT:
         return result.obj
     meta = result.obj.get("metadata") or {}
     details: dict[str, Any] = {"name": meta.get("name", "")}

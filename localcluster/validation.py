@@ -114,7 +114,52 @@ def validate_builtin_update(
     info: ResourceInfo, old: Mapping[str, Any], new: Mapping[str, Any]
 ) -> list[dict[str, str]]:
     """Immutability rules on update."""
-    if resource_id(info) == "/pods":
+    rid = resource_id(info)
+    if rid in ("/configmaps", "/secrets") and old.get("immutable"):
+        causes = []
+        for field in ("data", "binaryData"):
+            if old.get(field) != new.get(field):
+                causes.append(
+                    cause(
+                        "FieldValueForbidden",
+                        "Forbidden: field is immutable when `immutable` is set",
+                        field,
+                    )
+                )
+        if not new.get("immutable"):
+            causes.append(
+                cause(
+                    "FieldValueForbidden",
+                    "Forbidden: field is immutable when `immutable` is set",
+                    "immutable",
+                )
+            )
+        return causes
+    if rid == "apps/deployments":
+        old_selector = (old.get("spec") or {}).get("selector")
+        new_selector = (new.get("spec") or {}).get("selector")
+        if old_selector != new_selector:
+            import json
+
+            return [
+                cause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {json.dumps(new_selector)}: field is immutable",
+                    "spec.selector",
+                )
+            ]
+    if rid == "/services":
+        old_ip = (old.get("spec") or {}).get("clusterIP")
+        new_ip = (new.get("spec") or {}).get("clusterIP")
+        if old_ip and new_ip != old_ip:
+            return [
+                cause(
+                    "FieldValueInvalid",
+                    f'Invalid value: "{new_ip or ""}": field is immutable',
+                    "spec.clusterIP",
+                )
+            ]
+    if rid == "/pods":
         old_spec = dict(old.get("spec") or {})
         new_spec = dict(new.get("spec") or {})
         for spec in (old_spec, new_spec):

@@ -359,6 +359,7 @@ async def write_update(
     else:
         defaults.keep_status(info, old, obj)
     objectmeta.prepare_update(info, old, obj)
+    defaults.carry_over(info, old, obj)
     defaults.default_object(info, obj, create=False)
     warnings: list[str] = []
     obj = await _admit_and_validate(srv, info, "UPDATE", obj, old, opts, subresource, warnings)

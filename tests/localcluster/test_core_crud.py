@@ -278,3 +278,51 @@ def test_dry_run_create_returns_the_object_without_storing_it(http: Http, namesp
     assert reply.status == 201
     assert reply.json()["metadata"]["name"] == "dry"
     assert http.get(f"/api/v1/namespaces/{namespace}/configmaps/dry").status == 404
+
+
+def test_secret_string_data_is_merged_into_data(http: Http, namespace: str) -> None:
+    secret = http.post(
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {"metadata": {"name": "s"}, "data": {"a": "YQ=="}, "stringData": {"b": "bee"}},
+    ).json()
+    assert secret["data"] == {"a": "YQ==", "b": "YmVl"}
+    assert "stringData" not in secret and secret["type"] == "Opaque"
+
+
+def test_immutable_configmaps_refuse_data_changes(http: Http, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    http.post(path, {"metadata": {"name": "frozen"}, "data": {"a": "1"}, "immutable": True})
+    reply = http.patch(f"{path}/frozen", {"data": {"a": "2"}})
+    assert reply.status == 422
+    assert "field is immutable when `immutable` is set" in reply.json()["message"]
+
+
+def test_a_deployment_selector_is_immutable(http: Http, namespace: str) -> None:
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    http.post(path, {"metadata": {"name": "sel"}, **RESOURCES["deployment"][3]})
+    reply = http.patch(
+        f"{path}/sel",
+        {
+            "spec": {
+                "selector": {"matchLabels": {"app": "y"}},
+                "template": {"metadata": {"labels": {"app": "y"}}},
+            }
+        },
+    )
+    assert reply.status == 422
+    assert reply.json()["details"]["causes"][0]["field"] == "spec.selector"
+
+
+def test_a_service_replaced_without_its_cluster_ip_keeps_it(http: Http, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/services"
+    created = http.post(path, {"metadata": {"name": "keep-ip"}, **RESOURCES["service"][3]}).json()
+    replacement = {
+        "metadata": {"name": "keep-ip"},
+        "spec": {"selector": {"app": "z"}, "ports": [{"port": 81}]},
+    }
+    replaced = http.put(f"{path}/keep-ip", replacement).json()
+    assert replaced["spec"]["clusterIP"] == created["spec"]["clusterIP"]
+    changed = http.patch(
+        f"{path}/keep-ip", {"spec": {"clusterIP": "10.96.9.9", "clusterIPs": ["10.96.9.9"]}}
+    )
+    assert changed.status == 422
