@@ -235,7 +235,8 @@ class DeploymentController:
             except Exception as e:
                 log.debug("deployment reconcile failed: %s", e)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.resync_seconds)
+                async with asyncio.timeout(self.resync_seconds):
+                    await self._wake.wait()
 
     async def reconcile_all(self) -> None:
         deployments, _ = await self.kube.list_deployments()

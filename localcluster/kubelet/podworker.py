@@ -79,7 +79,8 @@ class PodWorker:
             if delay is None:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=max(delay, 0.01))
+                async with asyncio.timeout(max(delay, 0.01)):
+                    await self.wake.wait()
 
     @property
     def runtime(self) -> Runtime:
