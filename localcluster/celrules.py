@@ -42,7 +42,7 @@ def _environment() -> Any:
 @functools.lru_cache(maxsize=4096)
 def _program(expression: str) -> tuple[Any, str]:
     """(program, "") or (None, compile error)."""
-    from localcluster.celk8s import FUNCTIONS
+    from localcluster.celk8s import FUNCTIONS  # imports celpy: kept off the import path
 
     env = _environment()
     try:
@@ -57,8 +57,117 @@ def compile_program(expression: str) -> tuple[Any, str]:
 
 
 def compile_error(expression: str) -> str:
-    """The compile error of a rule, or "" when it compiles."""
-    return _program(expression)[1]
+    """The compile error of a rule, or "" when it compiles: syntax errors, and calls of
+    functions neither standard CEL nor a Kubernetes library has (as the API server's type
+    checker reports them)."""
+    problem = _program(expression)[1]
+    if problem:
+        return problem
+    unknown = sorted(_called_functions(expression) - _known_functions())
+    if unknown:
+        return f"ERROR: <input>: undeclared reference to '{unknown[0]}' (in container '')"
+    return ""
+
+
+# Standard CEL functions and macros, and every function of the Kubernetes CEL libraries
+# (including the ones `celk8s` does not implement, which a real server accepts).
+_STANDARD_AND_KUBERNETES = frozenset(
+    {
+        "all",
+        "bool",
+        "bytes",
+        "contains",
+        "double",
+        "duration",
+        "dyn",
+        "endsWith",
+        "exists",
+        "exists_one",
+        "filter",
+        "getDate",
+        "getDayOfMonth",
+        "getDayOfWeek",
+        "getDayOfYear",
+        "getFullYear",
+        "getHours",
+        "getMilliseconds",
+        "getMinutes",
+        "getMonth",
+        "getSeconds",
+        "has",
+        "int",
+        "map",
+        "matches",
+        "size",
+        "startsWith",
+        "string",
+        "timestamp",
+        "type",
+        "uint",
+        # Kubernetes libraries: url, ip/cidr, format, strings v2, lists, optionals, semver
+        "url",
+        "isURL",
+        "getScheme",
+        "getHost",
+        "getHostname",
+        "getPort",
+        "getEscapedPath",
+        "getQuery",
+        "ip",
+        "isIP",
+        "cidr",
+        "isCIDR",
+        "family",
+        "isUnspecified",
+        "isLoopback",
+        "isLinkLocalMulticast",
+        "isLinkLocalUnicast",
+        "isGlobalUnicast",
+        "containsIP",
+        "containsCIDR",
+        "masked",
+        "prefixLength",
+        "format",
+        "quote",
+        "reverse",
+        "of",
+        "none",
+        "hasValue",
+        "value",
+        "orValue",
+        "or",
+        "optMap",
+        "optFlatMap",
+        "semver",
+        "isSemver",
+        "major",
+        "minor",
+        "patch",
+        "slice",
+        "flatten",
+        "distinct",
+        "sort",
+        "sortBy",
+        "first",
+        "last",
+        "range",
+    }
+) | frozenset(FUNCTIONS)
+
+
+def _called_functions(expression: str) -> set[str]:
+    """Names of the functions and methods an expression calls (from cel-python's parse tree)."""
+    try:
+        tree = _environment().compile(expression)
+    except Exception:  # already reported as a compile error
+        return set()
+    names: set[str] = set()
+    for node in tree.iter_subtrees():
+        if node.data == "member_dot_arg" and len(node.children) > 1:
+            names.add(str(node.children[1]))
+        elif node.data == "ident_arg" and node.children:
+            names.add(str(node.children[0]))
+    return names
 
 
 def has_rules(schema: Any) -> bool:

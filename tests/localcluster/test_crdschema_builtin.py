@@ -143,3 +143,15 @@ def test_crds_the_real_server_refuses_are_422(crd: dict, fragment: str) -> None:
         f'CustomResourceDefinition.apiextensions.k8s.io "{crd["metadata"]["name"]}" is invalid: '
     )
     assert fragment in err.value.message
+
+
+def test_crd_rules_calling_unknown_functions_are_refused_like_the_type_checker_does() -> None:
+    crd = minimal_crd(a={"type": "string", "x-kubernetes-validations": [
+        {"rule": "self.lowerAscii() == self"}, {"rule": "self.shout() == self"}]})  # fmt: skip
+    with pytest.raises(ApiError) as err:
+        crdschema.validate_crd(crd)
+    assert err.value.message.endswith(
+        f"{BASE}.properties[a].x-kubernetes-validations[1].rule: Invalid value: "
+        '"self.shout() == self": compilation failed: ERROR: <input>: undeclared reference to '
+        "'shout' (in container '')"
+    )
