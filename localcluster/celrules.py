@@ -152,7 +152,14 @@ _STANDARD_AND_KUBERNETES = frozenset(
         "last",
         "range",
     }
-) | frozenset(FUNCTIONS)
+)
+
+
+@functools.cache
+def _known_functions() -> frozenset[str]:
+    from localcluster.celk8s import FUNCTIONS
+
+    return _STANDARD_AND_KUBERNETES | frozenset(FUNCTIONS)
 
 
 def _called_functions(expression: str) -> set[str]:
