@@ -18,9 +18,10 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -41,6 +42,7 @@ class ServerConfig:
     reload_interval: float = 1.0
     handshake_timeout: float = 10.0
     shutdown_timeout: float = 10.0
+    shutdown_delay: float = 5.0
 
     @property
     def cert_file(self) -> Path:
@@ -106,11 +108,22 @@ async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> 
 
 
 async def serve(config: ServerConfig, *, companion: Companion | None = None) -> None:
-    """Serve until SIGTERM or SIGINT."""
+    """Serve until SIGTERM or SIGINT, then drain.
+
+    On a signal the webhook first reports unready and keeps serving for `shutdown_delay`
+    seconds: the API server keeps sending calls to a terminating pod until the endpoint removal
+    reaches it, and with `failurePolicy: Fail` a refused connection in that window would fail a
+    user's request. Then it stops accepting and waits for in-flight requests.
+    """
     readiness = Readiness()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     if companion is not None:
         readiness.block("certificates", "certificate manager has not finished its first pass")
-        await companion.prepare(readiness)
+        if not await _until_stopped(companion.prepare(readiness), stop):
+            return
     running = await start(config, readiness=readiness)
     log.info(
         "webhook listening on https://%s:%d (certificate serial %x)",
@@ -118,20 +131,33 @@ async def serve(config: ServerConfig, *, companion: Companion | None = None) -> 
         running.port,
         running.tls.serial,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     side = asyncio.create_task(companion.run(readiness)) if companion else None
     try:
         await stop.wait()
-        log.info("shutting down")
+        readiness.block("shutdown", "terminating")
+        log.info("shutting down in %gs", config.shutdown_delay)
+        await asyncio.sleep(config.shutdown_delay)
     finally:
         if side is not None:
             side.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await side
         await running.close()
+
+
+async def _until_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run `work` unless `stop` is set first (then cancel it). True when `work` finished."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((task, stopper), return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
 
 
 def run(config: ServerConfig, *, companion: Companion | None = None) -> int:

@@ -307,6 +307,8 @@ async def test_the_webhook_command_with_manage_certs_becomes_ready_with_its_own_
         str(tmp_path),
         "--host",
         "127.0.0.1",
+        "--shutdown-delay",
+        "0",
         "--port",
         str(port),
         "--manage-certs",

@@ -40,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=7 * 1024 * 1024,
         help="largest request body accepted; larger gets 413 (default 7 MiB)",
     )
+    parser.add_argument(
+        "--shutdown-delay",
+        type=float,
+        default=5.0,
+        help="seconds to keep serving (unready) after SIGTERM before closing (default 5)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     managed = parser.add_argument_group("certificate self-management (in cluster)")
     managed.add_argument(
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         settings=Settings(max_body_bytes=args.max_body_bytes),
+        shutdown_delay=args.shutdown_delay,
     )
     companion: Companion | None = None
     if args.manage_certs:
