@@ -44,6 +44,9 @@ class ContainerView:
     instances: tuple[Instance, ...] = ()  # oldest first
     waiting_reason: str = ""  # e.g. CrashLoopBackOff, CreateContainerConfigError
     waiting_message: str = ""
+    # Probe verdicts for the running instance; None: no such probe (counts as passed).
+    started: bool | None = None
+    ready: bool | None = None
 
     @property
     def last(self) -> Instance | None:

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localcluster.kubelet import expansion, restart, status, volumes
+from localcluster.kubelet import expansion, probes, restart, status, volumes
 from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
@@ -61,12 +61,22 @@ class PodWorker:
         self.mount_paths: list[str] = []
         self.final_reported = False
         self.failure: tuple[str, str] | None = None  # the kubelet failed the whole pod
+        self.probers: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self.verdicts: dict[tuple[str, int], tuple[bool, bool]] = {}  # (started, ready)
 
     # -- loop ---------------------------------------------------------------------------
     def poke(self) -> None:
         self.wake.set()
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            for task in self.probers.values():
+                task.cancel()
+            self.probers.clear()
+
+    async def _run(self) -> None:
         while True:
             self.wake.clear()
             try:
@@ -252,10 +262,22 @@ class PodWorker:
                 waiting, wait = await self._restart(pod, c, last, now)
         insts = await asyncio.to_thread(self.runtime.instances, self.uid, name)
         last = insts[-1] if insts else None
+        started: bool | None = None
+        ready: bool | None = None
         if last is not None and last.running:
             waiting = ("", "")
             self.waiting.pop(name, None)
-        view = ContainerView(name, str(c.get("image") or ""), tuple(insts[-2:]), *waiting)
+            started, ready = self._probe(pod, c, last.attempt, init=init)
+        for key in [
+            k
+            for k in self.probers
+            if k[0] == name and (last is None or k[1] != last.attempt or not last.running)
+        ]:
+            self.probers.pop(key).cancel()
+            self.verdicts.pop(key, None)
+        view = ContainerView(
+            name, str(c.get("image") or ""), tuple(insts[-2:]), *waiting, started, ready
+        )
         done = last is not None and last.succeeded
         return view, done, wait
 
@@ -365,10 +387,110 @@ class PodWorker:
         self.waiting.pop(name, None)
         return ("", ""), None
 
+    # -- probes --------------------------------------------------------------------------
+    def _probe(
+        self, pod: dict[str, Any], c: dict[str, Any], attempt: int, *, init: bool
+    ) -> tuple[bool | None, bool | None]:
+        """(started, ready) verdicts of a running instance; starts its prober when needed."""
+        kinds = [k for k in ("startupProbe", "readinessProbe", "livenessProbe") if c.get(k)]
+        if init or not kinds:
+            return None, None
+        key = (c["name"], attempt)
+        if key not in self.probers:
+            self.verdicts[key] = ("startupProbe" not in kinds, False)
+            self.probers[key] = asyncio.create_task(self._prober(pod, c, attempt))
+        started, ready = self.verdicts[key]
+        return (started if "startupProbe" in kinds else None), (
+            ready if "readinessProbe" in kinds else started
+        )
+
+    async def _prober(self, pod: dict[str, Any], c: dict[str, Any], attempt: int) -> None:
+        """Probe one running instance until it ends (or a liveness/startup failure kills it)."""
+        name = c["name"]
+        key = (name, attempt)
+        spec = await asyncio.to_thread(self.runtime.start_spec, self.uid, name, attempt) or {}
+        static_env = {
+            str(e.get("name")): str(e.get("value") or "")
+            for e in c.get("env") or []
+            if "valueFrom" not in e
+        }
+        kinds = {k: c[k] for k in ("startupProbe", "readinessProbe", "livenessProbe") if c.get(k)}
+        timings = {k: probes.timing(p) for k, p in kinds.items()}
+        states = {k: probes.ProbeState(ok=(k == "livenessProbe")) for k in kinds}
+        started = "startupProbe" not in kinds
+        begin = time.monotonic()
+        due = {k: begin + t.initial_delay for k, t in timings.items()}
+        while True:
+            now = time.monotonic()
+            active = [k for k in kinds if (k == "startupProbe") != started]
+            for kind in [k for k in active if due[k] <= now]:
+                ok, message = await probes.run_probe(
+                    kinds[kind],
+                    container=c,
+                    env=spec.get("env") or {},
+                    static_env=static_env,
+                    cwd=spec.get("cwd") or str(self.runtime.pod_dir(self.uid) / "root"),
+                )
+                due[kind] = time.monotonic() + timings[kind].period
+                state = probes.observe(states[kind], ok, timings[kind])
+                states[kind] = state
+                label = kind.removesuffix("Probe").capitalize()
+                if not ok and state.failures == 1:
+                    self._event(
+                        pod,
+                        "Unhealthy",
+                        f"{label} probe failed: {message}",
+                        warning=True,
+                        container=name,
+                        key=("unhealthy", name, str(attempt), kind, str(time.monotonic())),
+                    )
+                if kind == "startupProbe" and state.ok:
+                    started = True
+                    now_started = time.monotonic()
+                    for k in kinds:
+                        if k != "startupProbe":
+                            due[k] = now_started + timings[k].initial_delay
+                failed_start = (
+                    kind == "startupProbe" and state.failures >= timings[kind].failure_threshold
+                )
+                if (kind == "livenessProbe" and not state.ok) or failed_start:
+                    self._event(
+                        pod,
+                        "Killing",
+                        f"Container {name} failed {label.lower()} probe, will be restarted",
+                        container=name,
+                        key=("probekill", name, str(attempt)),
+                    )
+                    await self._kill_instance(name, attempt, _grace(pod))
+                    return
+            ready = (
+                started and states["readinessProbe"].ok if "readinessProbe" in kinds else started
+            )
+            if self.verdicts.get(key) != (started, ready):
+                self.verdicts[key] = (started, ready)
+                self.poke()
+            active = [k for k in kinds if (k == "startupProbe") != started]
+            wait = min((due[k] for k in active), default=time.monotonic() + 1.0) - time.monotonic()
+            await asyncio.sleep(max(wait, 0.02))
+
+    async def _kill_instance(self, name: str, attempt: int, grace: float) -> None:
+        deadline = time.monotonic() + grace
+        termed = False
+        while (name, attempt) in await asyncio.to_thread(self.runtime.running_instances, self.uid):
+            # The process may not be recorded yet right after its start: retry until signalled.
+            if not termed:
+                termed = await self.runtime.signal(self.uid, name, attempt, signal.SIGTERM)
+            if time.monotonic() >= deadline:
+                await self.runtime.signal(self.uid, name, attempt, signal.SIGKILL)
+            await asyncio.sleep(0.1)
+        self.poke()
+
     # -- stopping ------------------------------------------------------------------------
     async def _terminate(self, grace: float, pod: dict[str, Any] | None) -> bool:
         """Signal every running instance (SIGTERM, then SIGKILL after `grace`); True when none
         runs any more."""
+        for task in self.probers.values():
+            task.cancel()
         running = await asyncio.to_thread(self.runtime.running_instances, self.uid)
         if not running:
             return True

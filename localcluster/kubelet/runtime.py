@@ -170,6 +170,10 @@ class Runtime:
         shim.write_json(str(path / "exit.json"), record)
         return record
 
+    def start_spec(self, uid: str, container: str, attempt: int) -> dict[str, Any] | None:
+        """What an instance was started with (argv, env, cwd), also for adopted instances."""
+        return _read_json(self.instance_dir(uid, container, attempt) / "spec.json")
+
     def running_instances(self, uid: str) -> list[tuple[str, int]]:
         base = self.pod_dir(uid) / "containers"
         out = []

@@ -13,7 +13,7 @@ in `pkg/kubelet/status`):
   CrashLoopBackOff, CreateContainerConfigError). `lastState` is the instance before the current.
 - conditions (in a real kubelet's order): PodReadyToStartContainers, Initialized, Ready,
   ContainersReady, PodScheduled; `lastTransitionTime` moves only when the status flips.
-- `ready`/`started` follow the container running: probes are not run (see docs/KUBELET.md).
+- `started` needs the startup probe (if any) to have succeeded, `ready` also the readiness probe.
 """
 
 from __future__ import annotations
@@ -212,16 +212,18 @@ def _container_status(
     else:
         state = {"waiting": {"reason": default_reason}}
     running = "running" in state
+    started = running and view.started is not False
     status: dict[str, Any] = {
         "name": view.name,
         "state": state,
         "lastState": last_state,
         # An init container counts as ready once it has completed, as the kubelet reports.
-        "ready": running or (init and last is not None and last.succeeded),
+        "ready": (started and view.ready is not False)
+        or (init and last is not None and last.succeeded),
         "restartCount": last.attempt if last is not None else 0,
         "image": view.image,
         "imageID": "",
-        "started": running,
+        "started": started,
     }
     if last is not None:
         status["containerID"] = last.container_id

@@ -344,3 +344,37 @@ def test_active_deadline_seconds_fails_the_pod(core, namespace) -> None:
         pod["status"]["message"] == "Pod was active on the node longer than the specified deadline"
     )
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+
+
+def test_a_readiness_probe_gates_ready(core, namespace, tmp_path: Path) -> None:
+    flag = tmp_path / "ready"
+    probe = {"exec": {"command": ["test", "-e", str(flag)]}, "periodSeconds": 1}
+    container = shell("main", "while true; do sleep 0.05; done", readinessProbe=probe)
+    make_pod(core, namespace, "probed", [container], terminationGracePeriodSeconds=1)
+    pod = eventually(lambda: phase_is(core, namespace, "probed", "Running"))
+    cs = pod["status"]["containerStatuses"][0]
+    assert (cs["ready"], cs["started"]) == (False, True)
+    flag.write_text("")
+    eventually(
+        lambda: raw_pod(core, namespace, "probed")["status"]["containerStatuses"][0]["ready"]
+    )
+    conds = {
+        c["type"]: c["status"] for c in raw_pod(core, namespace, "probed")["status"]["conditions"]
+    }
+    assert conds["Ready"] == "True"
+
+
+def test_a_failing_liveness_probe_restarts_the_container(core, namespace) -> None:
+    probe = {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1}
+    container = shell("main", "while true; do sleep 0.05; done", livenessProbe=probe)
+    make_pod(core, namespace, "unhealthy", [container], terminationGracePeriodSeconds=1)
+    cs = eventually(
+        lambda: (
+            (s := raw_pod(core, namespace, "unhealthy")["status"]["containerStatuses"][0])[
+                "restartCount"
+            ]
+            >= 1
+            and s
+        )
+    )
+    assert cs["lastState"]["terminated"]["exitCode"] == 143
