@@ -46,6 +46,7 @@ __all__ = ["CertManager", "ManagerConfig", "PassResult"]
 log = logging.getLogger(__name__)
 
 _MAX_CONFLICTS = 5
+FAST_RESYNC_SECONDS = 5.0
 READINESS_PART = "certificates"
 
 
@@ -76,6 +77,7 @@ class PassResult:
     injected: tuple[str, ...] = ()
     files_written: bool = False
     serial: int = 0
+    missing: tuple[str, ...] = ()  # webhook configurations not found (nothing to inject into)
 
 
 class CertManager:
@@ -91,6 +93,7 @@ class CertManager:
         self.config = config
         self._cluster = cluster
         self._clock = clock
+        self._last: PassResult | None = None
 
     async def _get_cluster(self) -> Cluster:
         if self._cluster is None:
@@ -117,13 +120,22 @@ class CertManager:
             return
 
     async def run(self, readiness: ReadinessSink) -> None:
-        """Re-run the pass every `resync_seconds` (with jitter) until cancelled."""
+        """Re-run the pass every `resync_seconds` (with jitter) until cancelled.
+
+        While a webhook configuration is still missing (applied after the Deployment started),
+        or after a failed pass, retry every few seconds instead: until the bundle is injected
+        the API server cannot verify this webhook and every job request fails.
+        """
+        incomplete = bool(self._last and self._last.missing)
         while True:
             period = self.config.resync_seconds
+            if incomplete:
+                period = min(period, FAST_RESYNC_SECONDS)
             await asyncio.sleep(period * random.uniform(0.9, 1.1))
             try:
-                await self.reconcile()
+                incomplete = bool((await self.reconcile()).missing)
             except (ClusterError, OSError) as exc:
+                incomplete = True
                 log.warning("certificate pass failed (still serving current files): %s", exc)
 
     # -- one pass -----------------------------------------------------------------------
@@ -133,11 +145,15 @@ class CertManager:
         data, rotated = await self._sync_secret(cluster)
         bundle = inject.ca_bundle_b64(data[BUNDLE_KEY])
         injected: list[str] = []
+        missing: list[str] = []
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             for name in self.config.webhook_configs:
-                if await self._inject(
+                done = await self._inject(
                     cluster, kind, name, inject.webhook_config_with_ca_bundle, bundle
-                ):
+                )
+                if done is None:
+                    missing.append(f"{kind}/{name}")
+                elif done:
                     injected.append(f"{kind}/{name}")
         for name in self.config.crds:
             if await self._inject(
@@ -154,7 +170,10 @@ class CertManager:
                 written,
                 serial,
             )
-        return PassResult(tuple(rotated), tuple(injected), written, serial)
+        if missing:
+            log.warning("not found, cannot inject the CA bundle yet: %s", ", ".join(missing))
+        self._last = PassResult(tuple(rotated), tuple(injected), written, serial, tuple(missing))
+        return self._last
 
     async def _sync_secret(self, cluster: Cluster) -> tuple[dict[str, bytes], tuple[str, ...]]:
         cfg = self.config
@@ -198,12 +217,12 @@ class CertManager:
         name: str,
         update: Callable[[dict[str, Any], str], dict[str, Any] | None],
         bundle: str,
-    ) -> bool:
+    ) -> bool | None:
+        """True: written; False: already current (or no conversion webhook); None: not found."""
         for _ in range(_MAX_CONFLICTS):
             current = await cluster.get(kind, name)
             if current is None:
-                log.debug("%s %s not found; nothing to inject", kind, name)
-                return False
+                return None
             updated = update(current, bundle)
             if updated is None:
                 return False

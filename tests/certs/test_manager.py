@@ -173,7 +173,46 @@ async def test_missing_webhook_configurations_do_not_stop_the_pass(tmp_path) -> 
     cluster, clock = FakeCluster(), Clock(T0)
     result = await _manager(cluster, tmp_path, clock).reconcile()
     assert result.injected == () and result.files_written
+    assert result.missing == (
+        "MutatingWebhookConfiguration/trainops-webhook",
+        "ValidatingWebhookConfiguration/trainops-webhook",
+    )
     assert pki.load_keypair(tmp_path / "tls.crt", tmp_path / "tls.key")
+
+
+async def test_a_configuration_applied_after_start_gets_the_bundle_without_waiting_a_full_resync(
+    tmp_path, monkeypatch
+) -> None:
+    from certs import manager as manager_module
+    from webhook.app import Readiness
+
+    monkeypatch.setattr(manager_module, "FAST_RESYNC_SECONDS", 0.02)
+    complete, clock = _cluster(), Clock(T0)
+    cluster = FakeCluster()  # the configurations are not there yet
+    manager = CertManager(
+        ManagerConfig(
+            namespace=NS,
+            service="trainops-webhook",
+            secret_name="trainops-webhook-certs",
+            cert_dir=tmp_path,
+            resync_seconds=3600,
+        ),
+        cluster=cluster,
+        clock=clock,
+    )
+    readiness = Readiness()
+    await manager.prepare(readiness)
+    assert readiness.ready
+    task = asyncio.create_task(manager.run(readiness))
+    try:
+        for key, obj in complete.objects.items():
+            if key[0].endswith("WebhookConfiguration"):
+                cluster.put(key[0], obj)
+        async with asyncio.timeout(10):
+            while len(_bundles(cluster) - {None}) != 1 or None in _bundles(cluster):
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
 
 
 def _issued(cert: x509.Certificate, ca: x509.Certificate) -> bool:
