@@ -102,8 +102,8 @@ def parse_review(doc: Any) -> tuple[str, AdmissionRequest]:
     api_version = doc.get("apiVersion")
     if doc.get("kind") != KIND or api_version not in API_VERSIONS:
         raise ReviewError(
-            f"body is not an AdmissionReview (kind {doc.get('kind')!r}, apiVersion "
-            f"{api_version!r}; expected kind 'AdmissionReview', apiVersion one of "
+            f"body is not an AdmissionReview (kind {_short(doc.get('kind'))}, apiVersion "
+            f"{_short(api_version)}; expected kind 'AdmissionReview', apiVersion one of "
             f"{', '.join(API_VERSIONS)})"
         )
     request = doc.get("request")
@@ -114,7 +114,9 @@ def parse_review(doc: Any) -> tuple[str, AdmissionRequest]:
         raise ReviewError("request.uid is missing or not a string")
     operation = request.get("operation")
     if operation not in OPERATIONS:
-        raise ReviewError(f"request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
+        raise ReviewError(
+            f"request.operation {_short(operation)} is not one of {', '.join(OPERATIONS)}"
+        )
     for key, needed in (("object", ("CREATE", "UPDATE")), ("oldObject", ("UPDATE",))):
         value = request.get(key)
         if operation in needed and not isinstance(value, dict):
@@ -222,6 +224,12 @@ def _internal_error(uid: str, stage: str, exc: Exception) -> AdmissionResponse:
             "message": f"trainops webhook failed during {stage}: {type(exc).__name__}",
         },
     }
+
+
+def _short(value: Any) -> str:
+    """A client-supplied value for an error message, never more than 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _warnings(texts: Sequence[str]) -> list[str]:

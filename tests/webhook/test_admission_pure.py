@@ -66,3 +66,10 @@ def test_a_review_without_an_object_on_create_is_a_review_error() -> None:
     }
     with pytest.raises(admission.ReviewError, match=r"request\.object"):
         admission.review("validate", doc)
+
+
+def test_an_error_message_never_echoes_a_huge_client_value() -> None:
+    doc = {"apiVersion": "admission.k8s.io/v1", "kind": "x" * 100_000}
+    with pytest.raises(admission.ReviewError) as caught:
+        admission.review("mutate", doc)
+    assert len(str(caught.value)) < 300
