@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localcluster.kubelet import expansion, probes, restart, status, volumes
+from localcluster.kubelet import events, launch, prober, restart, status, volumes
 from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
@@ -37,10 +37,6 @@ log = logging.getLogger("trainops.kubelet")
 TERMINAL = ("Succeeded", "Failed")
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TZ")
 PULLED_MESSAGE = 'Container image "{image}" is not pulled: containers run as local processes'
-NO_COMMAND = (
-    "container has neither command nor args: the image's entrypoint is unknown to the local "
-    "kubelet (images are not pulled); set command or args"
-)
 
 
 class PodWorker:
@@ -182,8 +178,8 @@ class PodWorker:
         return delay
 
     async def _prepare(self, pod: dict[str, Any]) -> str | None:
-        ns = pod["metadata"].get("namespace", "default")
-        cms, secrets = await self._references(pod, volumes_only=True)
+        """Create the pod's root and volumes; an error message keeps the pod waiting."""
+        cms, secrets = await self._fetch(pod)
         plan = volumes.plan_volumes(pod, config_maps=cms, secrets=secrets)
         if isinstance(plan, str):
             return plan
@@ -193,39 +189,14 @@ class PodWorker:
         )
         self.mount_paths = [link.mount_path for link in plan.links]
         self.prepared = True
-        del ns
         return None
 
-    async def _references(
-        self,
-        pod: dict[str, Any],
-        container: dict[str, Any] | None = None,
-        *,
-        volumes_only: bool = False,
+    async def _fetch(
+        self, pod: dict[str, Any], container: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Fetch the ConfigMaps and Secrets the pod's volumes or one container's env name."""
+        """The ConfigMaps and Secrets the pod's volumes (or one container's env) read."""
         ns = pod["metadata"].get("namespace", "default")
-        cm_names: set[str] = set()
-        secret_names: set[str] = set()
-        if volumes_only:
-            for v in (pod.get("spec") or {}).get("volumes") or []:
-                if "configMap" in v:
-                    cm_names.add(str((v["configMap"] or {}).get("name") or ""))
-                if "secret" in v:
-                    secret_names.add(str((v["secret"] or {}).get("secretName") or ""))
-        else:
-            assert container is not None
-            for src in container.get("envFrom") or []:
-                if "configMapRef" in src:
-                    cm_names.add(str((src["configMapRef"] or {}).get("name") or ""))
-                if "secretRef" in src:
-                    secret_names.add(str((src["secretRef"] or {}).get("name") or ""))
-            for e in container.get("env") or []:
-                vf = e.get("valueFrom") or {}
-                if "configMapKeyRef" in vf:
-                    cm_names.add(str((vf["configMapKeyRef"] or {}).get("name") or ""))
-                if "secretKeyRef" in vf:
-                    secret_names.add(str((vf["secretKeyRef"] or {}).get("name") or ""))
+        cm_names, secret_names = launch.references(pod, container)
         kube = self.kubelet.kube
         cms = {n: o for n in cm_names if (o := await kube.get_config_map(ns, n)) is not None}
         secrets = {n: o for n in secret_names if (o := await kube.get_secret(ns, n)) is not None}
@@ -315,52 +286,33 @@ class PodWorker:
         self, pod: dict[str, Any], c: dict[str, Any], attempt: int, now: Any
     ) -> tuple[tuple[str, str], float | None]:
         name = c["name"]
-        meta = pod["metadata"]
-        cms, secrets = await self._references(pod, c)
-        env_result = expansion.resolve_env(
-            pod, c, config_maps=cms, secrets=secrets, node=self.kubelet.node_facts
+        cms, secrets = await self._fetch(pod, c)
+        plan = launch.plan_launch(
+            pod,
+            c,
+            config_maps=cms,
+            secrets=secrets,
+            node=self.kubelet.node_facts,
+            root=str(self.runtime.pod_dir(self.uid) / "root"),
+            mount_paths=self.mount_paths,
+            inherited_env={k: os.environ[k] for k in INHERITED_ENV if k in os.environ},
         )
-        if isinstance(env_result, expansion.EnvError):
+        if isinstance(plan, launch.LaunchError):
             self._event(
                 pod,
                 "Failed",
-                f"Error: {env_result.message}",
+                f"Error: {plan.message}",
                 warning=True,
                 container=name,
-                key=("env", name, env_result.message),
+                key=("launch", name, plan.message),
             )
-            return (env_result.reason, env_result.message), 2.0
-        env, warnings = env_result
-        for w in warnings:
+            retry = 2.0 if plan.reason == "CreateContainerConfigError" else None
+            return (plan.reason, plan.message), retry
+        for w in plan.warnings:
             self._event(
                 pod, "InvalidEnvironmentVariableNames", w, warning=True, key=("envnames", w)
             )
-        command, args = expansion.expand_command(c, env)
-        argv = command + args
-        if not argv:
-            self._event(
-                pod,
-                "Failed",
-                f"Error: {NO_COMMAND}",
-                warning=True,
-                container=name,
-                key=("nocmd", name),
-            )
-            return ("CreateContainerError", NO_COMMAND), None
-        root = str(self.runtime.pod_dir(self.uid) / "root")
-        argv = [volumes.rewrite_path(a, root, self.mount_paths) for a in argv]
-        workdir = str(c.get("workingDir") or "")
-        cwd = Path(root) / workdir.lstrip("/") if workdir else Path(root)
-        await asyncio.to_thread(cwd.mkdir, parents=True, exist_ok=True)
-        proc_env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
-        proc_env.update(
-            {
-                "HOSTNAME": meta["name"],
-                "TRAINOPS_POD_ROOT": root,
-                "TMPDIR": root + "/tmp",
-            }
-        )
-        proc_env.update(env)
+        await asyncio.to_thread(Path(plan.cwd).mkdir, parents=True, exist_ok=True)
         self._event(
             pod,
             "Pulled",
@@ -375,7 +327,7 @@ class PodWorker:
             container=name,
             key=("created", name, str(attempt)),
         )
-        spec = StartSpec(self.uid, name, attempt, argv, proc_env, str(cwd))
+        spec = StartSpec(self.uid, name, attempt, plan.argv, plan.env, plan.cwd)
         await self.runtime.start(spec, now=rfc3339(now))
         self._event(
             pod,
@@ -392,7 +344,7 @@ class PodWorker:
         self, pod: dict[str, Any], c: dict[str, Any], attempt: int, *, init: bool
     ) -> tuple[bool | None, bool | None]:
         """(started, ready) verdicts of a running instance; starts its prober when needed."""
-        kinds = [k for k in ("startupProbe", "readinessProbe", "livenessProbe") if c.get(k)]
+        kinds = [k for k in prober.KINDS if c.get(k)]
         if init or not kinds:
             return None, None
         key = (c["name"], attempt)
@@ -405,73 +357,32 @@ class PodWorker:
         )
 
     async def _prober(self, pod: dict[str, Any], c: dict[str, Any], attempt: int) -> None:
-        """Probe one running instance until it ends (or a liveness/startup failure kills it)."""
         name = c["name"]
         key = (name, attempt)
         spec = await asyncio.to_thread(self.runtime.start_spec, self.uid, name, attempt) or {}
-        static_env = {
-            str(e.get("name")): str(e.get("value") or "")
-            for e in c.get("env") or []
-            if "valueFrom" not in e
-        }
-        kinds = {k: c[k] for k in ("startupProbe", "readinessProbe", "livenessProbe") if c.get(k)}
-        timings = {k: probes.timing(p) for k, p in kinds.items()}
-        states = {k: probes.ProbeState(ok=(k == "livenessProbe")) for k in kinds}
-        started = "startupProbe" not in kinds
-        begin = time.monotonic()
-        due = {k: begin + t.initial_delay for k, t in timings.items()}
-        while True:
-            now = time.monotonic()
-            active = [k for k in kinds if (k == "startupProbe") != started]
-            for kind in [k for k in active if due[k] <= now]:
-                ok, message = await probes.run_probe(
-                    kinds[kind],
-                    container=c,
-                    env=spec.get("env") or {},
-                    static_env=static_env,
-                    cwd=spec.get("cwd") or str(self.runtime.pod_dir(self.uid) / "root"),
-                )
-                due[kind] = time.monotonic() + timings[kind].period
-                state = probes.observe(states[kind], ok, timings[kind])
-                states[kind] = state
-                label = kind.removesuffix("Probe").capitalize()
-                if not ok and state.failures == 1:
-                    self._event(
-                        pod,
-                        "Unhealthy",
-                        f"{label} probe failed: {message}",
-                        warning=True,
-                        container=name,
-                        key=("unhealthy", name, str(attempt), kind, str(time.monotonic())),
-                    )
-                if kind == "startupProbe" and state.ok:
-                    started = True
-                    now_started = time.monotonic()
-                    for k in kinds:
-                        if k != "startupProbe":
-                            due[k] = now_started + timings[k].initial_delay
-                failed_start = (
-                    kind == "startupProbe" and state.failures >= timings[kind].failure_threshold
-                )
-                if (kind == "livenessProbe" and not state.ok) or failed_start:
-                    self._event(
-                        pod,
-                        "Killing",
-                        f"Container {name} failed {label.lower()} probe, will be restarted",
-                        container=name,
-                        key=("probekill", name, str(attempt)),
-                    )
-                    await self._kill_instance(name, attempt, _grace(pod))
-                    return
-            ready = (
-                started and states["readinessProbe"].ok if "readinessProbe" in kinds else started
+
+        def report(started: bool, ready: bool) -> None:
+            self.verdicts[key] = (started, ready)
+            self.poke()
+
+        def event(reason: str, message: str, warning: bool) -> None:
+            self._event(
+                pod,
+                reason,
+                message,
+                warning=warning,
+                container=name,
+                key=(reason, name, str(attempt), message, str(time.monotonic())),
             )
-            if self.verdicts.get(key) != (started, ready):
-                self.verdicts[key] = (started, ready)
-                self.poke()
-            active = [k for k in kinds if (k == "startupProbe") != started]
-            wait = min((due[k] for k in active), default=time.monotonic() + 1.0) - time.monotonic()
-            await asyncio.sleep(max(wait, 0.02))
+
+        await prober.probe_instance(
+            c,
+            env=spec.get("env") or {},
+            cwd=spec.get("cwd") or str(self.runtime.pod_dir(self.uid) / "root"),
+            report=report,
+            event=event,
+            kill=lambda: self._kill_instance(name, attempt, _grace(pod)),
+        )
 
     async def _kill_instance(self, name: str, attempt: int, grace: float) -> None:
         deadline = time.monotonic() + grace
@@ -573,39 +484,18 @@ class PodWorker:
         if key in self.sent_events:
             return
         self.sent_events.add(key)
-        meta = pod["metadata"]
-        now = rfc3339(utcnow())
-        involved: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": meta["name"],
-            "namespace": meta.get("namespace", "default"),
-            "uid": meta.get("uid", ""),
-        }
-        if meta.get("resourceVersion"):
-            involved["resourceVersion"] = meta["resourceVersion"]
-        if container:
-            involved["fieldPath"] = f"spec.containers{{{container}}}"
         node = self.kubelet.config.node_name
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-                "namespace": meta.get("namespace", "default"),
-            },
-            "involvedObject": involved,
-            "reason": reason,
-            "message": message,
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": "kubelet", "host": node},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-            "reportingComponent": "kubelet",
-            "reportingInstance": node,
-        }
-        self.kubelet.emit(meta.get("namespace", "default"), event)
+        event = events.pod_event(
+            pod,
+            reason,
+            message,
+            now=rfc3339(utcnow()),
+            suffix=uuid.uuid4().hex[:16],
+            host=node,
+            warning=warning,
+            container=container,
+        )
+        self.kubelet.emit(pod["metadata"].get("namespace", "default"), event)
 
 
 def _grace(pod: dict[str, Any] | None) -> float:

@@ -14,6 +14,7 @@ import logging
 import uuid
 from typing import Any
 
+from localcluster.kubelet import events
 from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException, Kube
 
@@ -76,26 +77,13 @@ class Scheduler:
             if e.status in (404, 409):  # gone, or bound meanwhile
                 return
             raise
-        now = rfc3339(utcnow())
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": ns},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": name,
-                "namespace": ns,
-                "uid": meta.get("uid", ""),
-            },
-            "reason": "Scheduled",
-            "message": f"Successfully assigned {ns}/{name} to {self.node_name}",
-            "type": "Normal",
-            "source": {"component": "default-scheduler"},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-            "reportingComponent": "default-scheduler",
-        }
+        event = events.pod_event(
+            pod,
+            "Scheduled",
+            f"Successfully assigned {ns}/{name} to {self.node_name}",
+            now=rfc3339(utcnow()),
+            suffix=uuid.uuid4().hex[:16],
+            component="default-scheduler",
+        )
         with contextlib.suppress(Exception):
             await self.kube.create_event(ns, event)
