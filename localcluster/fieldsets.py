@@ -96,7 +96,7 @@ def _walk_value(
                 if not isinstance(item, dict):
                     out.add(path)
                     return
-                token = "k:" + _json({k: item[k] for k in semantics.keys if k in item})
+                token = "k:" + _json(semantics.identity(item))
                 out.add((*path, token))
                 _walk_map(item, items, (*path, token), out)
         else:
@@ -149,46 +149,74 @@ def decode(fields: dict[str, Any] | None) -> set[FieldPath]:
     return out
 
 
-def _item_matches(item: Any, token: str) -> bool:
+def _item_matches(item: Any, token: str, defaults: dict[str, Any]) -> bool:
     if token.startswith("k:"):
         keys = json.loads(token[2:])
-        return isinstance(item, dict) and all(item.get(k) == v for k, v in keys.items())
+        return isinstance(item, dict) and all(
+            item.get(k, defaults.get(k, _MISSING)) == v for k, v in keys.items()
+        )
     if token.startswith("v:"):
         return bool(item == json.loads(token[2:]))
     return False
 
 
-def value_at(obj: Any, path: FieldPath) -> Any:
-    """The value at `path`, or `MISSING` (a sentinel compared by identity)."""
+def _locate(obj: Any, path: FieldPath, schema: SchemaCursor | None) -> tuple[Any, dict[str, Any]]:
+    """The value at `path` (or MISSING) and the key defaults of the list holding its last
+    step (for matching `k:` tokens of items that omit a defaulted key)."""
     current = obj
+    cursor, parent, field = schema, None, ""
+    defaults: dict[str, Any] = {}
     for token in path:
         if token.startswith("f:"):
-            if not isinstance(current, dict) or token[2:] not in current:
-                return _MISSING
-            current = current[token[2:]]
+            name = token[2:]
+            if not isinstance(current, dict) or name not in current:
+                return _MISSING, {}
+            current = current[name]
+            if cursor is not None:
+                parent, field, cursor = cursor, name, cursor.field(name)
+            defaults = {}
         elif isinstance(current, list):
-            current = next((i for i in current if _item_matches(i, token)), _MISSING)
+            defaults = dict(parent.list_semantics(field).key_defaults) if parent else {}
+            current = next((i for i in current if _item_matches(i, token, defaults)), _MISSING)
             if current is _MISSING:
-                return _MISSING
+                return _MISSING, {}
+            if cursor is not None:
+                cursor, parent = cursor.items(), None
         else:
-            return _MISSING
-    return current
+            return _MISSING, {}
+    return current, defaults
+
+
+def value_at(obj: Any, path: FieldPath, schema: SchemaCursor | None = None) -> Any:
+    """The value at `path`, or `MISSING` (a sentinel compared by identity). With the object's
+    `schema`, list items match `k:` tokens through defaulted keys (`protocol: TCP`)."""
+    return _locate(obj, path, schema)[0]
 
 
 MISSING = _MISSING
 
 
-def remove_path(obj: dict[str, Any], path: FieldPath) -> None:
-    """Remove the node at `path` from `obj` in place (no-op when absent); empties left behind
-    by the removal of their last member are removed too, as the real server does for maps."""
+def remove_path(obj: dict[str, Any], path: FieldPath, schema: SchemaCursor | None = None) -> None:
+    """Remove the node at `path` from `obj` in place (no-op when absent)."""
     if not path:
         return
-    parent = value_at(obj, path[:-1]) if len(path) > 1 else obj
+    parent, _ = _locate(obj, path[:-1], schema) if len(path) > 1 else (obj, {})
     token = path[-1]
     if token.startswith("f:") and isinstance(parent, dict):
         parent.pop(token[2:], None)
     elif isinstance(parent, list):
-        parent[:] = [i for i in parent if not _item_matches(i, token)]
+        defaults: dict[str, Any] = {}
+        if schema is not None and len(path) > 1 and path[-2].startswith("f:"):
+            holder = _cursor_at(schema, path[:-2])
+            defaults = dict(holder.list_semantics(path[-2][2:]).key_defaults)
+        parent[:] = [i for i in parent if not _item_matches(i, token, defaults)]
+
+
+def _cursor_at(schema: SchemaCursor, path: FieldPath) -> SchemaCursor:
+    cursor = schema
+    for token in path:
+        cursor = cursor.field(token[2:]) if token.startswith("f:") else cursor.items()
+    return cursor
 
 
 def path_string(path: FieldPath) -> str:

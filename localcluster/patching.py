@@ -16,10 +16,10 @@ validation see it:
 `track_update` keeps managedFields right for every other write (create, update, patch): the
 writer owns what it changed; other managers lose those fields.
 
-Known gaps (documented in docs/LOCALCLUSTER-FIDELITY.md): no defaulting before computing field
-sets (a port without `protocol` is keyed without it), and no conversion between versions (one
-served version per CRD is assumed). Merged lists are ordered as structured-merge-diff orders
-them (`_interleave`).
+Known gaps (documented in docs/LOCALCLUSTER-FIDELITY.md): no conversion between versions (one
+served version per CRD is assumed); only list-map key fields are defaulted before field sets
+are computed (`protocol: TCP` of ports, schema defaults of CRD keys). Merged lists are ordered
+as structured-merge-diff orders them (`_interleave`).
 """
 
 from __future__ import annotations
@@ -243,7 +243,8 @@ def track_update(
         changed = {
             p
             for p in new_set
-            if p not in old_set or _leaf_value(result, p, new_set) != _leaf_value(old, p, new_set)
+            if p not in old_set
+            or _leaf_value(result, p, new_set, schema) != _leaf_value(old, p, new_set, schema)
         }
     key: ManagerKey = (manager, operation, subresource)
     everything = fieldsets.field_set(result, schema)
@@ -258,10 +259,12 @@ def track_update(
     return _with_managed_fields(result, _encode_entries(info, decoded, touched))
 
 
-def _leaf_value(obj: Any, path: FieldPath, members: set[FieldPath]) -> Any:
+def _leaf_value(
+    obj: Any, path: FieldPath, members: set[FieldPath], schema: SchemaCursor | None = None
+) -> Any:
     """The value that decides whether a member changed: a leaf's value; for a node with
     members below it (a list item, a map) only its presence."""
-    value = fieldsets.value_at(obj, path)
+    value = fieldsets.value_at(obj, path, schema)
     if isinstance(value, (dict, list)) and any(
         len(p) > len(path) and p[: len(path)] == path for p in members
     ):
@@ -316,7 +319,9 @@ def server_side_apply(
         if other == key:
             continue
         for path in sorted(paths & applied_set):
-            if _leaf_value(base, path, applied_set) != _leaf_value(config, path, applied_set):
+            if _leaf_value(base, path, applied_set, schema) != _leaf_value(
+                config, path, applied_set, schema
+            ):
                 conflicts.append((other, path))
     if (
         conflicts
@@ -342,8 +347,8 @@ def server_side_apply(
             len(p) > len(path) and p[: len(path)] == path for p in keep
         ):
             continue
-        fieldsets.remove_path(base, path)
-        _prune_empty_parents(base, path, keep)
+        fieldsets.remove_path(base, path, schema)
+        _prune_empty_parents(base, path, keep, schema)
 
     result = _structured_merge(base, config, schema)
     if live is not None:
@@ -394,19 +399,22 @@ def _upgrades_client_side_apply(
     last_set = fieldsets.field_set(last_applied, schema, **scope)
     return all(
         path in last_set
-        and _leaf_value(live, path, last_set) == _leaf_value(last_applied, path, last_set)
+        and _leaf_value(live, path, last_set, schema)
+        == _leaf_value(last_applied, path, last_set, schema)
         for _, path in conflicts
     )
 
 
-def _prune_empty_parents(obj: dict[str, Any], path: FieldPath, keep: set[FieldPath]) -> None:
+def _prune_empty_parents(
+    obj: dict[str, Any], path: FieldPath, keep: set[FieldPath], schema: SchemaCursor
+) -> None:
     """After removing `path`, remove the lists/maps it leaves empty unless someone owns them."""
     for cut in range(len(path) - 1, 0, -1):
         parent = path[:cut]
-        value = fieldsets.value_at(obj, parent)
+        value = fieldsets.value_at(obj, parent, schema)
         if value or value is fieldsets.MISSING or parent in keep or not parent[-1].startswith("f:"):
             return
-        fieldsets.remove_path(obj, parent)
+        fieldsets.remove_path(obj, parent, schema)
 
 
 def _drop_nulls(value: Any) -> Any:
@@ -444,10 +452,9 @@ def _merge_list(live: Any, applied: list[Any], parent: SchemaCursor, key: str) -
     if not all(isinstance(i, dict) for i in [*current, *applied]):
         return copy.deepcopy(applied)
     items = parent.field(key).items()
-    keys = semantics.keys
 
     def identity(item: Any) -> str:
-        return _json_identity({k: item.get(k) for k in keys if k in item})
+        return _json_identity(semantics.identity(item))
 
     return _interleave(
         current,

@@ -22,6 +22,10 @@ __all__ = ["ListSemantics", "SchemaCursor", "cursor_for"]
 
 ListType = Literal["atomic", "map", "set"]
 
+# Defaults of list-map key fields in the built-in kinds' OpenAPI (kubernetes-validate's JSON
+# schemas carry no defaults): container and service ports default `protocol` to TCP.
+_BUILTIN_KEY_DEFAULTS: dict[str, Any] = {"protocol": "TCP"}
+
 
 @dataclass(frozen=True)
 class ListSemantics:
@@ -34,6 +38,17 @@ class ListSemantics:
     patch_merge: bool = False
     merge_key: str = ""
     retain_keys: bool = False
+    key_defaults: tuple[tuple[str, Any], ...] = ()
+
+    def identity(self, item: dict[str, Any]) -> dict[str, Any]:
+        """An item's key values, absent keys filled from their defaults (as the API server
+        keys `ports` by `{"containerPort": 80, "protocol": "TCP"}` when protocol is omitted)."""
+        defaults = dict(self.key_defaults)
+        return {
+            k: item[k] if k in item else defaults[k]
+            for k in self.keys
+            if k in item or k in defaults
+        }
 
 
 class SchemaCursor:
@@ -114,12 +129,21 @@ class SchemaCursor:
                 list_type = "atomic"
         if list_type == "map" and not keys and merge_key:
             keys = (merge_key,)
+        item_props = (self.field(name).items().node or {}).get("properties") or {}
+        key_defaults = []
+        for key in keys:
+            prop = item_props.get(key) or {}
+            if "default" in prop:
+                key_defaults.append((key, prop["default"]))
+            elif self._defs is not None and key in _BUILTIN_KEY_DEFAULTS and key in item_props:
+                key_defaults.append((key, _BUILTIN_KEY_DEFAULTS[key]))
         return ListSemantics(
             list_type=list_type,
             keys=keys,
             patch_merge="merge" in strategy.split(","),
             merge_key=merge_key or (keys[0] if keys else ""),
             retain_keys="retainKeys" in strategy.split(","),
+            key_defaults=tuple(key_defaults),
         )
 
     def retains_keys(self, name: str) -> bool:

@@ -261,3 +261,27 @@ def test_entries_are_ordered_apply_first_then_by_time_and_manager() -> None:
         ("alpha", "Apply"),
         ("zeta", "Update"),
     ]
+
+
+def test_port_keys_default_their_protocol_so_omitting_it_matches_the_live_item() -> None:
+    applied = deployment()
+    applied["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+    live = copy.deepcopy(applied)
+    live["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "TCP"
+    live = patching.track_update(DEPLOYMENT, None, live, manager="kubectl-create", now=T1)
+    merged = ssa(live, applied)
+    assert merged["spec"]["template"]["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 80, "protocol": "TCP"}
+    ]
+    fields = merged["metadata"]["managedFields"][0]["fieldsV1"]
+    ports = fields["f:spec"]["f:template"]["f:spec"]["f:containers"]['k:{"name":"a"}']["f:ports"]
+    assert list(ports) == ['k:{"containerPort":80,"protocol":"TCP"}']
+
+
+def test_a_port_applied_without_protocol_is_removed_when_no_longer_applied() -> None:
+    with_port = deployment()
+    with_port["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+    first = ssa(None, with_port)
+    first["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "TCP"  # defaulted
+    second = ssa(first, deployment())
+    assert "ports" not in second["spec"]["template"]["spec"]["containers"][0]

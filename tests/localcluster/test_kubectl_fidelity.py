@@ -342,3 +342,31 @@ def test_every_kubectl_verb_on_a_custom_resource(
     finally:
         watch.kill()
         watch.wait()
+
+
+@pytest.mark.skipif(shutil.which("diff") is None, reason="kubectl diff needs the diff binary")
+@pytest.mark.parametrize("server_side", [False, True], ids=["client-side", "server-side"])
+def test_diff_shows_only_the_change_a_dry_run_apply_would_make(
+    cluster: Cluster, namespace: str, server_side: bool
+) -> None:
+    manifest = DEPLOYMENT.replace(
+        "{{name: main, image: nginx}}",
+        "{{name: main, image: nginx, ports: [{{containerPort: 80}}]}}",
+    )
+    kubectl(cluster, namespace, "apply", "-f", "-", stdin=manifest.format(replicas=1))
+    flags = ["--server-side"] if server_side else []
+    same = kubectl(cluster, namespace, "diff", *flags, "-f", "-", check=False,
+                   stdin=manifest.format(replicas=1))  # fmt: skip
+    assert (same.returncode, same.stdout) == (0, "")
+    changed = kubectl(cluster, namespace, "diff", *flags, "-f", "-", check=False,
+                      stdin=manifest.format(replicas=4))  # fmt: skip
+    assert changed.returncode == 1, changed.stderr
+    # (client-side apply also rewrites its last-applied-configuration annotation)
+    edits = [
+        line for line in changed.stdout.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        and not line[1:].strip().startswith('{"apiVersion"')
+    ]  # fmt: skip
+    assert sorted(e[0] + e[1:].strip() for e in edits) == sorted(
+        ["-generation: 1", "+generation: 2", "-replicas: 1", "+replicas: 4"]
+    ), changed.stdout
