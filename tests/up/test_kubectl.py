@@ -43,3 +43,17 @@ def test_the_node_is_ready_and_publishes_its_log_port(kubectl) -> None:
     )
     ready, port = out.stdout.split()
     assert ready == "True" and int(port) > 0
+
+
+def test_a_second_up_on_the_same_data_dir_is_refused(running_up) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "trainops", "up", "--data-dir", str(running_up.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "is in use by another trainops up (pid" in result.stderr

@@ -79,10 +79,37 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"trainops up: cannot create {data_dir}: {e.strerror}", file=sys.stderr)
         return 2
+    lock = _lock(data_dir)
+    if isinstance(lock, str):
+        print(f"trainops up: {lock}", file=sys.stderr)
+        return 1
     try:
         return asyncio.run(_main(args, data_dir))
     except KeyboardInterrupt:
         return 130
+    finally:
+        lock.close()
+
+
+def _lock(data_dir: Path) -> Any:
+    """Hold `DATA_DIR/up.lock` while running: two `up`s on one data directory would run every
+    pod twice and fight over the store. The kernel drops the lock if this process dies."""
+    import fcntl
+
+    path = data_dir / "up.lock"
+    f = open(path, "a+")  # noqa: SIM115 - held open for the lifetime of `up`
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        return f"{data_dir} is in use by another trainops up (pid {holder}); stop it first"
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
 
 
 @dataclass
