@@ -64,7 +64,8 @@ def field_set(
             if meta:
                 _walk_map(meta, schema.field("metadata"), ("f:metadata",), out)
             continue
-        _walk_value(key, value, schema, ("f:" + key,), out)
+        if value is not None:
+            _walk_value(key, value, schema, ("f:" + key,), out)
     return out
 
 
@@ -72,7 +73,8 @@ def _walk_map(
     obj: dict[str, Any], schema: SchemaCursor, prefix: FieldPath, out: set[FieldPath]
 ) -> None:
     for key, value in obj.items():
-        _walk_value(key, value, schema, (*prefix, "f:" + key), out)
+        if value is not None:  # a null is no value: nobody owns it (as on a real server)
+            _walk_value(key, value, schema, (*prefix, "f:" + key), out)
 
 
 def _walk_value(

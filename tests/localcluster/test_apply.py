@@ -285,3 +285,11 @@ def test_a_port_applied_without_protocol_is_removed_when_no_longer_applied() -> 
     first["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "TCP"  # defaulted
     second = ssa(first, deployment())
     assert "ports" not in second["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_nulls_are_owned_by_nobody() -> None:
+    obj = deployment()
+    obj["spec"]["template"]["metadata"]["creationTimestamp"] = None
+    tracked = patching.track_update(DEPLOYMENT, None, obj, manager="kubectl-create", now=T1)
+    template = tracked["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:template"]
+    assert template["f:metadata"] == {"f:labels": {".": {}, "f:app": {}}}
