@@ -151,12 +151,23 @@ def _cell(typ: str, value: Any, now: datetime) -> Any:
     if typ == "date":
         when = parse_time(value)
         return human_duration((now - when).total_seconds()) if when else "<invalid>"
+    return _go_text(value)
+
+
+def _go_text(value: Any) -> str:
+    """A value as the server's JSONPath printer writes it (Go's `%v`): `[a b]`, `map[k:v]`."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))
+    if value is None:
+        return "<nil>"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
+    if isinstance(value, list):
+        return "[" + " ".join(_go_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_text(value[k])}" for k in sorted(value)) + "]"
     return str(value)
 
 
