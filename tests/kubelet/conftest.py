@@ -99,8 +99,8 @@ def namespace(core: Any) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": name}})
     yield name
-    for pod in core.list_namespaced_pod(name).items:
-        core.delete_namespaced_pod(pod.metadata.name, name, grace_period_seconds=0)
+    # Deleting the namespace deletes everything in it (Deployments first stop making pods).
+    core.delete_namespace(name)
 
 
 @pytest.fixture
