@@ -35,6 +35,7 @@ __all__ = ["PodWorker"]
 log = logging.getLogger("trainops.kubelet")
 
 TERMINAL = ("Succeeded", "Failed")
+MIN_GRACE = 2.0
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TZ")
 PULLED_MESSAGE = 'Container image "{image}" is not pulled: containers run as local processes'
 
@@ -96,14 +97,14 @@ class PodWorker:
         pod = self.pod
         shutting_down = self.kubelet.shutting_down
         if self.deleted or pod is None:
-            grace = _grace(pod) if pod else 2.0
+            grace = _grace(pod)
             if not await self._terminate(grace, pod):
                 return 0.1
             await asyncio.to_thread(self.runtime.remove_pod, self.uid)
             return None
         meta = pod["metadata"]
         if meta.get("deletionTimestamp"):
-            grace = float(meta.get("deletionGracePeriodSeconds", _grace(pod)))
+            grace = _grace(pod)
             if not await self._terminate(grace, pod):
                 return 0.1
             if not self.final_reported:
@@ -112,7 +113,7 @@ class PodWorker:
                 await self.kubelet.kube.delete_pod_now(meta["namespace"], meta["name"], self.uid)
             return 1.0  # the DELETED event ends this worker
         if shutting_down:
-            grace = min(_grace(pod), self.kubelet.config.shutdown_grace_seconds)
+            grace = min(_grace(pod), max(self.kubelet.config.shutdown_grace_seconds, MIN_GRACE))
             if not await self._terminate(grace, pod):
                 return 0.1
             await self._report(pod)
@@ -499,6 +500,12 @@ class PodWorker:
 
 
 def _grace(pod: dict[str, Any] | None) -> float:
+    """Seconds between SIGTERM and SIGKILL: the deletion's grace period if the pod is being
+    deleted, else `terminationGracePeriodSeconds` (30), never under 2 s (the kubelet's minimum,
+    which also applies to force deletions)."""
+    meta = (pod or {}).get("metadata") or {}
     spec = (pod or {}).get("spec") or {}
-    value = spec.get("terminationGracePeriodSeconds")
-    return float(value) if value is not None else 30.0
+    value = meta.get("deletionGracePeriodSeconds")
+    if value is None:
+        value = spec.get("terminationGracePeriodSeconds")
+    return max(float(value) if value is not None else 30.0, MIN_GRACE)
