@@ -176,6 +176,17 @@ class Kubelet:
                 if value == uid:
                     del self.by_name[key]
 
+    def active_pods(self) -> list[dict[str, Any]]:
+        """Pods this kubelet runs that are neither deleted nor finished."""
+        return [
+            w.pod
+            for w in self.workers.values()
+            if w.pod is not None
+            and not w.deleted
+            and (w.reported or w.pod.get("status") or {}).get("phase")
+            not in ("Succeeded", "Failed")
+        ]
+
     def _on_exit(self, uid: str) -> None:
         w = self.workers.get(uid)
         if w is not None:

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localcluster.kubelet import events, launch, prober, restart, status, volumes
+from localcluster.kubelet import events, launch, ports, prober, restart, status, volumes
 from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
@@ -150,6 +150,8 @@ class PodWorker:
         terminal = phase in TERMINAL
         delay = self.kubelet.config.resync_seconds
         if not self.prepared and not terminal:
+            for message in ports.conflicts(pod, self.kubelet.active_pods()):
+                self._event(pod, "PortConflict", message, warning=True, key=("port", message))
             error = await self._prepare(pod)
             if error:
                 self._event(pod, "FailedMount", error, warning=True, key=("mount", error))

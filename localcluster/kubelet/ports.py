@@ -1,0 +1,44 @@
+"""Port clashes between pods that share 127.0.0.1 (pure).
+
+On a cluster every pod has its own IP; here all pods share the host's network, so two pods that
+both listen on `containerPort` 2222 collide and the second one fails with EADDRINUSE. The
+kubelet cannot fix that, but it can say so before the process fails: `conflicts` lists, for a
+pod about to start, the ports another active pod on the node already declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["conflicts", "declared_ports"]
+
+
+def declared_ports(pod: Mapping[str, Any]) -> set[tuple[int, str]]:
+    """(port, protocol) pairs the pod's containers declare (containerPort, or hostPort)."""
+    out: set[tuple[int, str]] = set()
+    spec = pod.get("spec") or {}
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        for p in c.get("ports") or []:
+            port = p.get("hostPort") or p.get("containerPort")
+            if isinstance(port, int) and port > 0:
+                out.add((port, str(p.get("protocol") or "TCP")))
+    return out
+
+
+def conflicts(pod: Mapping[str, Any], others: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Messages for each port of `pod` that an active pod in `others` also declares."""
+    mine = declared_ports(pod)
+    uid = (pod.get("metadata") or {}).get("uid")
+    found: list[str] = []
+    for other in others:
+        meta = other.get("metadata") or {}
+        if meta.get("uid") == uid:
+            continue
+        for port, proto in sorted(mine & declared_ports(other)):
+            found.append(
+                f"port {port}/{proto} is also declared by pod {meta.get('namespace')}/"
+                f"{meta.get('name')}: pods share 127.0.0.1 on this node, so only one of them "
+                "can listen on it (see docs/KUBELET.md, networking)"
+            )
+    return found
