@@ -283,6 +283,7 @@ class PodWorker:
             )
             return ("CrashLoopBackOff", message), remaining
         self.backoffs[name] = restart.backoff_after_restart(entry, finished, policy_cfg)
+        await asyncio.to_thread(self.runtime.prune, self.uid, name, last.attempt)
         return await self._start(pod, c, last.attempt + 1, now)
 
     async def _start(

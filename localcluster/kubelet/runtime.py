@@ -170,6 +170,18 @@ class Runtime:
         shim.write_json(str(path / "exit.json"), record)
         return record
 
+    def prune(self, uid: str, container: str, keep_from: int) -> None:
+        """Forget finished instances older than `keep_from` (their records and logs), as the
+        kubelet keeps only the last dead container: `previous` needs one, not a history."""
+        base = self.pod_dir(uid) / "containers" / container
+        if not base.exists():
+            return
+        for p in base.iterdir():
+            if p.name.isdigit() and int(p.name) < keep_from:
+                shutil.rmtree(p, ignore_errors=True)
+                with contextlib.suppress(FileNotFoundError):
+                    self.log_path(uid, container, int(p.name)).unlink()
+
     def start_spec(self, uid: str, container: str, attempt: int) -> dict[str, Any] | None:
         """What an instance was started with (argv, env, cwd), also for adopted instances."""
         return _read_json(self.instance_dir(uid, container, attempt) / "spec.json")

@@ -132,3 +132,15 @@ async def test_an_instance_whose_shim_vanished_is_lost_and_its_process_killed(
             or b") Z" in Path(f"/proc/{child_pid}/stat").read_bytes()
         )
     )
+
+
+async def test_pruning_keeps_only_recent_instances_and_their_logs(tmp_path: Path) -> None:
+    rt = Runtime(tmp_path)
+    for attempt in range(3):
+        await rt.start(StartSpec("uid-1", "c", attempt, ["true"], ENV, str(tmp_path)), now=NOW)
+        await _until(lambda n=attempt + 1: _finished(rt) and len(rt.instances("uid-1", "c")) == n)
+    rt.prune("uid-1", "c", keep_from=2)
+    assert [i.attempt for i in rt.instances("uid-1", "c")] == [2]
+    assert not rt.log_path("uid-1", "c", 0).exists()
+    assert rt.log_path("uid-1", "c", 2).exists()
+    await rt.wait_watchers()
