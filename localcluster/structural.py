@@ -17,9 +17,12 @@ import copy
 import dataclasses
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from localcluster.types import ApiError
 
 __all__ = [
     "FieldError",
@@ -28,6 +31,7 @@ __all__ = [
     "apply_defaults",
     "find_unknown_fields",
     "go_value",
+    "invalid_error",
     "ratchet",
     "render_path",
     "validate",
@@ -508,3 +512,21 @@ def _validate_object(
             _validate(item, props[key], (*path, key), errors)
         elif isinstance(extra, dict):
             _validate(item, extra, (*path, MapKey(key)), errors)
+
+
+def invalid_error(kind: str, group: str, name: str, errors: Sequence[FieldError]) -> ApiError:
+    """The 422 Invalid Status the API server builds from field errors."""
+    texts = [str(e) for e in errors]
+    aggregate = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiError(
+        422,
+        "Invalid",
+        f'{qualified} "{name}" is invalid: {aggregate}',
+        details={
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [e.cause() for e in errors],
+        },
+    )

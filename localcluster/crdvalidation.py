@@ -1,0 +1,180 @@
+"""Validation of CustomResourceDefinitions: what the API server refuses before serving a CRD.
+
+Names (`metadata.name` = `<plural>.<group>`, lowercase plural, a dotted group), scope, exactly
+one storage version, and the structural-schema rules: a type on every node (unless
+int-or-string or preserve-unknown-fields), no `properties` together with
+`additionalProperties`, a root `metadata` restricted to name/generateName, list-map keys that
+exist and are required or defaulted, and `x-kubernetes-validations` rules that compile (syntax
+and unknown functions). Errors use the real field paths
+(`spec.versions[0].schema.openAPIV3Schema.properties[spec].type`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from localcluster import celrules
+from localcluster.structural import FieldError, invalid_error
+
+__all__ = ["validate_crd"]
+
+
+def validate_crd(crd: dict[str, Any]) -> None:
+    """Raise ApiError 422 for a CRD the real API server would refuse."""
+    errors: list[FieldError] = []
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    group = str(spec.get("group") or "")
+    plural = str(names.get("plural") or "")
+    name = str((crd.get("metadata") or {}).get("name") or "")
+    if not group:
+        errors.append(FieldError.required("spec.group"))
+    elif "." not in group:
+        errors.append(
+            FieldError.invalid("spec.group", group, "should be a domain with at least one dot")
+        )
+    if not plural:
+        errors.append(FieldError.required("spec.names.plural"))
+    elif plural != plural.lower():
+        errors.append(
+            FieldError.invalid(
+                "spec.names.plural",
+                plural,
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'",
+            )
+        )
+    if not names.get("kind"):
+        errors.append(FieldError.required("spec.names.kind"))
+    if group and plural and name != f"{plural}.{group}":
+        errors.append(
+            FieldError.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
+        )
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        errors.append(
+            FieldError.not_supported("spec.scope", spec.get("scope", ""), ["Cluster", "Namespaced"])
+        )
+    versions = spec.get("versions") or []
+    if not versions:
+        errors.append(
+            FieldError.required(
+                "spec.versions", "must have exactly one version marked as storage version"
+            )
+        )
+    elif sum(1 for v in versions if v.get("storage")) != 1:
+        errors.append(
+            FieldError.invalid(
+                "spec.versions", versions_summary(versions),
+                "must have exactly one version marked as storage version",
+            )
+        )  # fmt: skip
+    for i, version in enumerate(versions):
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        base = f"spec.versions[{i}].schema.openAPIV3Schema"
+        if schema is None:
+            errors.append(FieldError.required(base, "schemas are required"))
+            continue
+        errors.extend(_structural_errors(schema, base, root=True))
+    if errors:
+        raise invalid_error("CustomResourceDefinition", "apiextensions.k8s.io", name, errors)
+
+
+def versions_summary(versions: list[dict[str, Any]]) -> str:
+    return json.dumps([v.get("name") for v in versions])
+
+
+def _structural_errors(schema: Any, path: str, *, root: bool = False) -> list[FieldError]:
+    if not isinstance(schema, dict):
+        return [FieldError.invalid(path, "", "must be an object")]
+    errors: list[FieldError] = []
+    typ = schema.get("type")
+    untyped_ok = schema.get("x-kubernetes-int-or-string") or schema.get(
+        "x-kubernetes-preserve-unknown-fields"
+    )
+    if root and typ != "object":
+        errors.append(FieldError.invalid(f"{path}.type", typ or "", 'must be "object" at the root'))
+    elif not typ and not untyped_ok:
+        errors.append(
+            FieldError.required(f"{path}.type", "must not be empty for specified object fields")
+        )
+    if schema.get("properties") and isinstance(schema.get("additionalProperties"), dict):
+        errors.append(
+            FieldError.forbidden(
+                f"{path}.additionalProperties",
+                "additionalProperties and properties are mutual exclusive",
+            )
+        )
+    if root:
+        meta = (schema.get("properties") or {}).get("metadata")
+        if isinstance(meta, dict):
+            extra = set(meta.get("properties") or {}) - {"name", "generateName"}
+            if extra or set(meta) - {"type", "properties", "description"}:
+                errors.append(
+                    FieldError.forbidden(
+                        f"{path}.properties[metadata]",
+                        "must not specify anything other than name and generateName, but metadata is implicitly specified",
+                    )
+                )
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        items = schema.get("items") or {}
+        if not keys:
+            errors.append(
+                FieldError.required(
+                    f"{path}.x-kubernetes-list-map-keys",
+                    "must not be empty if x-kubernetes-list-type is map",
+                )
+            )
+        if items.get("type") != "object":
+            errors.append(
+                FieldError.invalid(
+                    f"{path}.items.type", items.get("type", ""),
+                    "must be object if parent array's x-kubernetes-list-type is map",
+                )
+            )  # fmt: skip
+        for key in keys:
+            sub = (items.get("properties") or {}).get(key)
+            if sub is None:
+                errors.append(
+                    FieldError.invalid(
+                        f"{path}.x-kubernetes-list-map-keys", keys,
+                        "entries must all be names of item properties",
+                    )
+                )  # fmt: skip
+            elif key not in (items.get("required") or []) and "default" not in sub:
+                errors.append(
+                    FieldError.required(
+                        f"{path}.items.properties[{key}]",
+                        "this property is in x-kubernetes-list-map-keys, so it must have a "
+                        "default or be a required property",
+                    )
+                )
+    elif list_type not in (None, "atomic", "set"):
+        errors.append(
+            FieldError.not_supported(
+                f"{path}.x-kubernetes-list-type", list_type, ["atomic", "set", "map"]
+            )
+        )
+    for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
+        text = str(rule.get("rule", "")) if isinstance(rule, dict) else ""
+        problem = celrules.compile_error(text) if text else "rule must not be empty"
+        if problem:
+            errors.append(
+                FieldError.invalid(
+                    f"{path}.x-kubernetes-validations[{i}].rule",
+                    text,
+                    f"compilation failed: {problem}",
+                )
+            )
+    for key, sub in (schema.get("properties") or {}).items():
+        errors.extend(_structural_errors(sub, f"{path}.properties[{key}]"))
+    if isinstance(schema.get("additionalProperties"), dict):
+        errors.extend(
+            _structural_errors(schema["additionalProperties"], f"{path}.additionalProperties")
+        )
+    if isinstance(schema.get("items"), dict):
+        errors.extend(_structural_errors(schema["items"], f"{path}.items"))
+    elif schema.get("type") == "array":
+        errors.append(FieldError.required(f"{path}.items", "must be specified"))
+    return errors
