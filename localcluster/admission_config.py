@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from localcluster.structural import FieldError
+from localcluster.fielderrors import FieldError
 
 __all__ = ["validate_webhook_configuration"]
 

@@ -24,7 +24,7 @@ import functools
 import re
 from typing import Any
 
-from localcluster.structural import FieldError, MapKey, PathPart, render_path
+from localcluster.fielderrors import FieldError, MapKey, PathPart, render_path
 
 __all__ = ["compile_error", "compile_program", "evaluate_rules", "has_rules"]
 

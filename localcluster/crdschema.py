@@ -31,7 +31,7 @@ from typing import Any
 
 from localcluster import celrules, openapi, structural
 from localcluster.crdvalidation import validate_crd
-from localcluster.structural import FieldError, invalid_error
+from localcluster.fielderrors import FieldError, invalid_error, render_path
 from localcluster.types import ApiError, ResourceInfo
 
 __all__ = [
@@ -285,7 +285,7 @@ def _walk_builtin(
                     item, node_name, defs, (*path, key), go_path, unknown, extra, struct
                 )
             elif props and not extra:
-                unknown.append(structural.render_path((*tuple(path), key)))
+                unknown.append(render_path((*tuple(path), key)))
                 del value[key]  # a Go decoder drops unknown fields
                 continue
             else:
@@ -339,7 +339,7 @@ def _duplicate_paths(value: Any, path: tuple[str | int, ...]) -> list[str]:
         seen: set[str] = set()
         for key, item in value:
             if key in seen:
-                out.append(structural.render_path((*path, key)))
+                out.append(render_path((*path, key)))
             seen.add(key)
             out.extend(_duplicate_paths(item, (*path, key)))
     elif isinstance(value, list):

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from localcluster import celrules
-from localcluster.structural import FieldError, invalid_error
+from localcluster.fielderrors import FieldError, invalid_error
 
 __all__ = ["validate_crd"]
 

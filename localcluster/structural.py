@@ -6,7 +6,7 @@ fields are dropped, schema `default`s are applied, and then the object is valida
 schema's keywords (type, required, enum, bounds, lengths, pattern, format, list uniqueness).
 CEL rules run afterwards (`celrules`). The error texts and cause reasons are the
 apimachinery ones (`spec.replicas: Invalid value: "string": spec.replicas in body must be of
-type integer: "string"`), built by `FieldError`.
+type integer: "string"`), built by `fielderrors.FieldError`.
 
 Pure functions over plain dicts; the schema is the CRD version's `openAPIV3Schema`.
 """
@@ -17,140 +17,12 @@ import copy
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from localcluster.types import ApiError
+from localcluster.fielderrors import FieldError, MapKey, PathPart, json_type, render_path
 
-__all__ = [
-    "FieldError",
-    "MapKey",
-    "PathPart",
-    "apply_defaults",
-    "find_unknown_fields",
-    "go_value",
-    "invalid_error",
-    "ratchet",
-    "render_path",
-    "validate",
-]
-
-PathPart = str | int
-
-
-def render_path(parts: tuple[PathPart, ...]) -> str:
-    """`spec.replicaSpecs[0].template`, map keys as `labels[app]` (apimachinery style)."""
-    out = ""
-    for part in parts:
-        if isinstance(part, (int, MapKey)):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
-class MapKey(str):
-    """A key of a map (additionalProperties), rendered in brackets."""
-
-
-def go_value(value: Any) -> str:
-    """A value as apimachinery prints it in `Invalid value: …`."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    return json.dumps(_json_type(value))
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One apimachinery field error: `reason` is the Status cause reason."""
-
-    reason: str
-    field: str
-    body: str
-    # The node whose value decides ratcheting (None: never ratcheted, e.g. transition rules).
-    node: tuple[PathPart, ...] | None = dataclasses.field(default=(), compare=False)
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.body}" if self.field else self.body
-
-    def cause(self) -> dict[str, str]:
-        return {"reason": self.reason, "message": self.body, "field": self.field}
-
-    @classmethod
-    def required(cls, field: str, detail: str = "") -> FieldError:
-        return cls(
-            "FieldValueRequired", field, "Required value" + (f": {detail}" if detail else "")
-        )
-
-    @classmethod
-    def invalid(cls, field: str, value: Any, detail: str) -> FieldError:
-        body = f"Invalid value: {go_value(value)}" + (f": {detail}" if detail else "")
-        return cls("FieldValueInvalid", field, body)
-
-    @classmethod
-    def type_invalid(cls, field: str, value: Any, detail: str) -> FieldError:
-        return cls("FieldValueTypeInvalid", field, f"Invalid value: {go_value(value)}: {detail}")
-
-    @classmethod
-    def not_supported(cls, field: str, value: Any, allowed: list[Any]) -> FieldError:
-        supported = ", ".join(go_value(v) for v in allowed)
-        return cls(
-            "FieldValueNotSupported",
-            field,
-            f"Unsupported value: {go_value(value)}: supported values: {supported}",
-        )
-
-    @classmethod
-    def forbidden(cls, field: str, detail: str) -> FieldError:
-        return cls("FieldValueForbidden", field, "Forbidden" + (f": {detail}" if detail else ""))
-
-    @classmethod
-    def duplicate(cls, field: str, value: Any) -> FieldError:
-        return cls("FieldValueDuplicate", field, f"Duplicate value: {_go_literal(value)}")
-
-    @classmethod
-    def too_long(cls, field: str, limit: int) -> FieldError:
-        unit = "byte" if limit == 1 else "bytes"
-        return cls("FieldValueTooLong", field, f"Too long: may not be more than {limit} {unit}")
-
-    @classmethod
-    def too_many(cls, field: str, count: int, limit: int) -> FieldError:
-        unit = "item" if limit == 1 else "items"
-        return cls(
-            "FieldValueTooMany", field, f"Too many: {count}: must have at most {limit} {unit}"
-        )
-
-
-def _go_literal(value: Any) -> str:
-    if isinstance(value, dict):
-        inner = ", ".join(f"{json.dumps(k)}:{_go_literal(v)}" for k, v in value.items())
-        return "map[string]interface {}{" + inner + "}"
-    return json.dumps(value)
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
-
+__all__ = ["apply_defaults", "find_unknown_fields", "ratchet", "validate"]
 
 # --------------------------------------------------------------------------- pruning
 
@@ -339,8 +211,8 @@ def _validate_node(
             errors.append(
                 FieldError.type_invalid(
                     field,
-                    _json_type(value),
-                    f'{field} in body must be of type integer,string: "{_json_type(value)}"',
+                    json_type(value),
+                    f'{field} in body must be of type integer,string: "{json_type(value)}"',
                 )
             )
             return
@@ -348,8 +220,8 @@ def _validate_node(
         errors.append(
             FieldError.type_invalid(
                 field,
-                _json_type(value),
-                f'{field} in body must be of type {typ}: "{_json_type(value)}"',
+                json_type(value),
+                f'{field} in body must be of type {typ}: "{json_type(value)}"',
             )
         )
         return
@@ -512,21 +384,3 @@ def _validate_object(
             _validate(item, props[key], (*path, key), errors)
         elif isinstance(extra, dict):
             _validate(item, extra, (*path, MapKey(key)), errors)
-
-
-def invalid_error(kind: str, group: str, name: str, errors: Sequence[FieldError]) -> ApiError:
-    """The 422 Invalid Status the API server builds from field errors."""
-    texts = [str(e) for e in errors]
-    aggregate = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
-    qualified = f"{kind}.{group}" if group else kind
-    return ApiError(
-        422,
-        "Invalid",
-        f'{qualified} "{name}" is invalid: {aggregate}',
-        details={
-            "name": name,
-            "group": group,
-            "kind": kind,
-            "causes": [e.cause() for e in errors],
-        },
-    )
