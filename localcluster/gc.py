@@ -35,6 +35,7 @@ __all__ = ["Controllers"]
 log = logging.getLogger("localcluster.gc")
 
 Work = tuple[str, Any]
+RETRY_SECONDS = 1.0
 _CRD_RID = resource_id(CRD_RESOURCE)
 _NS_RID = resource_id(NAMESPACES)
 _SA_INFO_KEY = ("", "v1", "serviceaccounts")
@@ -49,7 +50,7 @@ class Controllers:
 
     async def start(self) -> None:
         store = self.srv.store
-        self._sub = self.srv.hub.subscribe(WatchFilter(None))
+        self._sub = self.srv.hub.subscribe(WatchFilter(None), max_backlog=None)
         for rid in store.resources():
             for rec in store.records(rid):
                 meta = rec.obj["metadata"]
@@ -82,19 +83,27 @@ class Controllers:
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("controller work %s failed", work)
-                for entry in self._sub.drain():
-                    if entry is None:
-                        return
-                    self._plan(entry[1])
-            entry = await queue.get()
-            if entry is None:
-                return
-            self._plan(entry[1])
-            for more in self._sub.drain():
-                if more is None:
+                    log.exception("controller work %s failed; retrying in %ss", work, RETRY_SECONDS)
+                    asyncio.get_running_loop().call_later(RETRY_SECONDS, self._retry, work)
+                if not self._take(self._sub.drain()):
                     return
-                self._plan(more[1])
+            if not self._take([await queue.get(), *self._sub.drain()]):
+                return
+
+    def _retry(self, work: Work) -> None:
+        if self._sub is not None:
+            self._sub.queue.put_nowait(("RETRY", work))  # type: ignore[arg-type]
+
+    def _take(self, entries: list[Any]) -> bool:
+        """Plan work for queued entries; False once the hub has closed the subscription."""
+        for entry in entries:
+            if entry is None:
+                return False
+            if entry[0] == "RETRY":
+                self._pending.setdefault(entry[1], None)
+            else:
+                self._plan(entry[1])
+        return True
 
     # -- planning: which keys an event concerns ---------------------------------------------
 

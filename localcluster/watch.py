@@ -58,9 +58,10 @@ def translate(flt: WatchFilter, event: Event) -> str | None:
 class Subscription:
     """One watcher's queue of (type, event); `None` in the queue means "closed by the server"."""
 
-    def __init__(self, hub: Hub, flt: WatchFilter) -> None:
+    def __init__(self, hub: Hub, flt: WatchFilter, max_backlog: int | None = MAX_BACKLOG) -> None:
         self.hub = hub
         self.filter = flt
+        self.max_backlog = max_backlog
         self.queue: asyncio.Queue[tuple[str, Event] | None] = asyncio.Queue()
         self.overflowed = False
 
@@ -68,7 +69,7 @@ class Subscription:
         typ = translate(self.filter, event)
         if typ is None or self.overflowed:
             return
-        if self.queue.qsize() >= MAX_BACKLOG:
+        if self.max_backlog is not None and self.queue.qsize() >= self.max_backlog:
             self.overflowed = True
             self.queue.put_nowait(None)
             return
@@ -92,8 +93,9 @@ class Hub:
     def __init__(self) -> None:
         self._by_resource: dict[str | None, set[Subscription]] = collections.defaultdict(set)
 
-    def subscribe(self, flt: WatchFilter) -> Subscription:
-        sub = Subscription(self, flt)
+    def subscribe(self, flt: WatchFilter, *, max_backlog: int | None = MAX_BACKLOG) -> Subscription:
+        """A new subscriber; `max_backlog=None` for in-process controllers that must not be cut off."""
+        sub = Subscription(self, flt, max_backlog)
         self._by_resource[flt.resource].add(sub)
         return sub
 
