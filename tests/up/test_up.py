@@ -33,7 +33,15 @@ def test_stopping_and_starting_up_resumes_pods_and_keeps_their_logs(up: Up) -> N
             "spec": {"containers": [TICKER], "terminationGracePeriodSeconds": 2},
         },
     )
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "once"},
+            "spec": {"restartPolicy": "Never", "containers": [{**TICKER, "name": "once"}]},
+        },
+    )
     eventually(lambda: "tick 2" in core.read_namespaced_pod_log("ticker", "default"))
+    eventually(lambda: "tick 0" in core.read_namespaced_pod_log("once", "default"))
     assert up.stop(signal.SIGTERM) == 0
     assert stray_processes(up.data_dir) == []
 
@@ -48,6 +56,12 @@ def test_stopping_and_starting_up_resumes_pods_and_keeps_their_logs(up: Up) -> N
     assert status["lastState"]["terminated"]["exitCode"] == 143
     assert "tick 2" in core.read_namespaced_pod_log("ticker", "default", previous=True)
     eventually(lambda: "tick 1" in core.read_namespaced_pod_log("ticker", "default"))
+    # restartPolicy Never: the stop ended it for good, as any SIGTERM would have.
+    once = _pod(core, "once")
+    assert once["status"]["phase"] == "Failed"
+    term = once["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["signal"]) == (143, 15)
+    assert "tick 0" in core.read_namespaced_pod_log("once", "default")
     assert up.stop() == 0
     assert stray_processes(up.data_dir) == []
 
