@@ -43,6 +43,10 @@ def test_the_node_is_ready_and_publishes_its_log_port(kubectl) -> None:
     )
     ready, port = out.stdout.split()
     assert ready == "True" and int(port) > 0
+    lease = kubectl(
+        "get", "lease", "trainops", "-n", "kube-node-lease", "-o", "jsonpath={.spec.holderIdentity}"
+    )
+    assert lease.stdout == "trainops"
 
 
 def test_a_second_up_on_the_same_data_dir_is_refused(running_up) -> None:

@@ -132,7 +132,7 @@ class Stack:
 async def _main(args: argparse.Namespace, data_dir: Path) -> int:
     stop_event = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: the terminal closed
         loop.add_signal_handler(sig, stop_event.set)
     started = time.monotonic()
     stack = Stack(data_dir)
