@@ -81,7 +81,9 @@ class Runtime:
     def __init__(self, data_dir: Path, *, on_exit: Callable[[str], None] | None = None) -> None:
         self.data_dir = data_dir
         self.pods_dir = data_dir / "pods"
+        # Owner-only: instance specs hold the containers' environment, Secret values included.
         self.pods_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.pods_dir, 0o700)
         self._on_exit = on_exit or (lambda uid: None)
         self._watchers: set[asyncio.Task[None]] = set()
 
