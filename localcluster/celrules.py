@@ -26,7 +26,14 @@ from typing import Any
 
 from localcluster.fielderrors import FieldError, MapKey, PathPart, render_path
 
-__all__ = ["compile_error", "compile_program", "evaluate_rules", "has_rules"]
+__all__ = [
+    "compile_error",
+    "compile_program",
+    "evaluate_rules",
+    "field_path_parts",
+    "has_rules",
+    "is_transition_rule",
+]
 
 _MISSING: Any = object()
 _OLD_SELF = re.compile(r"\boldSelf\b")
@@ -292,6 +299,16 @@ def _message(rule: dict[str, Any], activation: dict[str, Any]) -> str:
             if isinstance(result, str) and result.strip():
                 return " ".join(str(result).split())
     return str(rule.get("message") or "")
+
+
+def is_transition_rule(rule: str) -> bool:
+    """Whether a rule compares with the old object (mentions `oldSelf`)."""
+    return bool(_OLD_SELF.search(rule))
+
+
+def field_path_parts(field_path: str) -> list[PathPart]:
+    """The steps of a rule's `fieldPath` (`.a.b`, `['a.b']`, `[0]`)."""
+    return _field_path(field_path)
 
 
 def _field_path(field_path: str) -> list[PathPart]:

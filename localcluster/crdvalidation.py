@@ -75,6 +75,10 @@ def validate_crd(crd: dict[str, Any]) -> None:
             errors.append(FieldError.required(base, "schemas are required"))
             continue
         errors.extend(_structural_errors(schema, base, root=True))
+        for j, column in enumerate(version.get("additionalPrinterColumns") or []):
+            errors.extend(
+                _printer_column(column, f"spec.versions[{i}].additionalPrinterColumns[{j}]")
+            )
     if errors:
         raise invalid_error("CustomResourceDefinition", "apiextensions.k8s.io", name, errors)
 
@@ -83,7 +87,101 @@ def versions_summary(versions: list[dict[str, Any]]) -> str:
     return json.dumps([v.get("name") for v in versions])
 
 
-def _structural_errors(schema: Any, path: str, *, root: bool = False) -> list[FieldError]:
+_COLUMN_TYPES = ["boolean", "date", "integer", "number", "string"]
+_RULE_REASONS = [
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+]
+
+
+def _printer_column(column: Any, path: str) -> list[FieldError]:
+    from localcluster.tables import jsonpath_parses
+
+    column = column if isinstance(column, dict) else {}
+    errors: list[FieldError] = []
+    if not column.get("name"):
+        errors.append(FieldError.required(f"{path}.name"))
+    if column.get("type") not in _COLUMN_TYPES:
+        errors.append(
+            FieldError.not_supported(f"{path}.type", column.get("type", ""), _COLUMN_TYPES)
+        )
+    json_path = str(column.get("jsonPath") or "")
+    if not json_path:
+        errors.append(FieldError.required(f"{path}.jsonPath"))
+    elif not json_path.startswith(".") or not jsonpath_parses(json_path):
+        errors.append(
+            FieldError.invalid(
+                f"{path}.jsonPath", json_path, "must be a simple json path starting with ."
+            )
+        )
+    return errors
+
+
+def _rule_errors(
+    rule: Any, schema: dict[str, Any], path: str, uncorrelatable: str
+) -> list[FieldError]:
+    """One `x-kubernetes-validations` entry: rule and messageExpression compile, reason is
+    known, fieldPath exists, and `oldSelf` is only used where old and new nodes correlate."""
+    rule = rule if isinstance(rule, dict) else {}
+    errors: list[FieldError] = []
+    text = str(rule.get("rule", ""))
+    problem = celrules.compile_error(text) if text else "rule must not be empty"
+    if problem:
+        errors.append(FieldError.invalid(f"{path}.rule", text, f"compilation failed: {problem}"))
+    elif uncorrelatable and celrules.is_transition_rule(text):
+        errors.append(
+            FieldError.invalid(
+                f"{path}.rule", text,
+                f"oldSelf cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}",
+            )
+        )  # fmt: skip
+    expression = rule.get("messageExpression")
+    if expression:
+        problem = celrules.compile_error(str(expression))
+        if problem:
+            errors.append(
+                FieldError.invalid(
+                    f"{path}.messageExpression", expression,
+                    f"messageExpression compilation failed: {problem}",
+                )
+            )  # fmt: skip
+    reason = rule.get("reason")
+    if reason is not None and reason not in _RULE_REASONS:
+        errors.append(FieldError.not_supported(f"{path}.reason", reason, _RULE_REASONS))
+    field_path = rule.get("fieldPath")
+    if field_path and not _field_path_exists(schema, str(field_path)):
+        errors.append(
+            FieldError.invalid(f"{path}.fieldPath", field_path, "fieldPath must be a valid path")
+        )
+    return errors
+
+
+def _field_path_exists(schema: dict[str, Any], field_path: str) -> bool:
+    node: Any = schema
+    for part in celrules.field_path_parts(field_path):
+        if not isinstance(node, dict):
+            return False
+        if isinstance(part, int):
+            node = node.get("items")
+            continue
+        props = node.get("properties") or {}
+        if part in props:
+            node = props[part]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return False
+    return node is not None
+
+
+def _structural_errors(
+    schema: Any, path: str, *, root: bool = False, data: str = "", uncorrelatable: str = ""
+) -> list[FieldError]:
+    """Structural-schema errors of `schema` at `path`; `data` is the object path the node
+    describes and `uncorrelatable` the list (if any) below which old and new values no longer
+    correlate (items of atomic lists and sets)."""
     if not isinstance(schema, dict):
         return [FieldError.invalid(path, "", "must be an object")]
     errors: list[FieldError] = []
@@ -157,24 +255,28 @@ def _structural_errors(schema: Any, path: str, *, root: bool = False) -> list[Fi
             )
         )
     for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
-        text = str(rule.get("rule", "")) if isinstance(rule, dict) else ""
-        problem = celrules.compile_error(text) if text else "rule must not be empty"
-        if problem:
-            errors.append(
-                FieldError.invalid(
-                    f"{path}.x-kubernetes-validations[{i}].rule",
-                    text,
-                    f"compilation failed: {problem}",
-                )
-            )
+        errors.extend(
+            _rule_errors(rule, schema, f"{path}.x-kubernetes-validations[{i}]", uncorrelatable)
+        )
     for key, sub in (schema.get("properties") or {}).items():
-        errors.extend(_structural_errors(sub, f"{path}.properties[{key}]"))
+        child = f"{data}.{key}" if data else key
+        errors.extend(
+            _structural_errors(
+                sub, f"{path}.properties[{key}]", data=child, uncorrelatable=uncorrelatable
+            )
+        )
     if isinstance(schema.get("additionalProperties"), dict):
         errors.extend(
-            _structural_errors(schema["additionalProperties"], f"{path}.additionalProperties")
-        )
+            _structural_errors(
+                schema["additionalProperties"], f"{path}.additionalProperties",
+                data=data, uncorrelatable=uncorrelatable,
+            )
+        )  # fmt: skip
     if isinstance(schema.get("items"), dict):
-        errors.extend(_structural_errors(schema["items"], f"{path}.items"))
+        below = uncorrelatable or ("" if list_type == "map" else data or "self")
+        errors.extend(
+            _structural_errors(schema["items"], f"{path}.items", data=data, uncorrelatable=below)
+        )
     elif schema.get("type") == "array":
         errors.append(FieldError.required(f"{path}.items", "must be specified"))
     return errors

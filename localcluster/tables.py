@@ -30,7 +30,7 @@ from localcluster.printers import (
 )
 from localcluster.types import PrinterColumn, ResourceInfo
 
-__all__ = ["human_duration", "jsonpath_values", "to_table"]
+__all__ = ["human_duration", "jsonpath_parses", "jsonpath_values", "to_table"]
 
 Obj = dict[str, Any]
 
@@ -179,6 +179,20 @@ _TOKEN = re.compile(
       | \.\*""",
     re.VERBOSE,
 )
+
+
+def jsonpath_parses(path: str) -> bool:
+    """Whether `path` is in the JSONPath subset printer columns support."""
+    expr = path.strip()
+    if expr.startswith("{") and expr.endswith("}"):
+        expr = expr[1:-1]
+    pos = 0
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        if not m:
+            return False
+        pos = m.end()
+    return bool(expr)
 
 
 def jsonpath_values(obj: Any, path: str) -> list[Any]:

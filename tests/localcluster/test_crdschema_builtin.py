@@ -116,6 +116,12 @@ def minimal_crd(**schema_spec: object) -> dict:
 BASE = "spec.versions[0].schema.openAPIV3Schema.properties[spec]"
 
 
+def with_column(column: dict) -> dict:
+    crd = minimal_crd()
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = [column]
+    return crd
+
+
 @pytest.mark.parametrize(
     ("crd", "fragment"),
     [
@@ -130,6 +136,29 @@ BASE = "spec.versions[0].schema.openAPIV3Schema.properties[spec]"
                                     "x-kubernetes-validations": [{"rule": "self.("}]}),
                      f"{BASE}.properties[a].x-kubernetes-validations[0].rule: Invalid value: "
                      '"self.(": compilation failed', id="cel-does-not-compile"),
+        pytest.param(minimal_crd(tags={"type": "array", "items": {
+                         "type": "object", "properties": {"a": {"type": "string"}},
+                         "x-kubernetes-validations": [{"rule": "self.a == oldSelf.a"}]}}),
+                     "oldSelf cannot be used on the uncorrelatable portion of the schema within "
+                     "spec.tags", id="transition-rule-under-atomic-list"),
+        pytest.param(minimal_crd(a={"type": "object", "properties": {"b": {"type": "string"}},
+                                    "x-kubernetes-validations": [
+                                        {"rule": "true", "fieldPath": ".c"}]}),
+                     f'{BASE}.properties[a].x-kubernetes-validations[0].fieldPath: Invalid '
+                     'value: ".c": fieldPath must be a valid path', id="field-path"),
+        pytest.param(minimal_crd(a={"type": "string", "x-kubernetes-validations": [
+                         {"rule": "true", "reason": "Nope"}]}),
+                     'reason: Unsupported value: "Nope": supported values: "FieldValueDuplicate"',
+                     id="rule-reason"),
+        pytest.param(minimal_crd(a={"type": "string", "x-kubernetes-validations": [
+                         {"rule": "true", "messageExpression": "'x' +"}]}),
+                     "messageExpression compilation failed", id="message-expression"),
+        pytest.param(with_column({"name": "Size", "type": "int", "jsonPath": ".spec.size"}),
+                     'spec.versions[0].additionalPrinterColumns[0].type: Unsupported value: '
+                     '"int"', id="printer-column-type"),
+        pytest.param(with_column({"name": "Size", "type": "integer", "jsonPath": "spec.size"}),
+                     'additionalPrinterColumns[0].jsonPath: Invalid value: "spec.size": must be '
+                     "a simple json path starting with .", id="printer-column-path"),
         pytest.param({**minimal_crd(), "metadata": {"name": "wrong"}},
                      'metadata.name: Invalid value: "wrong": must be spec.names.plural+"."'
                      "+spec.group", id="name-mismatch"),
