@@ -4,8 +4,11 @@ Names (`metadata.name` = `<plural>.<group>`, lowercase plural, a dotted group), 
 one storage version, and the structural-schema rules: a type on every node (unless
 int-or-string or preserve-unknown-fields), no `properties` together with
 `additionalProperties`, a root `metadata` restricted to name/generateName, list-map keys that
-exist and are required or defaulted, and `x-kubernetes-validations` rules that compile (syntax
-and unknown functions). Errors use the real field paths
+exist and are required or defaulted; `x-kubernetes-validations` whose rule and
+messageExpression compile (syntax and unknown functions), whose reason is known, whose
+fieldPath exists, and which use `oldSelf` only where old and new values correlate (not below
+atomic lists or sets); printer columns with a known type and a simple JSONPath. Errors use the
+real field paths
 (`spec.versions[0].schema.openAPIV3Schema.properties[spec].type`).
 """
 
