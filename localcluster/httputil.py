@@ -7,11 +7,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
 from localcluster import apierrors, protobuf
+from localcluster.jsonyaml import YAMLError, load_yaml
 from localcluster.storage import dumps
 from localcluster.writes import WriteOptions
 
@@ -70,8 +70,8 @@ async def decode_body(request: web.Request) -> Any:
             ) from None
     if ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
         try:
-            return yaml.safe_load(raw.decode("utf-8"))
-        except (UnicodeDecodeError, yaml.YAMLError) as e:
+            return load_yaml(raw.decode("utf-8"))
+        except (UnicodeDecodeError, YAMLError) as e:
             raise apierrors.bad_request(f"error converting YAML to JSON: {e}") from None
     if ctype == "application/vnd.kubernetes.protobuf":
         return protobuf.decode(raw)

@@ -297,7 +297,13 @@ class Storage:
     async def _commit_loop(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, []
-            planned = self._plan(batch)
+            try:
+                planned = self._plan(batch)
+            except Exception as e:  # a bug must fail the callers, never leave them waiting
+                for op in batch:
+                    if not op.future.done():
+                        op.future.set_exception(e)
+                continue
             if not planned:
                 continue
             self._writes += len(planned)
@@ -344,12 +350,17 @@ class Storage:
                 if not op.future.done():
                     op.future.set_exception(error)
                 continue
-            rv += 1
             old = current.obj if current is not None else None
             source = op.obj if op.obj is not None else old
             assert source is not None
-            new = _with_rv(source, rv)
-            raw = dumps(new)
+            new = _with_rv(source, rv + 1)
+            try:
+                raw = dumps(new)
+            except (TypeError, ValueError) as e:  # not JSON: refuse this write only
+                if not op.future.done():
+                    op.future.set_exception(e)
+                continue
+            rv += 1
             typ = {"create": "ADDED", "update": "MODIFIED", "delete": "DELETED"}[op.kind]
             overlay[op.key] = None if typ == "DELETED" else Record(new, raw)
             planned.append((op, Event(rv, typ, *op.key, new, old, raw)))

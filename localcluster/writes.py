@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from localcluster import apierrors, crdschema, defaults, objectmeta, patching, storage, validation
+from localcluster.jsonyaml import YAMLError, load_yaml
 from localcluster.registry import CRD_RESOURCE, crd_status, resource_id
 from localcluster.server import Server
 from localcluster.storage import clone
@@ -260,8 +259,8 @@ async def update(
 
 def _decode_apply(body: bytes) -> dict[str, Any]:
     try:
-        applied = yaml.safe_load(body.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        applied = load_yaml(body.decode("utf-8"))
+    except (UnicodeDecodeError, YAMLError) as e:
         raise apierrors.bad_request(f"error decoding YAML: {e}") from None
     if not isinstance(applied, dict):
         raise apierrors.bad_request("the apply configuration must be an object")

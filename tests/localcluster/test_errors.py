@@ -257,3 +257,13 @@ def test_verbs_a_resource_does_not_serve_are_405(http: Http) -> None:
 def test_an_access_review_without_attributes_is_422(http: Http) -> None:
     reply = http.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {"spec": {}})
     assert reply.status == 422
+
+
+def test_yaml_timestamps_stay_strings(http: Http, namespace: str) -> None:
+    reply = http.post(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        b"metadata:\n  name: stamped\n  annotations:\n    at: 2026-01-01T00:00:00Z\n",
+        content_type="application/yaml",
+    )
+    assert reply.status == 201, reply.data
+    assert reply.json()["metadata"]["annotations"] == {"at": "2026-01-01T00:00:00Z"}

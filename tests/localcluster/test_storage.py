@@ -147,3 +147,20 @@ async def test_concurrent_writes_get_distinct_contiguous_versions_and_their_own_
         assert seen == [1, 2, 3, 4, 5]
     finally:
         await store.close()
+
+
+async def test_a_write_that_is_not_json_fails_alone(tmp_path: Path) -> None:
+    import datetime
+
+    store = await Storage.open(tmp_path / "db")
+    try:
+        bad = store.create(
+            "/configmaps",
+            {"metadata": {"name": "bad", "namespace": "n"}, "when": datetime.date(2026, 1, 1)},
+        )
+        good = store.create("/configmaps", {"metadata": {"name": "good", "namespace": "n"}})
+        results = await asyncio.gather(bad, good, return_exceptions=True)
+        assert isinstance(results[0], TypeError)
+        assert isinstance(results[1], dict) and results[1]["metadata"]["resourceVersion"] == "1"
+    finally:
+        await store.close()
