@@ -133,7 +133,11 @@ async def serve_watch(
             if bookmarks:
                 wait = min(wait, max(0.0, last_bookmark + srv.bookmark_interval - now))
             try:
-                item = await asyncio.wait_for(sub.queue.get(), timeout=wait)
+                if sub.queue.empty():
+                    async with asyncio.timeout(wait):
+                        item = await sub.queue.get()
+                else:
+                    item = sub.queue.get_nowait()
             except TimeoutError:
                 if bookmarks and sub.queue.empty() and time.monotonic() < deadline:
                     await response.write(

@@ -57,13 +57,17 @@ def flag(query: Mapping[str, str], name: str) -> bool:
     return query.get(name, "").lower() in ("true", "1")
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
+
+
 async def decode_body(request: web.Request) -> Any:
     """The JSON (or YAML) request body; 400 for malformed input, 415 for other media types."""
     ctype = request.content_type or JSON
     raw = await request.read()
     if ctype in (JSON, "*/*", "text/plain", "application/octet-stream"):
         try:
-            return json.loads(raw or b"null")
+            return json.loads(raw or b"null", parse_constant=_no_constants)
         except ValueError as e:
             raise apierrors.bad_request(
                 f"couldn't get version/kind; json parse error: {e}"
