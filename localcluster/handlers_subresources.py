@@ -134,8 +134,13 @@ async def _log(
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
-        async for chunk in upstream.content.iter_any():
-            await response.write(chunk)
+        try:
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+            pass  # `kubectl logs -f` interrupted: stop following
+        except aiohttp.ClientPayloadError:
+            pass  # the kubelet ended the stream early (pod stopped): end ours too
         return response
 
 
