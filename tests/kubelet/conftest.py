@@ -8,7 +8,10 @@ starts at 0.2 s so restart tests stay fast.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
+import signal
 import threading
 import time
 import uuid
@@ -43,6 +46,32 @@ def eventually(check: Callable[[], T], timeout: float = 15.0, interval: float = 
             last = e
         time.sleep(interval)
     raise AssertionError(f"not true within {timeout}s: {last}") from last
+
+
+def stray_processes(data_dir: Path) -> list[str]:
+    """Processes still running for `data_dir` (shims, or anything with its cwd in there)."""
+    found = []
+    marker = str(data_dir)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (marker in cmdline or cwd.startswith(marker)):
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def kill_strays(data_dir: Path) -> None:
+    """Test hygiene after a failure: kill the process groups of whatever still runs there."""
+    for entry in stray_processes(data_dir):
+        pid = int(entry.split(":", 1)[0])
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")
@@ -84,6 +113,7 @@ def local_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNode]:
     yield LocalNode(ready["kubeconfig"], data_dir, loop)
     loop.call_soon_threadsafe(stop.set)
     thread.join(30)
+    kill_strays(data_dir)
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,17 @@ import pytest
 
 from localcluster.kubelet.logs import LogOptions, select_log
 from localcluster.kubelet.runtime import Runtime, StartSpec
+from tests.kubelet.conftest import kill_strays
 
 NOW = "2026-01-01T00:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def _no_strays(tmp_path: Path):
+    yield
+    kill_strays(tmp_path)
+
+
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.kubelet.conftest import eventually
+from tests.kubelet.conftest import eventually, kill_strays, stray_processes
 
 __all__ = ["Up", "eventually", "stray_processes"]
 
@@ -68,30 +68,14 @@ class Up:
         return client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
 
 
-def stray_processes(data_dir: Path) -> list[str]:
-    """Processes still running for `data_dir` (shims, or anything with its cwd in there)."""
-    found = []
-    marker = str(data_dir)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            cwd = os.readlink(entry / "cwd")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and (marker in cmdline or cwd.startswith(marker)):
-            found.append(f"{entry.name}: {cmdline}")
-    return found
-
-
 def _finish(instance: Up) -> None:
+    """Stop `up`; if a failed test left pod processes behind, kill their process groups."""
     if instance.proc is not None:
         instance.stop()
     deadline = time.monotonic() + 10
     while stray_processes(instance.data_dir) and time.monotonic() < deadline:
         time.sleep(0.05)
+    kill_strays(instance.data_dir)
 
 
 @pytest.fixture
