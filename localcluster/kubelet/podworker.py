@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localcluster.kubelet import events, launch, ports, prober, restart, status, volumes
+from localcluster.kubelet import events, launch, ports, prober, probes, restart, status, volumes
 from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
@@ -60,6 +60,7 @@ class PodWorker:
         self.failure: tuple[str, str] | None = None  # the kubelet failed the whole pod
         self.probers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.verdicts: dict[tuple[str, int], tuple[bool, bool]] = {}  # (started, ready)
+        self.hooks: dict[tuple[str, int], asyncio.Task[None]] = {}  # preStop handlers
 
     # -- loop ---------------------------------------------------------------------------
     def poke(self) -> None:
@@ -69,7 +70,7 @@ class PodWorker:
         try:
             await self._run()
         finally:
-            for task in self.probers.values():
+            for task in [*self.probers.values(), *self.hooks.values()]:
                 task.cancel()
             self.probers.clear()
 
@@ -402,17 +403,19 @@ class PodWorker:
 
     # -- stopping ------------------------------------------------------------------------
     async def _terminate(self, grace: float, pod: dict[str, Any] | None) -> bool:
-        """Signal every running instance (SIGTERM, then SIGKILL after `grace`); True when none
-        runs any more."""
+        """Stop every running instance: its `preStop` hook first (if any), then SIGTERM, and
+        SIGKILL once `grace` has passed since the stop began; True when none runs any more."""
         for task in self.probers.values():
             task.cancel()
         running = await asyncio.to_thread(self.runtime.running_instances, self.uid)
         if not running:
+            for task in self.hooks.values():
+                task.cancel()
             return True
         if self.term_started is None:
             self.term_started = time.monotonic()
             if pod is not None:
-                for name, _ in running:
+                for name, attempt in running:
                     self._event(
                         pod,
                         "Killing",
@@ -420,15 +423,59 @@ class PodWorker:
                         container=name,
                         key=("kill", name),
                     )
+                    self._pre_stop(pod, name, attempt, grace)
         elapsed = time.monotonic() - self.term_started
-        sig = signal.SIGTERM if elapsed < grace else signal.SIGKILL
         for name, attempt in running:
+            hook = self.hooks.get((name, attempt))
+            if elapsed < grace and hook is not None and not hook.done():
+                continue  # SIGTERM waits for the preStop hook, within the grace period
+            sig = signal.SIGTERM if elapsed < grace else signal.SIGKILL
             key = (name, attempt, int(sig))
             if key not in self.signalled and await self.runtime.signal(
                 self.uid, name, attempt, sig
             ):
                 self.signalled.add(key)
         return False
+
+    def _pre_stop(self, pod: dict[str, Any], name: str, attempt: int, grace: float) -> None:
+        """Run the container's `lifecycle.preStop` handler (exec, httpGet, sleep) in a task."""
+        spec = pod.get("spec") or {}
+        container = next(
+            (
+                c
+                for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+                if c.get("name") == name
+            ),
+            None,
+        )
+        handler = ((container or {}).get("lifecycle") or {}).get("preStop")
+        if not handler or container is None:
+            return
+
+        async def run() -> None:
+            if "sleep" in handler:
+                await asyncio.sleep(float((handler["sleep"] or {}).get("seconds") or 0))
+                return
+            record = await asyncio.to_thread(self.runtime.start_spec, self.uid, name, attempt)
+            ok, message = await probes.run_probe(
+                {**handler, "timeoutSeconds": grace},
+                container=container,
+                env=(record or {}).get("env") or {},
+                static_env={},
+                cwd=(record or {}).get("cwd") or str(self.runtime.pod_dir(self.uid) / "root"),
+            )
+            if not ok:
+                self._event(
+                    pod,
+                    "FailedPreStopHook",
+                    f"PreStopHook failed: {message}",
+                    warning=True,
+                    container=name,
+                    key=("prestop", name, str(attempt)),
+                )
+            self.poke()
+
+        self.hooks[(name, attempt)] = asyncio.create_task(run())
 
     # -- reporting -----------------------------------------------------------------------
     async def _report(

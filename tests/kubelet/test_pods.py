@@ -378,3 +378,14 @@ def test_a_failing_liveness_probe_restarts_the_container(core, namespace) -> Non
         )
     )
     assert cs["lastState"]["terminated"]["exitCode"] == 143
+
+
+def test_a_pre_stop_hook_runs_before_sigterm(core, namespace, tmp_path: Path) -> None:
+    order = tmp_path / "order"
+    script = f"trap 'echo term >> {order}; exit 0' TERM; echo up; while true; do sleep 0.05; done"
+    hook = {"exec": {"command": ["sh", "-c", f"echo prestop >> {order}"]}}
+    container = shell("main", script, lifecycle={"preStop": hook})
+    make_pod(core, namespace, "hooked", [container], terminationGracePeriodSeconds=5)
+    eventually(lambda: "up" in core.read_namespaced_pod_log("hooked", namespace))
+    core.delete_namespaced_pod("hooked", namespace)
+    eventually(lambda: order.exists() and order.read_text() == "prestop\nterm\n")
