@@ -14,7 +14,9 @@ first argument):
   `asApproximateFloat`, `sign`, `add`, `sub`, `isGreaterThan`, `isLessThan`, `compareTo`
   (exact decimal arithmetic; equality by value).
 
-Not implemented: `url`, `ip`/`cidr`, `format`, `authorizer`, and optional types.
+* optionals, as far as `optionalOldSelf` needs them: `hasValue`, `value`, `orValue`.
+
+Not implemented: `url`, `ip`/`cidr`, `format`, `authorizer`, other optional-type functions.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from celpy import celtypes
 
-__all__ = ["FUNCTIONS", "Quantity"]
+__all__ = ["FUNCTIONS", "Optional", "Quantity"]
 
 
 class CelFunctionError(ValueError):
@@ -105,6 +107,42 @@ def _from_decimal(value: Decimal) -> Quantity:
     q.value = value
     q.text = format(value.normalize(), "f")
     return q
+
+
+# --------------------------------------------------------------------------- optionals
+
+
+class Optional:
+    """A CEL optional value (what `oldSelf` is for rules with `optionalOldSelf: true`)."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Optional) and self.inner == other.inner
+
+    def __hash__(self) -> int:
+        return hash(repr(self.inner))
+
+
+def _has_value(target: Any) -> celtypes.BoolType:
+    if not isinstance(target, Optional):
+        raise CelFunctionError("hasValue: no such overload")
+    return celtypes.BoolType(target.inner is not None)
+
+
+def _value(target: Any) -> Any:
+    if not isinstance(target, Optional) or target.inner is None:
+        raise CelFunctionError("optional.none() dereference")
+    return target.inner
+
+
+def _or_value(target: Any, default: Any) -> Any:
+    if not isinstance(target, Optional):
+        raise CelFunctionError("orValue: no such overload")
+    return default if target.inner is None else target.inner
 
 
 # --------------------------------------------------------------------------- strings and lists
@@ -217,6 +255,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "max": _extreme(max),
     "find": _find,
     "findAll": _find_all,
+    "hasValue": _has_value,
+    "value": _value,
+    "orValue": _or_value,
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "isInteger": lambda q: celtypes.BoolType(

@@ -12,7 +12,8 @@ x`).
 
 Programs are compiled once per rule text (memoised), i.e. once per CRD in practice, with the
 common Kubernetes CEL library functions of `celk8s` (strings, lists, regex, quantity). Not
-implemented: the url/ip/cidr/format libraries, cost estimation, and `optionalOldSelf`. Errors carry
+implemented: the url/ip/cidr/format libraries and cost estimation. `optionalOldSelf` rules
+also run on create, with `oldSelf` an optional (`hasValue()`, `value()`, `orValue(x)`). Errors carry
 their node for validation ratcheting (`structural.ratchet`); transition rules are never
 ratcheted.
 """
@@ -252,13 +253,19 @@ def _check(
 ) -> FieldError | None:
     import celpy
 
+    from localcluster.celk8s import Optional
+
     text = str(rule.get("rule", ""))
     transition = bool(_OLD_SELF.search(text))
-    if transition and old is _MISSING:
+    optional_old = transition and bool(rule.get("optionalOldSelf"))
+    if transition and old is _MISSING and not optional_old:
         return None
     program, problem = _program(text)
-    activation = {"self": celpy.json_to_cel(value)}
-    if transition:
+    activation: dict[str, Any] = {"self": celpy.json_to_cel(value)}
+    if optional_old:
+        # optionalOldSelf: the rule also runs on create; oldSelf is an optional value.
+        activation["oldSelf"] = Optional(None if old is _MISSING else celpy.json_to_cel(old))
+    elif transition:
         activation["oldSelf"] = celpy.json_to_cel(old)
     type_name = str(schema.get("type") or _json_type(value))
     field = render_path((*path, *_field_path(str(rule.get("fieldPath") or ""))))

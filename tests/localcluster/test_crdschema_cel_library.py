@@ -74,3 +74,29 @@ def test_a_failing_library_rule_is_reported() -> None:
     with pytest.raises(ApiError) as err:
         crdschema.prepare_custom_object(info_with_rule(rule), obj, None, field_validation="Strict")
     assert 'spec: Invalid value: "object": rule failed' in err.value.message
+
+
+def test_optional_old_self_rules_run_on_create_and_update() -> None:
+    schema = {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"name": {"type": "string"}},
+        "x-kubernetes-validations": [{
+            "rule": "!oldSelf.hasValue() || self.name == oldSelf.value().name",
+            "optionalOldSelf": True, "message": "name is immutable"},
+            {"rule": "oldSelf.orValue(self).name.startsWith('n')", "optionalOldSelf": True,
+             "message": "the first name starts with n"}]}}}  # fmt: skip
+    info = ResourceInfo(
+        "example.com", "v1", "Widget", "widgets", "widget", True,
+        crd={"metadata": {"uid": "u"}}, crd_version={"name": "v1", "schema": {"openAPIV3Schema": schema}},
+    )  # fmt: skip
+
+    def obj(name: str) -> dict:
+        return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                "spec": {"name": name}}  # fmt: skip
+
+    with pytest.raises(ApiError) as err:
+        crdschema.prepare_custom_object(info, obj("x"), None, field_validation="Strict")
+    assert "the first name starts with n" in err.value.message, "runs on create"
+    created, _ = crdschema.prepare_custom_object(info, obj("n1"), None, field_validation="Strict")
+    with pytest.raises(ApiError) as err:
+        crdschema.prepare_custom_object(info, obj("n2"), created, field_validation="Strict")
+    assert "name is immutable" in err.value.message
