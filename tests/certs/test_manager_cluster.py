@@ -291,13 +291,9 @@ async def test_certs_inject_sets_the_bundle_once_and_then_reports_it_current(
 async def test_the_webhook_command_with_manage_certs_becomes_ready_with_its_own_certificates(
     cluster: Cluster, kube: KubeCluster, webhook_ns: str, registered: str, tmp_path: Path
 ) -> None:
-    import socket
     import ssl
     import sys
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -310,7 +306,7 @@ async def test_the_webhook_command_with_manage_certs_becomes_ready_with_its_own_
         "--shutdown-delay",
         "0",
         "--port",
-        str(port),
+        "0",
         "--manage-certs",
         "--service",
         SERVICE,
@@ -326,20 +322,21 @@ async def test_the_webhook_command_with_manage_certs_becomes_ready_with_its_own_
         stderr=asyncio.subprocess.PIPE,
     )
     try:
+        assert proc.stderr is not None
         async with asyncio.timeout(30):
-            while not (tmp_path / "ca.crt").exists():
-                assert proc.returncode is None
-                await asyncio.sleep(0.1)
+            seen = []
+            while not (
+                m := re.search(r"listening on https://127\.0\.0\.1:(\d+)", seen[-1] if seen else "")
+            ):
+                line = (await proc.stderr.readline()).decode()
+                assert line, "webhook exited before listening:\n" + "".join(seen)
+                seen.append(line)
+            port = int(m.group(1))
             ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
             host = f"{SERVICE}.{webhook_ns}.svc"
-            while True:
-                try:
-                    reader, writer = await asyncio.open_connection(
-                        "127.0.0.1", port, ssl=ctx, server_hostname=host
-                    )
-                    break
-                except OSError:
-                    await asyncio.sleep(0.1)
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=ctx, server_hostname=host
+            )
             writer.write(
                 f"GET /readyz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
             )

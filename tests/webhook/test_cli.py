@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
-import socket
 import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.webhook.reviews import example, review
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str, ctx: ssl.SSLContext) -> tuple[int, str]:
@@ -27,16 +24,22 @@ def _get(url: str, ctx: ssl.SSLContext) -> tuple[int, str]:
         return resp.status, resp.read().decode()
 
 
-def test_the_webhook_command_serves_until_sigterm(tmp_path: Path) -> None:
-    certs = tmp_path / "certs"
+@pytest.fixture
+def certs(tmp_path: Path) -> Path:
+    out = tmp_path / "certs"
     gen = subprocess.run(
-        [sys.executable, "-m", "trainops", "certs", "generate", "--out", str(certs)],
+        [sys.executable, "-m", "trainops", "certs", "generate", "--out", str(out)],
         capture_output=True,
         text=True,
         check=False,
     )
     assert gen.returncode == 0, gen.stderr
-    port = _free_port()
+    assert "wrote" in gen.stdout and "SANs: localhost, 127.0.0.1" in gen.stdout
+    return out
+
+
+def _start(certs: Path, *extra: str) -> tuple[subprocess.Popen[str], int]:
+    """Start the webhook on port 0 and read the bound port from its start-up log line."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -47,30 +50,46 @@ def test_the_webhook_command_serves_until_sigterm(tmp_path: Path) -> None:
             str(certs),
             "--host",
             "127.0.0.1",
-            "--shutdown-delay",
-            "0",
             "--port",
-            str(port),
+            "0",
+            *extra,
         ],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # ends if the process exits before listening
+        seen.append(line)
+        if m := re.search(r"listening on https://127\.0\.0\.1:(\d+)", line):
+            return proc, int(m.group(1))
+    proc.wait(timeout=10)
+    raise AssertionError("webhook did not start:\n" + "".join(seen))
+
+
+@pytest.fixture
+def webhook(certs: Path) -> Iterator[tuple[str, ssl.SSLContext, subprocess.Popen[str]]]:
+    proc, port = _start(certs, "--shutdown-delay", "30")
     ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-    base = f"https://localhost:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert _get(base + "/healthz", ctx) == (200, "ok\n")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "webhook did not start"
-                time.sleep(0.1)
+        yield f"https://localhost:{port}", ctx, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=20)
+
+
+def test_the_webhook_command_serves_and_stops_cleanly_on_sigterm(certs: Path) -> None:
+    proc, port = _start(certs, "--shutdown-delay", "0")
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    try:
+        assert _get(f"https://localhost:{port}/healthz", ctx) == (200, "ok\n")
         body = json.dumps(review(example("denied/no-main-container"))).encode()
         req = urllib.request.Request(
-            base + "/validate", data=body, headers={"Content-Type": "application/json"}
+            f"https://localhost:{port}/validate",
+            data=body,
+            headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:
             answer = json.loads(resp.read())
@@ -79,6 +98,23 @@ def test_the_webhook_command_serves_until_sigterm(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
+
+
+def test_after_sigterm_the_webhook_reports_unready_but_still_serves(webhook) -> None:
+    base, ctx, proc = webhook
+    assert _get(base + "/readyz", ctx) == (200, "ok\n")
+    proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            _get(base + "/readyz", ctx)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503 and b"shutdown: terminating" in exc.read()
+            break
+        assert time.monotonic() < deadline, "never became unready"
+        time.sleep(0.05)
+    assert _get(base + "/healthz", ctx) == (200, "ok\n")
+    assert proc.poll() is None
 
 
 def test_the_webhook_command_explains_missing_certificates(tmp_path: Path) -> None:
@@ -90,58 +126,3 @@ def test_the_webhook_command_explains_missing_certificates(tmp_path: Path) -> No
     )
     assert result.returncode == 2
     assert "tls.crt" in result.stderr and "trainops certs generate" in result.stderr
-
-
-def test_after_sigterm_the_webhook_reports_unready_but_still_serves(tmp_path: Path) -> None:
-    certs = tmp_path / "certs"
-    subprocess.run(
-        [sys.executable, "-m", "trainops", "certs", "generate", "--out", str(certs)],
-        capture_output=True,
-        check=True,
-    )
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trainops",
-            "webhook",
-            "--cert-dir",
-            str(certs),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--shutdown-delay",
-            "30",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-    base = f"https://localhost:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert _get(base + "/readyz", ctx) == (200, "ok\n")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                _get(base + "/readyz", ctx)
-            except urllib.error.HTTPError as exc:
-                assert exc.code == 503 and b"shutdown: terminating" in exc.read()
-                break
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        assert _get(base + "/healthz", ctx) == (200, "ok\n")
-        assert proc.poll() is None
-    finally:
-        proc.kill()
-        proc.communicate(timeout=20)
