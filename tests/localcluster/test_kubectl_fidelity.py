@@ -370,3 +370,31 @@ def test_diff_shows_only_the_change_a_dry_run_apply_would_make(
     assert sorted(e[0] + e[1:].strip() for e in edits) == sorted(
         ["-generation: 1", "+generation: 2", "-replicas: 1", "+replicas: 4"]
     ), changed.stdout
+
+
+SERVICE = """
+apiVersion: v1
+kind: Service
+metadata: {{name: svc}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: http, port: 80, targetPort: {target}}}]
+"""
+
+
+def test_client_side_apply_computes_its_patch_from_the_openapi_v3_schema_silently(
+    cluster: Cluster, namespace: str
+) -> None:
+    # kubectl prints "warning: error calculating patch from openapi v3 spec" when the
+    # document lacks the kind or its patch metadata; a real server never makes it fall back.
+    for manifest, before, after in [
+        (SERVICE, {"target": 8080}, {"target": 9090}),
+        (DEPLOYMENT, {"replicas": 1}, {"replicas": 2}),
+    ]:
+        kubectl(cluster, namespace, "apply", "-f", "-", stdin=manifest.format(**before))
+        updated = kubectl(cluster, namespace, "apply", "-f", "-", stdin=manifest.format(**after))
+        assert updated.stdout.strip().endswith("configured")
+        assert updated.stderr == ""
+    ports = json.loads(kubectl(cluster, namespace, "get", "service", "svc", "-o",
+                               "jsonpath={.spec.ports}").stdout)  # fmt: skip
+    assert [(p["port"], p["targetPort"]) for p in ports] == [(80, 9090)]
