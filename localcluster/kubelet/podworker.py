@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localcluster.kubelet import events, launch, ports, prober, probes, restart, status, volumes
+from localcluster.kubelet import events, hooks, launch, ports, prober, restart, status, volumes
 from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
@@ -129,17 +129,15 @@ class PodWorker:
         return await self._sync_live(pod)
 
     def _deadline_exceeded(self, pod: dict[str, Any]) -> tuple[str, str] | None:
-        """`spec.activeDeadlineSeconds` counted from the pod's `startTime`, as the kubelet does."""
-        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
-        status = self.reported or pod.get("status") or {}
-        if deadline is None or not status.get("startTime") or status.get("phase") in TERMINAL:
+        left = hooks.deadline_left(
+            pod.get("spec") or {}, self.reported or pod.get("status") or {}, utcnow()
+        )
+        if left is None or left > 0:
             return None
-        elapsed = (utcnow() - parse_time(status["startTime"])).total_seconds()
-        if elapsed < float(deadline):
-            return None
-        message = "Pod was active on the node longer than the specified deadline"
-        self._event(pod, "DeadlineExceeded", message, warning=True, key=("deadline",))
-        return ("DeadlineExceeded", message)
+        self._event(
+            pod, "DeadlineExceeded", hooks.DEADLINE_MESSAGE, warning=True, key=("deadline",)
+        )
+        return ("DeadlineExceeded", hooks.DEADLINE_MESSAGE)
 
     # -- the normal path ---------------------------------------------------------------------
     async def _sync_live(self, pod: dict[str, Any]) -> float:
@@ -174,10 +172,8 @@ class PodWorker:
             if wait is not None:
                 delay = min(delay, wait)
         await self._report(pod, init_views, views)
-        deadline = spec.get("activeDeadlineSeconds")
-        start = (self.reported or {}).get("startTime")
-        if deadline is not None and start and (self.reported or {}).get("phase") not in TERMINAL:
-            left = float(deadline) - (utcnow() - parse_time(start)).total_seconds()
+        left = hooks.deadline_left(spec, self.reported or {}, utcnow())
+        if left is not None:
             delay = min(delay, max(left, 0.05))
         return delay
 
@@ -453,16 +449,13 @@ class PodWorker:
             return
 
         async def run() -> None:
-            if "sleep" in handler:
-                await asyncio.sleep(float((handler["sleep"] or {}).get("seconds") or 0))
-                return
             record = await asyncio.to_thread(self.runtime.start_spec, self.uid, name, attempt)
-            ok, message = await probes.run_probe(
-                {**handler, "timeoutSeconds": grace},
+            ok, message = await hooks.run_pre_stop(
+                handler,
                 container=container,
                 env=(record or {}).get("env") or {},
-                static_env={},
                 cwd=(record or {}).get("cwd") or str(self.runtime.pod_dir(self.uid) / "root"),
+                grace=grace,
             )
             if not ok:
                 self._event(
