@@ -58,6 +58,11 @@ def machine_facts(data_dir: Path) -> MachineFacts:
     for line in _read("/proc/meminfo").splitlines():
         if line.startswith("MemTotal:"):
             mem_kib = int(line.split()[1])
+    if not mem_kib:  # no /proc (macOS): ask the C library
+        try:
+            mem_kib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024
+        except (ValueError, OSError):
+            mem_kib = 0
     os_image = "Linux"
     for line in _read("/etc/os-release").splitlines():
         if line.startswith("PRETTY_NAME="):

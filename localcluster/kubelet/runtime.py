@@ -62,17 +62,33 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _alive(record: dict[str, Any] | None) -> bool:
-    """The process of a pid record still exists and is the same process (not a reused pid)."""
+    """The process of a pid record still exists and is the same process (not a reused pid).
+
+    On Linux the start time in /proc/<pid>/stat tells a reused pid apart; elsewhere (macOS has no
+    /proc) only existence can be checked.
+    """
     if not record or not isinstance(record.get("pid"), int):
         return False
+    pid = record["pid"]
     try:
-        stat = Path(f"/proc/{record['pid']}/stat").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
-        return False
+        if _HAS_PROC:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
     fields = stat[stat.rfind(b")") + 2 :].split()
     if fields[0] == b"Z":  # exited, not yet reaped
         return False
     return record.get("start") is None or int(fields[19]) == record["start"]
+
+
+_HAS_PROC = Path("/proc/self/stat").exists()
 
 
 class Runtime:
