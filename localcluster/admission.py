@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import dataclasses
 import json
 import ssl
 import uuid
@@ -126,18 +127,7 @@ class AdmissionChain:
         obj: dict[str, Any] | None,
         warnings: list[str],
     ) -> tuple[dict[str, Any] | None, bool]:
-        current = AdmissionAttributes(
-            operation=attrs.operation,
-            info=attrs.info,
-            namespace=attrs.namespace,
-            name=attrs.name,
-            obj=obj,
-            old_obj=attrs.old_obj,
-            subresource=attrs.subresource,
-            dry_run=attrs.dry_run,
-            user=attrs.user,
-            options=attrs.options,
-        )
+        current = dataclasses.replace(attrs, obj=obj)
         try:
             answer = await self._call(hook, current, mutating=True)
             if not answer.allowed:
