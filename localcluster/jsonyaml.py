@@ -7,6 +7,7 @@ such values stay strings; this loader does the same.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -27,5 +28,14 @@ _JsonYamlLoader.yaml_implicit_resolvers = {
 
 
 def load_yaml(text: str) -> Any:
-    """Parse YAML into JSON values (no datetime objects)."""
+    """Parse YAML into JSON values (no datetime objects).
+
+    JSON is valid YAML and is what kubectl sends (`apply --server-side`), so it takes the fast
+    path; PyYAML's pure-Python parser needs seconds for a large CRD.
+    """
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
     return yaml.load(text, Loader=_JsonYamlLoader)
