@@ -46,12 +46,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data-dir",
         type=Path,
         default=None,
+        metavar="DIR",
         help=f"where state, logs and the kubeconfig live (default: {default_data_dir()})",
     )
     parser.add_argument(
         "--port", type=int, default=0, help="API server port (default: reuse or pick)"
     )
-    parser.add_argument("--dashboard-port", type=int, default=None, metavar="PORT")
+    parser.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="port of the dashboard (not available yet: accepted and reported)",
+    )
     parser.add_argument(
         "--repo", metavar="GIT_URL", help="sync training jobs from this Git repository"
     )
