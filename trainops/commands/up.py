@@ -124,6 +124,7 @@ class Stack:
     """Everything `up` started, in start order (stopped in reverse)."""
 
     data_dir: Path
+    kubeconfig: Path | None = None
     stops: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -177,7 +178,7 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
     node = await start_node(api.kubeconfig, data_dir)
     stack.stops.append(node.stop)
     stack.notes.append(f"kubelet     node {node.node_name}, logs on 127.0.0.1:{node.log_port}")
-    stack.kubeconfig = api.kubeconfig  # type: ignore[attr-defined]
+    stack.kubeconfig = api.kubeconfig
 
 
 async def _apply(get: Any, create: Any, replace: Any, name: str, body: dict[str, Any]) -> None:
@@ -316,7 +317,7 @@ async def _start_webhook(stack: Stack, kube: Any, data_dir: Path) -> str:
 
 
 def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
-    kubeconfig = getattr(stack, "kubeconfig", stack.data_dir / "kubeconfig")
+    kubeconfig = stack.kubeconfig or stack.data_dir / "kubeconfig"
     lines = [f"trainops is up ({seconds:.1f}s), data in {stack.data_dir}", ""]
     lines += [f"  {n}" for n in stack.notes]
     dash = "not available yet"
