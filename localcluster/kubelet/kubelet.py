@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,26 @@ from localcluster.kubelet.podworker import PodWorker
 from localcluster.kubelet.runtime import Runtime
 from localcluster.kubelet.server import LogServer
 
-__all__ = ["Kubelet", "KubeletConfig"]
+__all__ = ["INHERITED_ENV", "Kubelet", "KubeletConfig"]
 
 log = logging.getLogger("trainops.kubelet")
+
+
+# What pod processes inherit from the kubelet's environment (the user's tools and libraries
+# must work); `TRAINOPS_PASS_ENV=A,B` adds more names.
+INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TZ",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,8 @@ class Kubelet:
         self.shutting_down = False
         self.logs = LogServer(self.runtime, self._lookup)
         self.facts = nodes.machine_facts(config.data_dir)
+        extra = [n.strip() for n in os.environ.get("TRAINOPS_PASS_ENV", "").split(",") if n.strip()]
+        self.inherited_env = {k: os.environ[k] for k in (*INHERITED_ENV, *extra) if k in os.environ}
         self.node_facts = NodeFacts(
             node_name=config.node_name,
             allocatable_cpu=str(self.facts.cpus),

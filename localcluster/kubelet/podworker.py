@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import time
 import uuid
@@ -36,7 +35,6 @@ log = logging.getLogger("trainops.kubelet")
 
 TERMINAL = ("Succeeded", "Failed")
 MIN_GRACE = 2.0
-INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TZ")
 PULLED_MESSAGE = 'Container image "{image}" is not pulled: containers run as local processes'
 
 
@@ -296,7 +294,7 @@ class PodWorker:
             node=self.kubelet.node_facts,
             root=str(self.runtime.pod_dir(self.uid) / "root"),
             mount_paths=self.mount_paths,
-            inherited_env={k: os.environ[k] for k in INHERITED_ENV if k in os.environ},
+            inherited_env=self.kubelet.inherited_env,
         )
         if isinstance(plan, launch.LaunchError):
             self._event(
