@@ -267,3 +267,23 @@ def test_yaml_timestamps_stay_strings(http: Http, namespace: str) -> None:
     )
     assert reply.status == 201, reply.data
     assert reply.json()["metadata"]["annotations"] == {"at": "2026-01-01T00:00:00Z"}
+
+
+def test_field_validation_warnings_travel_as_warning_headers(http: Http, namespace: str) -> None:
+    reply = http.post(
+        f"/api/v1/namespaces/{namespace}/configmaps?fieldValidation=Warn",
+        {"metadata": {"name": "warned"}, "data": {}, "bogus": 1},
+    )
+    assert reply.status == 201
+    warnings = reply.headers.getlist("Warning")
+    assert warnings and all(w.startswith('299 - "') and w.endswith('"') for w in warnings)
+    assert any("bogus" in w for w in warnings)
+
+
+def test_strict_field_validation_refuses_unknown_fields(http: Http, namespace: str) -> None:
+    reply = http.post(
+        f"/api/v1/namespaces/{namespace}/configmaps?fieldValidation=Strict",
+        {"metadata": {"name": "strict"}, "bogus": 1},
+    )
+    assert reply.status in (400, 422)
+    assert "bogus" in status_of(reply)["message"]
