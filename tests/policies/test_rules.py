@@ -7,6 +7,7 @@ through `admit` (default, then validate), as the webhook and `trainops check` ru
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -324,7 +325,7 @@ RESOURCES: dict[str, Case] = {
 POLICIES: dict[str, Case] = {
     **{
         f"restart policy {p} is supported": (
-            lambda p=p: tf_job(replica("chief", restartPolicy=p)),
+            partial(lambda p: tf_job(replica("chief", restartPolicy=p)), p),
             set(),
         )
         for p in ("Never", "OnFailure", "Always", "ExitCode")
@@ -335,7 +336,7 @@ POLICIES: dict[str, Case] = {
     ),
     **{
         f"clean-up policy {p} is supported": (
-            lambda p=p: tf_job(runPolicy={"cleanUpPolicy": p}),
+            partial(lambda p: tf_job(runPolicy={"cleanUpPolicy": p}), p),
             set(),
         )
         for p in ("None", "All", "Unfinished")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -112,7 +112,11 @@ UPDATES: dict[str, tuple[Callable[[], Job], Callable[[], Job], set[tuple[str, st
         lambda: tf_job(runPolicy={"backoffLimit": -1}),
         {("Invalid", "spec.runPolicy.backoffLimit")},
     ),
-    "an old object that is not a job is ignored": (lambda: ["junk"], tf_job, set()),  # type: ignore[dict-item]
+    "an old object that is not even an object is ignored": (
+        lambda: cast(Job, ["junk"]),
+        tf_job,
+        set(),
+    ),
 }
 
 
