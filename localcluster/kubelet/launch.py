@@ -27,6 +27,8 @@ class Launch:
     env: dict[str, str]
     cwd: str
     warnings: tuple[str, ...] = ()
+    termination_path: str = ""
+    termination_policy: str = "File"
 
 
 @dataclass(frozen=True)
@@ -97,4 +99,12 @@ def plan_launch(
         }
     )
     proc_env.update(env)
-    return Launch(argv, proc_env, cwd, tuple(warnings))
+    message_path = str(container.get("terminationMessagePath") or "/dev/termination-log")
+    return Launch(
+        argv,
+        proc_env,
+        cwd,
+        tuple(warnings),
+        termination_path=root + "/" + message_path.lstrip("/"),
+        termination_policy=str(container.get("terminationMessagePolicy") or "File"),
+    )

@@ -278,8 +278,10 @@ class PodWorker:
             )
             return ("CrashLoopBackOff", message), remaining
         self.backoffs[name] = restart.backoff_after_restart(entry, finished, policy_cfg)
+        result = await self._start(pod, c, last.attempt + 1, now)
+        # Only now: until the new instance exists, `last` is the one `previous` must not lose.
         await asyncio.to_thread(self.runtime.prune, self.uid, name, last.attempt)
-        return await self._start(pod, c, last.attempt + 1, now)
+        return result
 
     async def _start(
         self, pod: dict[str, Any], c: dict[str, Any], attempt: int, now: Any
@@ -326,7 +328,16 @@ class PodWorker:
             container=name,
             key=("created", name, str(attempt)),
         )
-        spec = StartSpec(self.uid, name, attempt, plan.argv, plan.env, plan.cwd)
+        spec = StartSpec(
+            self.uid,
+            name,
+            attempt,
+            plan.argv,
+            plan.env,
+            plan.cwd,
+            plan.termination_path,
+            plan.termination_policy,
+        )
         await self.runtime.start(spec, now=rfc3339(now))
         self._event(
             pod,

@@ -50,6 +50,8 @@ class StartSpec:
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    termination_path: str = ""  # where the process may write its termination message
+    termination_policy: str = "File"  # or FallbackToLogsOnError
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -252,6 +254,8 @@ class Runtime:
                 "cwd": spec.cwd,
                 "log": str(log),
                 "state_dir": str(path),
+                "termination_path": spec.termination_path,
+                "termination_policy": spec.termination_policy,
             },
         )
 

@@ -14,6 +14,7 @@ rest of its process group is killed, as the kernel does to a container when its 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -25,6 +26,22 @@ import time
 from datetime import UTC, datetime
 
 _MAX_LINE = 16 * 1024  # longer lines are split into partial (P) entries, like CRI runtimes
+# Termination messages (kubelet limits): the file is read up to 4096 bytes; the log fallback
+# takes the last 80 lines, at most 2048 bytes.
+MAX_MESSAGE_FILE = 4096
+FALLBACK_LINES = 80
+FALLBACK_BYTES = 2048
+
+
+def termination_message(file_text: bytes, tail: list[bytes], policy: str, code: int) -> str:
+    """`terminated.message`: the termination-message file, or with `FallbackToLogsOnError` and
+    a failed exit, the end of the log (the kubelet's rules)."""
+    if file_text:
+        return file_text[:MAX_MESSAGE_FILE].decode("utf-8", errors="replace")
+    if policy == "FallbackToLogsOnError" and code != 0 and tail:
+        text = b"".join(tail[-FALLBACK_LINES:])
+        return text[-FALLBACK_BYTES:].decode("utf-8", errors="replace")
+    return ""
 
 
 def now_rfc3339_nano() -> str:
@@ -53,11 +70,14 @@ def write_json(path: str, value: object) -> None:
     os.replace(tmp, path)
 
 
-def _pump(stream: object, name: bytes, log: object, lock: threading.Lock) -> None:
+def _pump(
+    stream: object, name: bytes, log: object, lock: threading.Lock, tail: collections.deque[bytes]
+) -> None:
     while True:
         line = stream.readline(_MAX_LINE)  # type: ignore[attr-defined]
         if not line:
             return
+        tail.append(line)
         tag = b"F" if line.endswith(b"\n") else b"P"
         text = line[:-1] if tag == b"F" else line
         entry = now_rfc3339_nano().encode() + b" " + name + b" " + tag + b" " + text + b"\n"
@@ -78,6 +98,11 @@ def main(spec_path: str) -> int:
         spec = json.load(f)
     state = spec["state_dir"]
     log = open(spec["log"], "ab")  # noqa: SIM115 - kept open for the process's lifetime
+    message_path = spec.get("termination_path") or ""
+    if message_path:  # a fresh file per instance: an old message must not be reported again
+        os.makedirs(os.path.dirname(message_path), exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(message_path)
     started = now_rfc3339_nano()
     try:
         child = subprocess.Popen(
@@ -110,9 +135,14 @@ def main(spec_path: str) -> int:
         {"pid": child.pid, "start": proc_start_ticks(child.pid), "startedAt": started},
     )
     lock = threading.Lock()
+    tail: collections.deque[bytes] = collections.deque(maxlen=FALLBACK_LINES)
     pumps = [
-        threading.Thread(target=_pump, args=(child.stdout, b"stdout", log, lock), daemon=True),
-        threading.Thread(target=_pump, args=(child.stderr, b"stderr", log, lock), daemon=True),
+        threading.Thread(
+            target=_pump, args=(child.stdout, b"stdout", log, lock, tail), daemon=True
+        ),
+        threading.Thread(
+            target=_pump, args=(child.stderr, b"stderr", log, lock, tail), daemon=True
+        ),
     ]
     for t in pumps:
         t.start()
@@ -122,11 +152,22 @@ def main(spec_path: str) -> int:
         os.killpg(child.pid, signal.SIGKILL)  # leftovers of the container's process group
     for t in pumps:
         t.join(timeout=2.0)
-    record: dict[str, object] = {"startedAt": started, "finishedAt": finished}
+    exit_code = 128 - code if code < 0 else code
+    record: dict[str, object] = {
+        "startedAt": started,
+        "finishedAt": finished,
+        "exitCode": exit_code,
+    }
     if code < 0:
-        record.update({"exitCode": 128 - code, "signal": -code})
-    else:
-        record["exitCode"] = code
+        record["signal"] = -code
+    file_text = b""
+    if message_path:
+        with contextlib.suppress(OSError), open(message_path, "rb") as f:
+            file_text = f.read(MAX_MESSAGE_FILE)
+    policy = spec.get("termination_policy") or "File"
+    message = termination_message(file_text, list(tail), policy, exit_code)
+    if message:
+        record["message"] = message
     write_json(os.path.join(state, "exit.json"), record)
     return 0
 

@@ -49,6 +49,7 @@ def test_command_args_env_and_directory() -> None:
             "LR": "0.1",
         },
         cwd="/data/pods/u/root/workspace",
+        termination_path="/data/pods/u/root/dev/termination-log",
     )
 
 

@@ -389,3 +389,24 @@ def test_a_pre_stop_hook_runs_before_sigterm(core, namespace, tmp_path: Path) ->
     eventually(lambda: "up" in core.read_namespaced_pod_log("hooked", namespace))
     core.delete_namespaced_pod("hooked", namespace)
     eventually(lambda: order.exists() and order.read_text() == "prestop\nterm\n")
+
+
+def test_termination_messages_from_the_file_and_from_the_log(core, namespace) -> None:
+    by_file = shell(
+        "main", 'echo "out of memory in step 7" > "$TRAINOPS_POD_ROOT/dev/termination-log"; exit 1'
+    )
+    by_log = shell(
+        "main",
+        "echo loading; echo 'ValueError: bad shape' >&2; exit 2",
+        terminationMessagePolicy="FallbackToLogsOnError",
+    )
+    make_pod(core, namespace, "msgfile", [by_file], restartPolicy="Never")
+    make_pod(core, namespace, "msglog", [by_log], restartPolicy="Never")
+    pod = eventually(lambda: phase_is(core, namespace, "msgfile", "Failed"))
+    assert (
+        pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+        == "out of memory in step 7\n"
+    )
+    pod = eventually(lambda: phase_is(core, namespace, "msglog", "Failed"))
+    message = pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+    assert sorted(message.splitlines()) == ["ValueError: bad shape", "loading"]
