@@ -32,7 +32,9 @@ MUTABLE_FIELDS = (
     "spec.runPolicy",
     "spec.tensorboardSpec",
 )
-_IMMUTABLE = "field is immutable after creation; only " + ", ".join(MUTABLE_FIELDS) + " may change"
+_MAY_CHANGE = "only " + ", ".join(MUTABLE_FIELDS) + " may change"
+_IMMUTABLE = "field is immutable after creation; " + _MAY_CHANGE
+_TYPES_IMMUTABLE = "replica types and their order are immutable; " + _MAY_CHANGE
 _RESUME_IMMUTABLE = (
     "field is immutable: set resume specs when creating the job; "
     "spec.runMode.pause.enabled may be toggled freely"
@@ -66,9 +68,7 @@ def _replica_spec_changes(new: Any, old: Any) -> list[FieldError]:
         return [] if new == old else [forbidden(path, _IMMUTABLE)]
     old_by_type = {_type(item): item for item in old}
     if [_type(item) for item in new] != [_type(item) for item in old] or None in old_by_type:
-        return (
-            [] if new == old else [forbidden(path, "replica types and their order are immutable")]
-        )
+        return [] if new == old else [forbidden(path, _TYPES_IMMUTABLE)]
     errors: list[FieldError] = []
     for i, item in enumerate(new):
         before = old_by_type[_type(item)]
