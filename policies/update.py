@@ -25,7 +25,13 @@ from policies.defaults import default_with
 from policies.fieldpath import FieldError, Path, forbidden
 from policies.kinds import KindSpec
 
-__all__ = ["MUTABLE_FIELDS", "validate_update"]
+__all__ = [
+    "IMMUTABLE_DETAIL",
+    "MUTABLE_FIELDS",
+    "RESUME_IMMUTABLE_DETAIL",
+    "TYPES_IMMUTABLE_DETAIL",
+    "validate_update",
+]
 
 MUTABLE_FIELDS = (
     "spec.runMode.pause.enabled",
@@ -33,9 +39,10 @@ MUTABLE_FIELDS = (
     "spec.tensorboardSpec",
 )
 _MAY_CHANGE = "only " + ", ".join(MUTABLE_FIELDS) + " may change"
-_IMMUTABLE = "field is immutable after creation; " + _MAY_CHANGE
-_TYPES_IMMUTABLE = "replica types and their order are immutable; " + _MAY_CHANGE
-_RESUME_IMMUTABLE = (
+# The messages, public so the CRD's CEL rules (policies.cel) say exactly the same.
+IMMUTABLE_DETAIL = "field is immutable after creation; " + _MAY_CHANGE
+TYPES_IMMUTABLE_DETAIL = "replica types and their order are immutable"
+RESUME_IMMUTABLE_DETAIL = (
     "field is immutable: set resume specs when creating the job; "
     "spec.runMode.pause.enabled may be toggled freely"
 )
@@ -51,13 +58,15 @@ def validate_update(kind: KindSpec, new: dict[str, Any], old: Any) -> list[Field
     new_spec, old_spec = _dict(new.get("spec")), _dict(old_defaulted.get("spec"))
     errors = _replica_spec_changes(new_spec.get("replicaSpecs"), old_spec.get("replicaSpecs"))
     if _get(new_spec, "scheduler") != _get(old_spec, "scheduler"):
-        errors.append(forbidden(_SPEC.child("scheduler"), _IMMUTABLE))
+        errors.append(forbidden(_SPEC.child("scheduler"), IMMUTABLE_DETAIL))
     new_mode, old_mode = _dict(new_spec.get("runMode")), _dict(old_spec.get("runMode"))
     if _get(new_mode, "debug") != _get(old_mode, "debug"):
-        errors.append(forbidden(_SPEC.child("runMode", "debug"), _IMMUTABLE))
+        errors.append(forbidden(_SPEC.child("runMode", "debug"), IMMUTABLE_DETAIL))
     new_pause, old_pause = _dict(new_mode.get("pause")), _dict(old_mode.get("pause"))
     if _resume(new_pause) != _resume(old_pause):
-        errors.append(forbidden(_SPEC.child("runMode", "pause", "resumeSpecs"), _RESUME_IMMUTABLE))
+        errors.append(
+            forbidden(_SPEC.child("runMode", "pause", "resumeSpecs"), RESUME_IMMUTABLE_DETAIL)
+        )
     return errors
 
 
@@ -65,20 +74,20 @@ def _replica_spec_changes(new: Any, old: Any) -> list[FieldError]:
     """Per replica type, per field: the most precise path that changed."""
     path = _SPEC.child("replicaSpecs")
     if not (isinstance(new, list) and isinstance(old, list)):
-        return [] if new == old else [forbidden(path, _IMMUTABLE)]
+        return [] if new == old else [forbidden(path, IMMUTABLE_DETAIL)]
     old_by_type = {_type(item): item for item in old}
     if [_type(item) for item in new] != [_type(item) for item in old] or None in old_by_type:
-        return [] if new == old else [forbidden(path, _TYPES_IMMUTABLE)]
+        return [] if new == old else [forbidden(path, TYPES_IMMUTABLE_DETAIL)]
     errors: list[FieldError] = []
     for i, item in enumerate(new):
         before = old_by_type[_type(item)]
         if not (isinstance(item, dict) and isinstance(before, dict)):
             if item != before:
-                errors.append(forbidden(path.index(i), _IMMUTABLE))
+                errors.append(forbidden(path.index(i), IMMUTABLE_DETAIL))
             continue
         for key in sorted(set(item) | set(before)):
             if item.get(key, _ABSENT) != before.get(key, _ABSENT):
-                errors.append(forbidden(path.index(i).child(key), _IMMUTABLE))
+                errors.append(forbidden(path.index(i).child(key), IMMUTABLE_DETAIL))
     return errors
 
 
