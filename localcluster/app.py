@@ -16,7 +16,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from localcluster import apierrors, discovery, handlers, openapi
+from localcluster import apierrors, discovery, handlers, openapi, protobuf
 from localcluster.handlers_subresources import CLIENT_SESSION
 from localcluster.httputil import json_response
 from localcluster.server import Server
@@ -29,6 +29,7 @@ log = logging.getLogger("localcluster.apiserver")
 SERVER: web.AppKey[Server] = web.AppKey("server", Server)
 _PUBLIC = frozenset({"/healthz", "/livez", "/readyz", "/version"})
 MAX_BODY = 3 * 1024 * 1024 + 64 * 1024
+_OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -87,15 +88,38 @@ async def _health(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+def _aggregated(request: web.Request, core: bool) -> web.Response | None:
+    if not discovery.wants_aggregated(request.headers.get("Accept")):
+        return None
+    registry = request.app[SERVER].registry
+    groups = [("", ["v1"])] if core else registry.group_versions()
+    body = discovery.aggregated_discovery(groups, registry.all())
+    response = json_response(body)
+    response.headers["Content-Type"] = discovery.AGGREGATED_CONTENT_TYPE
+    return response
+
+
 async def _api(request: web.Request) -> web.Response:
+    aggregated = _aggregated(request, core=True)
+    if aggregated is not None:
+        return aggregated
     return json_response(discovery.api_versions(request.app[SERVER].server_address))
 
 
 async def _apis(request: web.Request) -> web.Response:
+    aggregated = _aggregated(request, core=False)
+    if aggregated is not None:
+        return aggregated
     return json_response(discovery.api_group_list(request.app[SERVER].registry.group_versions()))
 
 
 async def _openapi_v2(request: web.Request) -> web.Response:
+    accept = request.headers.get("Accept", "")
+    if accept and "json" not in accept and "*/*" not in accept:
+        if "protobuf" not in accept:
+            raise apierrors.not_acceptable(accept)
+        body = protobuf.empty_openapi_v2("Kubernetes", discovery.KUBERNETES_VERSION)
+        return web.Response(body=body, content_type=_OPENAPI_V2_PROTOBUF)
     return json_response(openapi.openapi_v2(request.app[SERVER].registry.all()))
 
 

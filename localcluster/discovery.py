@@ -1,8 +1,9 @@
 """Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>/<version>`.
 
 Pure functions over `ResourceInfo`s. kubectl v1.32 asks for the aggregated discovery format
-(`apidiscovery.k8s.io/v2`) but accepts the classic `APIVersions`/`APIGroupList` answers, which
-are what we send: one format, fewer ways to be subtly wrong.
+(`apidiscovery.k8s.io/v2`: every group, version and resource in one document) and falls back to
+the classic `APIVersions`/`APIGroupList` + per-group-version `APIResourceList`s. Both are
+served: aggregated when the client's Accept header puts it first, classic otherwise.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from typing import Any
 from localcluster.types import ResourceInfo
 
 __all__ = [
+    "AGGREGATED_CONTENT_TYPE",
     "KUBERNETES_VERSION",
+    "aggregated_discovery",
     "api_group",
     "api_group_list",
     "api_resource_list",
     "api_versions",
     "version_info",
+    "wants_aggregated",
 ]
 
 KUBERNETES_VERSION = "v1.32.0-trainops"
@@ -115,4 +119,80 @@ def api_resource_list(group_version: str, infos: Sequence[ResourceInfo]) -> dict
         "apiVersion": "v1",
         "groupVersion": group_version,
         "resources": resources,
+    }
+
+
+AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def wants_aggregated(accept: str | None) -> bool:
+    """Whether the client's first acceptable media type is the aggregated discovery list."""
+    for item in (accept or "").split(","):
+        params = dict(p.strip().split("=", 1) for p in item.split(";")[1:] if "=" in p)
+        media = item.split(";")[0].strip()
+        if media not in ("application/json", "*/*"):
+            continue
+        if params.get("as") == "APIGroupDiscoveryList" and params.get("g") == "apidiscovery.k8s.io":
+            return params.get("v") == "v2"
+        if not params:
+            return False
+    return False
+
+
+def _kind(group: str, version: str, kind: str) -> dict[str, str]:
+    return {"group": group, "version": version, "kind": kind}
+
+
+def _aggregated_resource(info: ResourceInfo) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "resource": info.plural,
+        "responseKind": _kind(info.group, info.version, info.kind),
+        "scope": "Namespaced" if info.namespaced else "Cluster",
+        "singularResource": info.singular,
+        "verbs": list(info.verbs),
+    }
+    if info.short_names:
+        entry["shortNames"] = list(info.short_names)
+    if info.categories:
+        entry["categories"] = list(info.categories)
+    subs = []
+    for sub in info.subresources:
+        kind, group, version, verbs = _SUBRESOURCES.get(sub, (None, None, None, ("get",)))
+        subs.append(
+            {
+                "subresource": sub,
+                "responseKind": _kind(
+                    info.group if group is None else group,
+                    info.version if version is None else version,
+                    kind or info.kind,
+                ),
+                "verbs": list(verbs),
+            }
+        )
+    if subs:
+        entry["subresources"] = subs
+    return entry
+
+
+def aggregated_discovery(
+    groups: Sequence[tuple[str, Sequence[str]]], infos: Sequence[ResourceInfo]
+) -> dict[str, Any]:
+    """`GET /api` or `/apis` as `apidiscovery.k8s.io/v2` APIGroupDiscoveryList.
+
+    `groups`: (group, versions in preference order); the core group is named "".
+    """
+    items = []
+    for group, versions in groups:
+        entries = []
+        for version in versions:
+            resources = [
+                _aggregated_resource(i) for i in infos if i.group == group and i.version == version
+            ]
+            entries.append({"version": version, "resources": resources, "freshness": "Current"})
+        items.append({"metadata": {"name": group, "creationTimestamp": None}, "versions": entries})
+    return {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
     }

@@ -21,7 +21,7 @@ from typing import Any
 
 from localcluster import apierrors, protoschema
 
-__all__ = ["MAGIC", "ProtobufError", "decode"]
+__all__ = ["MAGIC", "ProtobufError", "decode", "empty_openapi_v2"]
 
 MAGIC = b"k8s\x00"
 _Field = tuple[int, str, str, bool]
@@ -242,3 +242,26 @@ def decode(body: bytes) -> dict[str, Any]:
     except (ProtobufError, UnicodeDecodeError, struct.error, KeyError, IndexError) as e:
         raise apierrors.bad_request(f"unable to decode protobuf body: {e}") from None
     return {"apiVersion": api_version, "kind": kind, **obj}
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    out = bytearray([number << 3 | 2])
+    size = len(payload)
+    while True:
+        byte = size & 0x7F
+        size >>= 7
+        out.append(byte | (0x80 if size else 0))
+        if not size:
+            return bytes(out) + payload
+
+
+def empty_openapi_v2(title: str, version: str) -> bytes:
+    """An OpenAPI v2 document with no definitions, in gnostic's protobuf encoding.
+
+    kubectl asks for `/openapi/v2` as protobuf only to validate kinds the v3 documents do not
+    describe. A document without definitions makes it skip validation for them and report
+    what a real cluster reports (e.g. `no matches for kind ...` when a CRD is missing).
+    Fields: Document.swagger = 1, Document.info = 2; Info.title = 1, Info.version = 2.
+    """
+    info = _length_delimited(1, title.encode()) + _length_delimited(2, version.encode())
+    return _length_delimited(1, b"2.0") + _length_delimited(2, info)

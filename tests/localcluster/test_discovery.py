@@ -25,12 +25,7 @@ def test_the_core_group_lists_v1(http: Http) -> None:
 
 
 def test_apis_lists_the_built_in_groups_with_preferred_versions(http: Http) -> None:
-    body = http.get(
-        "/apis",
-        headers={
-            "Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
-        },
-    )
+    body = http.get("/apis", headers={"Accept": "application/json"})
     assert body.headers["Content-Type"].startswith("application/json")
     groups = {g["name"]: g for g in body.json()["groups"]}
     for name in (
@@ -150,3 +145,51 @@ def test_kubectl_api_resources_lists_the_served_kinds(cluster: Cluster) -> None:
         "leases.coordination.k8s.io",
         "customresourcedefinitions.apiextensions.k8s.io",
     } <= names
+
+
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+
+
+def test_aggregated_discovery_is_served_when_asked_for_first(http: Http) -> None:
+    reply = http.get("/apis", headers={"Accept": AGGREGATED})
+    assert (
+        reply.headers["Content-Type"]
+        == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    )
+    body = reply.json()
+    assert (body["kind"], body["apiVersion"]) == ("APIGroupDiscoveryList", "apidiscovery.k8s.io/v2")
+    apps = next(g for g in body["items"] if g["metadata"]["name"] == "apps")
+    deployments = next(
+        r for r in apps["versions"][0]["resources"] if r["resource"] == "deployments"
+    )
+    assert deployments["responseKind"] == {"group": "apps", "version": "v1", "kind": "Deployment"}
+    assert deployments["scope"] == "Namespaced"
+    scale = next(s for s in deployments["subresources"] if s["subresource"] == "scale")
+    assert scale["responseKind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    core = http.get("/api", headers={"Accept": AGGREGATED}).json()
+    assert [g["metadata"]["name"] for g in core["items"]] == [""]
+    assert "pods" in {r["resource"] for r in core["items"][0]["versions"][0]["resources"]}
+
+
+def test_openapi_v2_in_protobuf_is_an_empty_document(http: Http) -> None:
+    reply = http.get(
+        "/openapi/v2",
+        headers={"Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"},
+    )
+    assert reply.status == 200
+    assert reply.data.startswith(b"\x0a\x032.0\x12")
+
+
+@pytest.mark.skipif(kubectl is None, reason="kubectl binary not installed")
+def test_kubectl_reports_a_missing_crd_as_a_real_cluster_does(cluster: Cluster) -> None:
+    manifest = "apiVersion: nothing.example.com/v1\nkind: Ghost\nmetadata:\n  name: boo\n  namespace: default\n"
+    out = subprocess.run(
+        [kubectl or "kubectl", "apply", "-f", "-"],
+        input=manifest,
+        env=cluster.kubectl_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0
+    assert 'no matches for kind "Ghost" in version "nothing.example.com/v1"' in out.stderr
