@@ -59,6 +59,7 @@ class PodWorker:
         self.probers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.verdicts: dict[tuple[str, int], tuple[bool, bool]] = {}  # (started, ready)
         self.hooks: dict[tuple[str, int], asyncio.Task[None]] = {}  # preStop handlers
+        self.stopping: dict[tuple[str, int], asyncio.Task[None]] = {}  # sidecars being stopped
 
     # -- loop ---------------------------------------------------------------------------
     def poke(self) -> None:
@@ -68,7 +69,7 @@ class PodWorker:
         try:
             await self._run()
         finally:
-            for task in [*self.probers.values(), *self.hooks.values()]:
+            for task in [*self.probers.values(), *self.hooks.values(), *self.stopping.values()]:
                 task.cancel()
             self.probers.clear()
 
@@ -157,8 +158,14 @@ class PodWorker:
         init_views: list[ContainerView] = []
         views: list[ContainerView] = []
         blocked = not self.prepared or terminal
+        # Sidecars (init containers with restartPolicy Always) stop being restarted, and are
+        # stopped, once every regular container has ended for good.
+        completing = await self._completing(spec, policy)
         for c in spec.get("initContainers") or []:
-            view, done, wait = await self._advance(pod, c, policy, now, init=True, hold=blocked)
+            sidecar = c.get("restartPolicy") == "Always"
+            view, done, wait = await self._advance(
+                pod, c, policy, now, init=True, hold=blocked or (sidecar and completing)
+            )
             init_views.append(view)
             if wait is not None:
                 delay = min(delay, wait)
@@ -169,11 +176,31 @@ class PodWorker:
             views.append(view)
             if wait is not None:
                 delay = min(delay, wait)
+        if completing:
+            grace = _grace(pod)
+            for c in reversed(spec.get("initContainers") or []):
+                insts = await asyncio.to_thread(self.runtime.instances, self.uid, c["name"])
+                key = (c["name"], insts[-1].attempt) if insts else None
+                if key and insts[-1].running and key not in self.stopping:
+                    self.stopping[key] = asyncio.create_task(self._kill_instance(*key, grace))
         await self._report(pod, init_views, views)
         left = hooks.deadline_left(spec, self.reported or {}, utcnow())
         if left is not None:
             delay = min(delay, max(left, 0.05))
         return delay
+
+    async def _completing(self, spec: dict[str, Any], policy: str) -> bool:
+        """Every regular container has ended and will not be restarted (never under Always)."""
+        if policy == "Always" or not spec.get("containers"):
+            return False
+        for c in spec["containers"]:
+            insts = await asyncio.to_thread(self.runtime.instances, self.uid, c["name"])
+            last = insts[-1] if insts else None
+            if last is None or last.running:
+                return False
+            if restart.should_restart(policy, last.exit_code or 0):
+                return False
+        return True
 
     async def _prepare(self, pod: dict[str, Any]) -> str | None:
         """Create the pod's root and volumes; an error message keeps the pod waiting."""
@@ -213,6 +240,7 @@ class PodWorker:
         """Move one container forward; returns its view, whether it is done (init containers:
         succeeded) and when to look again."""
         name = c["name"]
+        sidecar = init and c.get("restartPolicy") == "Always"
         insts = await asyncio.to_thread(self.runtime.instances, self.uid, name)
         last = insts[-1] if insts else None
         wait: float | None = None
@@ -222,11 +250,12 @@ class PodWorker:
         elif last is None:
             waiting, wait = await self._start(pod, c, 0, now)
         elif not last.running:
-            wanted = (
-                restart.should_restart_init(policy, last.exit_code or 0)
-                if init
-                else restart.should_restart(policy, last.exit_code or 0)
-            )
+            if sidecar:
+                wanted = True  # restartable init container: restarted whatever the pod policy
+            elif init:
+                wanted = restart.should_restart_init(policy, last.exit_code or 0)
+            else:
+                wanted = restart.should_restart(policy, last.exit_code or 0)
             if wanted:
                 waiting, wait = await self._restart(pod, c, last, now)
         insts = await asyncio.to_thread(self.runtime.instances, self.uid, name)
@@ -236,7 +265,7 @@ class PodWorker:
         if last is not None and last.running:
             waiting = ("", "")
             self.waiting.pop(name, None)
-            started, ready = self._probe(pod, c, last.attempt, init=init)
+            started, ready = self._probe(pod, c, last.attempt, init=init and not sidecar)
         for key in [
             k
             for k in self.probers
@@ -247,7 +276,10 @@ class PodWorker:
         view = ContainerView(
             name, str(c.get("image") or ""), tuple(insts[-2:]), *waiting, started, ready
         )
-        done = last is not None and last.succeeded
+        if sidecar:  # a sidecar lets initialization go on once it has started
+            done = last is not None and last.running and started is not False
+        else:
+            done = last is not None and last.succeeded
         return view, done, wait
 
     async def _restart(

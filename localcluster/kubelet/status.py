@@ -52,13 +52,19 @@ def pod_status(
     spec = pod.get("spec") or {}
     policy = spec.get("restartPolicy") or "Always"
     has_init = bool(spec.get("initContainers"))
+    sidecars = frozenset(
+        str(c.get("name"))
+        for c in spec.get("initContainers") or []
+        if c.get("restartPolicy") == "Always"
+    )
     init_statuses = [
-        _container_status(v, default_reason="PodInitializing", init=True) for v in init
+        _container_status(v, default_reason="PodInitializing", init=v.name not in sidecars)
+        for v in init
     ]
     default = "PodInitializing" if has_init else "ContainerCreating"
     statuses = [_container_status(v, default_reason=default) for v in containers]
 
-    phase = compute_phase(policy, init_statuses, statuses)
+    phase = compute_phase(policy, init_statuses, statuses, sidecars)
     if old.get("phase") in _TERMINAL:
         phase = old["phase"]
     elif terminating_done:
@@ -77,6 +83,7 @@ def pod_status(
         phase,
         init_statuses,
         statuses,
+        sidecars,
         sandbox_ready=sandbox_ready and not terminating_done and phase not in _TERMINAL,
         now=now,
     )
@@ -96,17 +103,33 @@ def compute_phase(
     restart_policy: str,
     init_statuses: Sequence[Mapping[str, Any]],
     statuses: Sequence[Mapping[str, Any]],
+    sidecars: frozenset[str] = frozenset(),
 ) -> str:
-    """The kubelet's `getPhase` over container statuses (API shape)."""
-    for s in init_statuses:
-        term = s["state"].get("terminated")
-        if term is not None and term.get("exitCode") == 0:
-            continue
-        if term is not None and restart_policy == "Never":
-            return "Failed"
-        return "Pending"  # initializing (running, waiting, or failed and restarting)
+    """The kubelet's `getPhase` over container statuses (API shape).
 
+    `sidecars` names the restartable init containers (`restartPolicy: Always`): they must have
+    started before the pod leaves Pending, keep it Running while they run, and their exits
+    never decide success or failure.
+    """
+    pending_init = failed_init = pending_sidecars = 0
     running = waiting = stopped = succeeded = 0
+    for s in init_statuses:
+        state, last = s["state"], (s.get("lastState") or {}).get("terminated")
+        if s["name"] in sidecars:
+            if "running" in state:
+                running += 1
+                if not s.get("started"):
+                    pending_sidecars += 1
+            elif "waiting" in state and last is None:
+                pending_sidecars += 1
+            continue
+        term = state.get("terminated")
+        if term is not None:
+            failed_init += term.get("exitCode") != 0
+        elif "waiting" in state and last is not None:
+            failed_init += last.get("exitCode") != 0
+        else:
+            pending_init += 1  # running, or not started
     for s in statuses:
         state = s["state"]
         if "running" in state:
@@ -119,7 +142,9 @@ def compute_phase(
             stopped += 1  # waiting to restart
         else:
             waiting += 1
-    if waiting > 0:
+    if failed_init and restart_policy == "Never":
+        return "Failed"
+    if pending_init or pending_sidecars or waiting:
         return "Pending"
     if running > 0:
         return "Running"
@@ -263,6 +288,7 @@ def _conditions(
     phase: str,
     init_statuses: Sequence[Mapping[str, Any]],
     statuses: Sequence[Mapping[str, Any]],
+    sidecars: frozenset[str],
     *,
     sandbox_ready: bool,
     now: str,
@@ -270,9 +296,15 @@ def _conditions(
     incomplete = [
         s["name"]
         for s in init_statuses
-        if (s["state"].get("terminated") or {}).get("exitCode") != 0
+        if (
+            not s.get("started")
+            if s["name"] in sidecars
+            else (s["state"].get("terminated") or {}).get("exitCode") != 0
+        )
     ]
-    unready = [s["name"] for s in statuses if not s["ready"]]
+    # Sidecars count for readiness like regular containers.
+    unready = [s["name"] for s in init_statuses if s["name"] in sidecars and not s["ready"]]
+    unready += [s["name"] for s in statuses if not s["ready"]]
     completed = phase == "Succeeded"
     conds = [_condition(old, "PodReadyToStartContainers", sandbox_ready, now)]
     if incomplete and not completed:

@@ -410,3 +410,34 @@ def test_termination_messages_from_the_file_and_from_the_log(core, namespace) ->
     pod = eventually(lambda: phase_is(core, namespace, "msglog", "Failed"))
     message = pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
     assert sorted(message.splitlines()) == ["ValueError: bad shape", "loading"]
+
+
+def test_a_sidecar_runs_beside_the_main_container_and_is_stopped_after_it(core, namespace) -> None:
+    mount = [{"name": "work", "mountPath": "/work"}]
+    sidecar = shell(
+        "sidecar",
+        "trap 'exit 0' TERM; while true; do date > $TRAINOPS_POD_ROOT/work/beat; sleep 0.05; done",
+        restartPolicy="Always",
+        volumeMounts=mount,
+    )
+    main = shell(
+        "main",
+        "while [ ! -e $TRAINOPS_POD_ROOT/work/beat ]; do sleep 0.05; done; echo saw the sidecar",
+        volumeMounts=mount,
+    )
+    make_pod(
+        core,
+        namespace,
+        "sidecar",
+        [main],
+        initContainers=[sidecar],
+        volumes=[{"name": "work", "emptyDir": {}}],
+        restartPolicy="Never",
+        terminationGracePeriodSeconds=2,
+    )
+    pod = eventually(lambda: phase_is(core, namespace, "sidecar", "Succeeded"))
+    (side,) = pod["status"]["initContainerStatuses"]
+    assert "terminated" in side["state"] and side["restartCount"] == 0
+    assert (
+        core.read_namespaced_pod_log("sidecar", namespace, container="main") == "saw the sidecar\n"
+    )

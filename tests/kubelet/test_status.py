@@ -20,9 +20,13 @@ def exited(code: int, attempt: int = 0, signal: int | None = None) -> Instance:
 
 
 def view(
-    *instances: Instance, name: str = "main", waiting: str = "", message: str = ""
+    *instances: Instance,
+    name: str = "main",
+    waiting: str = "",
+    message: str = "",
+    ready: bool | None = None,
 ) -> ContainerView:
-    return ContainerView(name, "busybox", tuple(instances), waiting, message)
+    return ContainerView(name, "busybox", tuple(instances), waiting, message, ready=ready)
 
 
 def pod(policy: str = "Always", init: int = 0, status: dict | None = None) -> dict:
@@ -221,3 +225,45 @@ def test_a_pod_failed_by_the_kubelet_reports_reason_and_message() -> None:
     assert (status["phase"], status["reason"], status["message"]) == ("Failed", *failure)
     again = pod_status(pod(status=status), [], [view(exited(143, signal=15))], now=NOW)
     assert again["reason"] == "DeadlineExceeded"
+
+
+def sidecar_pod(policy: str = "Never") -> dict:
+    p = pod(policy, init=1)
+    p["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    return p
+
+
+SIDECAR_PHASES = {
+    "a starting sidecar keeps the pod Pending": (view(name="init0"), view(), "Pending"),
+    "a running sidecar lets the pod run": (view(run(), name="init0"), view(run()), "Running"),
+    "a running sidecar keeps a finished pod Running until it stops": (
+        view(run(), name="init0"),
+        view(exited(0)),
+        "Running",
+    ),
+    "a stopped sidecar's exit code does not decide": (
+        view(exited(143, signal=15), name="init0"),
+        view(exited(0)),
+        "Succeeded",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "main", "want"), SIDECAR_PHASES.values(), ids=SIDECAR_PHASES.keys()
+)
+def test_sidecar_phases(sidecar: ContainerView, main: ContainerView, want: str) -> None:
+    assert pod_status(sidecar_pod(), [sidecar], [main], now=NOW)["phase"] == want
+
+
+def test_a_started_sidecar_counts_as_initialized_and_for_readiness() -> None:
+    status = pod_status(sidecar_pod(), [view(run(), name="init0")], [view(run())], now=NOW)
+    conds = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conds["Initialized"] == conds["Ready"] == "True"
+    (side,) = status["initContainerStatuses"]
+    assert (side["ready"], side["started"]) == (True, True)
+    unready = pod_status(
+        sidecar_pod(), [view(run(), name="init0", ready=False)], [view(run())], now=NOW
+    )
+    ready = next(c for c in unready["conditions"] if c["type"] == "Ready")
+    assert ready["message"] == "containers with unready status: [init0]"
