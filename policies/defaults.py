@@ -5,12 +5,13 @@ from the submitted object to the defaulted one, `trainops check` shows that patc
 rules then judge the defaulted object (what would actually be stored).
 
 How the patch is made: every default is one `add`/`replace` of a key or one append to a list,
-so each step records its own operation (an RFC 6901 pointer and the new value) as it
-changes the copy. Pointers are built from our own field names and list indexes, none of which
-contains `~` or `/`, so no escaping is needed. Diffing the two documents with `jsonpatch.make_patch` gives an equivalent
-patch but costs ~1.3 ms per four-type job (its list differ dominates), six times the whole
-admission budget; the tests apply the recorded patch with `jsonpatch` and compare the result
-with the defaulted object, and check it against `make_patch`'s, so the two cannot drift.
+so each step records its own operation (an RFC 6901 pointer and the new value) as it changes
+the copy. Pointers are built from our own field names and list indexes, none of which
+contains `~` or `/`, so no escaping is needed. Diffing the two documents with
+`jsonpatch.make_patch` gives an equivalent patch but costs ~1.3 ms per four-type job (its list
+differ dominates), six times the whole admission budget; the tests apply the recorded patch
+with `jsonpatch` and compare the result with the defaulted object, and check it against
+`make_patch`'s, so the two cannot drift.
 
 Defaults (sources in docs/POLICIES.md):
 
