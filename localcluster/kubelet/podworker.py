@@ -13,13 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localcluster.kubelet import events, hooks, launch, ports, prober, restart, status, volumes
+from localcluster.kubelet import (
+    events,
+    hooks,
+    launch,
+    ports,
+    prober,
+    restart,
+    status,
+    stopper,
+    volumes,
+)
 from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
@@ -50,16 +59,15 @@ class PodWorker:
         self.waiting: dict[str, tuple[str, str]] = {}  # start failures per container
         self.sent_events: set[tuple[str, ...]] = set()
         self.reported: dict[str, Any] | None = None
-        self.term_started: float | None = None
-        self.signalled: set[tuple[str, int, int]] = set()
         self.prepared = False
         self.mount_paths: list[str] = []
         self.final_reported = False
         self.failure: tuple[str, str] | None = None  # the kubelet failed the whole pod
         self.probers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.verdicts: dict[tuple[str, int], tuple[bool, bool]] = {}  # (started, ready)
-        self.hooks: dict[tuple[str, int], asyncio.Task[None]] = {}  # preStop handlers
-        self.stopping: dict[tuple[str, int], asyncio.Task[None]] = {}  # sidecars being stopped
+        self.stopper = stopper.Stopper(
+            kubelet.runtime, uid, event=self._stopper_event, poke=self.poke
+        )
 
     # -- loop ---------------------------------------------------------------------------
     def poke(self) -> None:
@@ -69,8 +77,9 @@ class PodWorker:
         try:
             await self._run()
         finally:
-            for task in [*self.probers.values(), *self.hooks.values(), *self.stopping.values()]:
+            for task in self.probers.values():
                 task.cancel()
+            self.stopper.cancel()
             self.probers.clear()
 
     async def _run(self) -> None:
@@ -180,9 +189,8 @@ class PodWorker:
             grace = _grace(pod)
             for c in reversed(spec.get("initContainers") or []):
                 insts = await asyncio.to_thread(self.runtime.instances, self.uid, c["name"])
-                key = (c["name"], insts[-1].attempt) if insts else None
-                if key and insts[-1].running and key not in self.stopping:
-                    self.stopping[key] = asyncio.create_task(self._kill_instance(*key, grace))
+                if insts and insts[-1].running:
+                    self.stopper.stop_instance(c["name"], insts[-1].attempt, grace)
         await self._report(pod, init_views, views)
         left = hooks.deadline_left(spec, self.reported or {}, utcnow())
         if left is not None:
@@ -423,93 +431,13 @@ class PodWorker:
             cwd=spec.get("cwd") or str(self.runtime.pod_dir(self.uid) / "root"),
             report=report,
             event=event,
-            kill=lambda: self._kill_instance(name, attempt, _grace(pod)),
+            kill=lambda: self.stopper.kill_instance(name, attempt, _grace(pod)),
         )
 
-    async def _kill_instance(self, name: str, attempt: int, grace: float) -> None:
-        deadline = time.monotonic() + grace
-        termed = False
-        while (name, attempt) in await asyncio.to_thread(self.runtime.running_instances, self.uid):
-            # The process may not be recorded yet right after its start: retry until signalled.
-            if not termed:
-                termed = await self.runtime.signal(self.uid, name, attempt, signal.SIGTERM)
-            if time.monotonic() >= deadline:
-                await self.runtime.signal(self.uid, name, attempt, signal.SIGKILL)
-            await asyncio.sleep(0.1)
-        self.poke()
-
-    # -- stopping ------------------------------------------------------------------------
     async def _terminate(self, grace: float, pod: dict[str, Any] | None) -> bool:
-        """Stop every running instance: its `preStop` hook first (if any), then SIGTERM, and
-        SIGKILL once `grace` has passed since the stop began; True when none runs any more."""
         for task in self.probers.values():
             task.cancel()
-        running = await asyncio.to_thread(self.runtime.running_instances, self.uid)
-        if not running:
-            for task in self.hooks.values():
-                task.cancel()
-            return True
-        if self.term_started is None:
-            self.term_started = time.monotonic()
-            if pod is not None:
-                for name, attempt in running:
-                    self._event(
-                        pod,
-                        "Killing",
-                        f"Stopping container {name}",
-                        container=name,
-                        key=("kill", name),
-                    )
-                    self._pre_stop(pod, name, attempt, grace)
-        elapsed = time.monotonic() - self.term_started
-        for name, attempt in running:
-            hook = self.hooks.get((name, attempt))
-            if elapsed < grace and hook is not None and not hook.done():
-                continue  # SIGTERM waits for the preStop hook, within the grace period
-            sig = signal.SIGTERM if elapsed < grace else signal.SIGKILL
-            key = (name, attempt, int(sig))
-            if key not in self.signalled and await self.runtime.signal(
-                self.uid, name, attempt, sig
-            ):
-                self.signalled.add(key)
-        return False
-
-    def _pre_stop(self, pod: dict[str, Any], name: str, attempt: int, grace: float) -> None:
-        """Run the container's `lifecycle.preStop` handler (exec, httpGet, sleep) in a task."""
-        spec = pod.get("spec") or {}
-        container = next(
-            (
-                c
-                for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-                if c.get("name") == name
-            ),
-            None,
-        )
-        handler = ((container or {}).get("lifecycle") or {}).get("preStop")
-        if not handler or container is None:
-            return
-
-        async def run() -> None:
-            record = await asyncio.to_thread(self.runtime.start_spec, self.uid, name, attempt)
-            ok, message = await hooks.run_pre_stop(
-                handler,
-                container=container,
-                env=(record or {}).get("env") or {},
-                cwd=(record or {}).get("cwd") or str(self.runtime.pod_dir(self.uid) / "root"),
-                grace=grace,
-            )
-            if not ok:
-                self._event(
-                    pod,
-                    "FailedPreStopHook",
-                    f"PreStopHook failed: {message}",
-                    warning=True,
-                    container=name,
-                    key=("prestop", name, str(attempt)),
-                )
-            self.poke()
-
-        self.hooks[(name, attempt)] = asyncio.create_task(run())
+        return await self.stopper.terminate(grace, pod)
 
     # -- reporting -----------------------------------------------------------------------
     async def _report(
@@ -554,6 +482,17 @@ class PodWorker:
                 raise
             return
         self.reported = new
+
+    def _stopper_event(
+        self,
+        pod: dict[str, Any],
+        reason: str,
+        message: str,
+        warning: bool,
+        container: str,
+        key: tuple[str, ...],
+    ) -> None:
+        self._event(pod, reason, message, warning=warning, container=container, key=key)
 
     def _event(
         self,
