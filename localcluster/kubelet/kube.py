@@ -191,6 +191,14 @@ class Kube:
                 raise
         return await read_json(await self.core.read_node(name, _preload_content=False))
 
+    async def label_node(self, name: str, labels: dict[str, str]) -> None:
+        """Merge `labels` into the Node's (a strategic merge patch, as dict bodies are sent)."""
+        await read_json(
+            await self.core.patch_node(
+                name, {"metadata": {"labels": labels}}, _preload_content=False
+            )
+        )
+
     async def patch_node_status(self, name: str, status: dict[str, Any]) -> None:
         await read_json(
             await self.core.patch_node_status(

@@ -98,8 +98,13 @@ class Kubelet:
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         port = await self.logs.start()
-        node = await self.kube.ensure_node(nodes.node_object(self.config.node_name))
+        desired = nodes.node_object(self.config.node_name)
+        node = await self.kube.ensure_node(desired)
         self._node_uid = node["metadata"].get("uid", "")
+        labels = desired["metadata"]["labels"]
+        current = node["metadata"].get("labels") or {}
+        if any(current.get(k) != v for k, v in labels.items()):  # a node from an older version
+            await self.kube.label_node(self.config.node_name, labels)
         await self._post_node_status(port)
         with contextlib.suppress(ApiException):
             await self.kube.ensure_namespace("kube-node-lease")
