@@ -181,6 +181,16 @@ class Kube:
             await self.core.create_namespaced_event(namespace, event, _preload_content=False)
         )
 
+    async def bump_event(self, namespace: str, name: str, count: int, last: str) -> None:
+        await read_json(
+            await self.core.patch_namespaced_event(
+                name,
+                namespace,
+                {"count": count, "lastTimestamp": last},
+                _preload_content=False,
+            )
+        )
+
     # -- node and lease ------------------------------------------------------------------
     async def ensure_node(self, node: dict[str, Any]) -> dict[str, Any]:
         name = node["metadata"]["name"]

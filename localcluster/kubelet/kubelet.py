@@ -90,6 +90,8 @@ class Kubelet:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._events: set[asyncio.Task[None]] = set()
+        self._event_tail: asyncio.Task[None] | None = None
+        self._event_index: dict[tuple[str, ...], tuple[str, int]] = {}
         self._node_uid = ""
         self._node_status: dict[str, Any] | None = None
         self._started_at = rfc3339(utcnow())
@@ -200,6 +202,8 @@ class Kubelet:
             for key, value in list(self.by_name.items()):
                 if value == uid:
                     del self.by_name[key]
+            for event_key in [k for k in self._event_index if k[1] == uid]:
+                del self._event_index[event_key]
 
     def active_pods(self) -> list[dict[str, Any]]:
         """Pods this kubelet runs that are neither deleted nor finished."""
@@ -228,15 +232,44 @@ class Kubelet:
 
     # -- events ----------------------------------------------------------------------------
     def emit(self, namespace: str, event: dict[str, Any]) -> None:
+        """Record an event, best effort and in order. A repeat of an event already recorded
+        (same object, container, reason and message) bumps its `count` and `lastTimestamp`,
+        as the kubelet's event correlator does (`kubectl describe` shows "x4 over 2m")."""
+        involved = event["involvedObject"]
+        key = (
+            namespace,
+            involved.get("uid", ""),
+            involved.get("fieldPath", ""),
+            event["reason"],
+            event["message"],
+        )
+
         async def send() -> None:
             try:
-                await self.kube.create_event(namespace, event)
+                seen = self._event_index.get(key)
+                if seen is None:
+                    await self.kube.create_event(namespace, event)
+                    self._event_index[key] = (event["metadata"]["name"], 1)
+                else:
+                    name, count = seen
+                    await self.kube.bump_event(namespace, name, count + 1, event["lastTimestamp"])
+                    self._event_index[key] = (name, count + 1)
             except Exception as e:
                 log.debug("event not recorded: %s", e)
 
-        task = asyncio.create_task(send())
+        previous = self._event_tail
+        task = asyncio.create_task(self._after(previous, send()))
+        self._event_tail = task
         self._events.add(task)
         task.add_done_callback(self._events.discard)
+
+    @staticmethod
+    async def _after(previous: asyncio.Task[None] | None, work: Any) -> None:
+        """Run `work` once `previous` is done: events are sent one at a time, in order."""
+        if previous is not None:
+            with contextlib.suppress(BaseException):
+                await previous
+        await work
 
     # -- node ------------------------------------------------------------------------------
     async def _post_node_status(self, port: int) -> None:

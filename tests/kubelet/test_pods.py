@@ -102,6 +102,17 @@ def test_on_failure_restarts_with_crash_loop_back_off(core, namespace) -> None:
     assert raw_pod(core, namespace, "loop")["status"]["phase"] == "Running"
     assert core.read_namespaced_pod_log("loop", namespace, previous=True) == "try\n"
 
+    def started_events() -> list[Any]:
+        return [
+            e
+            for e in core.list_namespaced_event(namespace).items
+            if e.involved_object.name == "loop" and e.reason == "Started"
+        ]
+
+    # Repeats are counted on one event, as the kubelet's event correlator does.
+    (started,) = eventually(lambda: (ev := started_events()) and ev[0].count >= 2 and ev)
+    assert started.message == "Started container main"
+
 
 def test_on_failure_does_not_restart_a_success(core, namespace) -> None:
     make_pod(core, namespace, "once", [shell("main", "exit 0")], restartPolicy="OnFailure")
