@@ -98,7 +98,10 @@ def plan_volumes(
                             else f"couldn't find key {key} in {label} {namespace}/{obj_name}"
                         )
                     mode = int(item.get("mode", default_mode))
-                    files.append(VolumeFile(name, str(item.get("path") or key), data[key], mode))
+                    rel = str(item.get("path") or key)
+                    if rel.startswith("/") or ".." in PurePosixPath(rel).parts:
+                        return f'volume "{name}": item path {rel!r} must be relative, without ".."'
+                    files.append(VolumeFile(name, rel, data[key], mode))
             else:
                 for key in sorted(data):
                     files.append(VolumeFile(name, key, data[key], default_mode))

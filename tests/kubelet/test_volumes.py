@@ -88,3 +88,14 @@ def test_arguments_naming_mounted_paths_are_rewritten_under_the_root() -> None:
     assert rewrite_path("/scripts", "/r", mounts) == "/r/scripts"
     assert rewrite_path("/scriptsX", "/r", mounts) == "/scriptsX"
     assert rewrite_path("--lr=0.1", "/r", mounts) == "--lr=0.1"
+
+
+def test_item_paths_cannot_escape_the_volume() -> None:
+    vol = [
+        {
+            "name": "cfg",
+            "configMap": {"name": "cfg", "items": [{"key": "other", "path": "../../x"}]},
+        }
+    ]
+    result = plan_volumes(pod(vol, []), config_maps=CMS, secrets={})
+    assert result == 'volume "cfg": item path \'../../x\' must be relative, without ".."'
