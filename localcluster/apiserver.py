@@ -38,6 +38,7 @@ class ApiServerConfig:
     port: int = 0  # 0: reuse the port stored in data_dir if any, else pick a free one
     bookmark_interval: float = 60.0  # seconds between BOOKMARK events on idle watches
     event_history: int = 10_000  # watch events retained for resuming from a resourceVersion
+    event_ttl: float = 3600.0  # seconds an Event object lives after its last update
 
 
 @dataclass
@@ -145,7 +146,7 @@ async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
     controllers: gc.Controllers | None = None
     try:
         await _bootstrap(srv, config.host, port)
-        controllers = gc.Controllers(srv)
+        controllers = gc.Controllers(srv, event_ttl=config.event_ttl)
         await controllers.start()
         ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_ctx.load_cert_chain(creds.cert_file, creds.key_file)

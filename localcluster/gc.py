@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from localcluster import deletion, storage, writes
@@ -35,6 +36,7 @@ __all__ = ["Controllers"]
 log = logging.getLogger("localcluster.gc")
 
 Work = tuple[str, Any]
+_EVENT_RIDS = ("/events", "events.k8s.io/events")
 RETRY_SECONDS = 1.0
 _CRD_RID = resource_id(CRD_RESOURCE)
 _NS_RID = resource_id(NAMESPACES)
@@ -42,10 +44,12 @@ _SA_INFO_KEY = ("", "v1", "serviceaccounts")
 
 
 class Controllers:
-    def __init__(self, srv: Server) -> None:
+    def __init__(self, srv: Server, *, event_ttl: float = 3600.0) -> None:
         self.srv = srv
+        self.event_ttl = event_ttl
         self._sub: Subscription | None = None
         self._task: asyncio.Task[None] | None = None
+        self._expiry: asyncio.Task[None] | None = None
         self._pending: dict[Work, None] = {}
 
     async def start(self) -> None:
@@ -62,14 +66,32 @@ class Controllers:
                 if rid == _NS_RID:
                     self._pending[("namespace", meta["name"])] = None
         self._task = asyncio.create_task(self._run(), name="localcluster-controllers")
+        self._expiry = asyncio.create_task(self._expire_events(), name="localcluster-event-ttl")
 
     async def stop(self) -> None:
         if self._sub is not None:
             self._sub.close()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._expiry):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    # -- event TTL (kube-apiserver --event-ttl, 1 h by default) ------------------------------
+
+    async def _expire_events(self) -> None:
+        interval = max(0.2, min(60.0, self.event_ttl / 4))
+        while True:
+            await asyncio.sleep(interval)
+            now = self.srv.clock()
+            for rid in _EVENT_RIDS:
+                for rec in self.srv.store.records(rid):
+                    if _event_age(rec.obj, now) > self.event_ttl:
+                        meta = rec.obj["metadata"]
+                        with contextlib.suppress(storage.StorageError):
+                            await self.srv.store.delete(
+                                rid, meta.get("namespace") or "", meta["name"]
+                            )
 
     async def _run(self) -> None:
         assert self._sub is not None
@@ -334,3 +356,23 @@ class Controllers:
         except ApiError as e:
             if e.code not in (403, 404, 409):
                 raise
+
+
+def _event_age(event: dict[str, Any], now: datetime) -> float:
+    """Seconds since the event was last recorded (its newest timestamp)."""
+    series = event.get("series") or {}
+    stamps = [
+        (event.get("metadata") or {}).get("creationTimestamp"),
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        series.get("lastObservedTime"),
+    ]
+    newest = None
+    for stamp in stamps:
+        if isinstance(stamp, str) and stamp:
+            try:
+                when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            newest = when if newest is None or when > newest else newest
+    return (now - newest).total_seconds() if newest is not None else 0.0

@@ -54,6 +54,10 @@ class Server:
         """Keep the registry in step with CRDs at commit time (before watchers hear of it)."""
         if event.resource == _CRD_RID:
             self.registry.set_crds(r.obj for r in self.store.records(_CRD_RID))
+            if event.type == "DELETED":
+                spec = event.obj.get("spec") or {}
+                plural = (spec.get("names") or {}).get("plural", "")
+                self.hub.close_resource(f"{spec.get('group', '')}/{plural}")
 
     # -- clock and randomness -------------------------------------------------------------
 

@@ -113,6 +113,11 @@ class Hub:
             for sub in subs:
                 sub.queue.put_nowait(None)
 
+    def close_resource(self, resource: str) -> None:
+        """End the watches of a resource that is no longer served (its CRD was deleted)."""
+        for sub in tuple(self._by_resource.get(resource, ())):
+            sub.queue.put_nowait(None)
+
     @property
     def subscribers(self) -> int:
         return sum(len(s) for s in self._by_resource.values())

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 import yaml
 
 from tests.localcluster._http import Http, status_of
@@ -181,3 +183,28 @@ def test_the_shipped_crds_are_established_and_serve_their_kind(
         f"/apis/{spec['group']}/{version}/namespaces/{namespace}/{spec['names']['plural']}"
     )
     assert listed.json()["kind"] == spec["names"]["kind"] + "List"
+
+
+def test_deleting_a_crd_ends_the_watches_on_its_resources(http: Http, namespace: str) -> None:
+    group = f"x{uuid.uuid4().hex[:8]}.example.com"
+    assert http.post(CRDS, _crd(group, "Namespaced")).status == 201
+    path = f"/apis/{group}/v1/namespaces/{namespace}/widgets"
+    http.post(path, {"metadata": {"name": "seen"}})
+    stream = http.pool.request(
+        "GET",
+        f"{http.cluster.url}{path}?watch=1&timeoutSeconds=60",
+        headers={"Authorization": f"Bearer {http.cluster.token}"},
+        preload_content=False,
+        timeout=urllib3.Timeout(connect=5, read=20),
+    )
+    chunks = stream.stream(None)
+    buffer = b""
+    while b"\n" not in buffer:
+        buffer += next(chunks)
+    first = json.loads(buffer.split(b"\n", 1)[0])
+    assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "seen")
+    http.delete(f"{CRDS}/widgets.{group}")
+    buffer = buffer.split(b"\n", 1)[1] + b"".join(chunks)  # ends when the server closes
+    stream.release_conn()
+    rest = [json.loads(line) for line in buffer.splitlines() if line.strip()]
+    assert [e["type"] for e in rest] in (["DELETED"], [])

@@ -3,10 +3,11 @@ namespace cascade, graceful pod deletion."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tests.localcluster._http import Http
-from tests.support.cluster import eventually
+from tests.support.cluster import BackgroundApiServer, Cluster, eventually
 
 POD_SPEC = {"containers": [{"name": "c", "image": "busybox"}]}
 
@@ -172,3 +173,20 @@ def test_the_finalize_subresource_releases_a_terminating_namespace(http: Http) -
     assert released.status == 200
     eventually(lambda: http.get(f"/api/v1/namespaces/{ns}").status == 404)
     http.patch(f"/api/v1/namespaces/{ns}/secrets/held", {"metadata": {"finalizers": None}})
+
+
+def test_events_expire_after_the_event_ttl(tmp_path: Path) -> None:
+    embedded = BackgroundApiServer(tmp_path, event_ttl=1.0)
+    try:
+        srv = embedded.server
+        http = Http(Cluster(srv.kubeconfig, srv.url, srv.token, srv.ca_file, tmp_path, embedded))
+        path = "/api/v1/namespaces/default/events"
+        event = {
+            "metadata": {"name": "old"},
+            "involvedObject": {"kind": "Pod", "name": "p"},
+            "reason": "R",
+        }
+        assert http.post(path, event).status == 201
+        eventually(lambda: http.get(f"{path}/old").status == 404, timeout=15)
+    finally:
+        embedded.stop()
