@@ -125,6 +125,8 @@ def plan_volumes(
                 return f'container "{c.get("name")}": volumeMount "{vname}" not found'
             target = sources[vname]
             sub = str(m.get("subPath") or "").strip("/")
+            if ".." in PurePosixPath(sub).parts:
+                return f'container "{c.get("name")}": subPath {sub!r} must not contain ".."'
             if sub:
                 target = f"{target}/{sub}"
             norm = str(PurePosixPath("/") / path.lstrip("/"))
