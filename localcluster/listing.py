@@ -1,8 +1,9 @@
 """LIST semantics: selectors, resourceVersion/resourceVersionMatch, limit/continue paging.
 
 The continue token carries the list's resourceVersion and the last key returned. Pages after
-the first are read from the current state (not a snapshot at the token's version) — clients see
-every object that existed throughout, and possibly newer changes; a token older than the
+the first are read from a snapshot at the token's version, rebuilt by undoing the newer events
+from the storage log (`records_at`), so a paginated list is consistent as with etcd; the same
+snapshot serves `resourceVersionMatch=Exact` for past versions. A version older than the
 retained event history is refused with 410 Expired, as a compacted etcd revision would be.
 """
 
@@ -22,10 +23,16 @@ from localcluster.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from localcluster.storage import Record, Storage
+from localcluster.storage import Record, Storage, TooOld, dumps
 from localcluster.types import ApiError
 
-__all__ = ["ListResult", "list_records", "parse_resource_version", "parse_selector"]
+__all__ = [
+    "ListResult",
+    "list_records",
+    "parse_resource_version",
+    "parse_selector",
+    "records_at",
+]
 
 _CONTINUE_EXPIRED = (
     "The provided continue parameter is too old to display a consistent list result. You can "
@@ -92,7 +99,8 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         ) from None
 
 
-def _check_version(store: Storage, query: Mapping[str, str]) -> int:
+def _check_version(store: Storage, query: Mapping[str, str]) -> tuple[int, bool]:
+    """The list's resourceVersion, and whether it is a snapshot in the past (Exact)."""
     current = store.resource_version
     value = query.get("resourceVersion", "")
     match = query.get("resourceVersionMatch", "")
@@ -105,13 +113,32 @@ def _check_version(store: Storage, query: Mapping[str, str]) -> int:
             "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
         )
     if not value or value == "0":
-        return current
+        return current, False
     rv = parse_resource_version(value)
     if rv > current:
         raise apierrors.too_large_resource_version(rv, current)
     if match == "Exact" and rv != current:
-        raise apierrors.expired(f"too old resource version: {rv} ({current})")
-    return current
+        return rv, True
+    return current, False
+
+
+def records_at(store: Storage, resource: str, namespace: str | None, rv: int) -> list[Record]:
+    """The records as they were at resourceVersion `rv`, rebuilt from the event log.
+
+    Every event after `rv` is undone, newest first: an ADDED object is removed, a MODIFIED or
+    DELETED one gets its previous state back. Raises TooOld when the log no longer reaches
+    back to `rv` (like a compacted etcd revision).
+    """
+    state = {_key(r): r for r in store.records(resource, namespace)}
+    for event in reversed(store.events_after(rv)):
+        if event.resource != resource or (namespace and event.namespace != namespace):
+            continue
+        key = (event.namespace, event.name)
+        if event.type == "ADDED" or event.old is None:
+            state.pop(key, None)
+        else:
+            state[key] = Record(event.old, dumps(event.old))
+    return [state[k] for k in sorted(state)]
 
 
 def list_records(
@@ -121,6 +148,11 @@ def list_records(
     selector: Selector,
     query: Mapping[str, str],
 ) -> ListResult:
+    """LIST at the current version, at an Exact past one, or continuing a paginated list.
+
+    Continued pages are served from the snapshot at the token's resourceVersion, so a
+    paginated list is consistent, as with etcd, for as long as the event history reaches.
+    """
     token = query.get("continue", "")
     if token and query.get("resourceVersion"):
         raise apierrors.bad_request(
@@ -130,14 +162,22 @@ def list_records(
         limit = int(query.get("limit") or 0)
     except ValueError:
         raise apierrors.bad_request(f"limit: Invalid value: {query.get('limit')!r}") from None
-    records = store.records(resource, namespace)
     if token:
         rv, start = _decode_continue(token)
-        if rv < store.oldest_resource_version:
-            raise ApiError(410, "Expired", _CONTINUE_EXPIRED)
+        try:
+            records = _at(store, resource, namespace, rv)
+        except TooOld:
+            raise ApiError(410, "Expired", _CONTINUE_EXPIRED) from None
         records = [r for r in records if _key(r) > start]
     else:
-        rv = _check_version(store, query)
+        rv, past = _check_version(store, query)
+        if past:
+            try:
+                records = records_at(store, resource, namespace, rv)
+            except TooOld as e:
+                raise apierrors.expired(f"too old resource version: {rv} ({e.oldest})") from None
+        else:
+            records = store.records(resource, namespace)
     if not selector.empty:
         records = [r for r in records if selector.matches(r.obj)]
     if limit > 0 and len(records) > limit:
@@ -145,6 +185,12 @@ def list_records(
         remaining = len(records) - limit
         return ListResult(page, rv, _encode_continue(rv, _key(page[-1])), remaining)
     return ListResult(records, rv)
+
+
+def _at(store: Storage, resource: str, namespace: str | None, rv: int) -> list[Record]:
+    if rv >= store.resource_version:
+        return store.records(resource, namespace)
+    return records_at(store, resource, namespace, rv)
 
 
 def _key(record: Record) -> tuple[str, str]:

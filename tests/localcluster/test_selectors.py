@@ -114,11 +114,33 @@ def test_an_invalid_continue_token_is_400(http: Http, namespace: str) -> None:
     )
 
 
-def test_exact_list_of_an_old_version_is_410(http: Http, namespace: str) -> None:
-    reply = http.get(
-        f"/api/v1/namespaces/{namespace}/configmaps?resourceVersion=1&resourceVersionMatch=Exact"
-    )
-    assert reply.status == 410
+def test_an_exact_list_shows_the_state_at_that_version(http: Http, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    http.post(path, {"metadata": {"name": "a", "labels": {"snap": "yes"}}, "data": {"v": "1"}})
+    rv = http.get(path).json()["metadata"]["resourceVersion"]
+    http.patch(f"{path}/a", {"data": {"v": "2"}})
+    http.post(path, {"metadata": {"name": "b", "labels": {"snap": "yes"}}})
+    body = http.get(
+        f"{path}?labelSelector=snap&resourceVersion={rv}&resourceVersionMatch=Exact"
+    ).json()
+    assert body["metadata"]["resourceVersion"] == rv
+    assert [(i["metadata"]["name"], i["data"]) for i in body["items"]] == [("a", {"v": "1"})]
+
+
+def test_later_pages_come_from_the_snapshot_of_the_first(http: Http, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    for name in ("a", "b", "c", "d"):
+        http.post(path, {"metadata": {"name": name, "labels": {"p": "1"}}})
+    first = http.get(f"{path}?labelSelector=p&limit=2").json()
+    http.delete(f"{path}/c")
+    http.post(path, {"metadata": {"name": "bb", "labels": {"p": "1"}}})
+    http.patch(f"{path}/d", {"data": {"changed": "yes"}})
+    second = http.get(
+        f"{path}?labelSelector=p&limit=2&continue={first['metadata']['continue']}"
+    ).json()
+    assert [i["metadata"]["name"] for i in second["items"]] == ["c", "d"]
+    assert "data" not in second["items"][1]
+    assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
 
 
 def test_list_across_namespaces_includes_every_namespace(http: Http, namespace: str) -> None:

@@ -188,6 +188,16 @@ def test_an_expired_continue_token_is_410(small_history: Cluster) -> None:
     assert status_of(reply)["reason"] == "Expired"
 
 
+def test_an_exact_list_of_a_compacted_version_is_410(small_history: Cluster) -> None:
+    http = Http(small_history)
+    path = "/api/v1/namespaces/default/configmaps"
+    for i in range(8):
+        http.post(path, _cm(f"exact{i}"))
+    reply = http.get(f"{path}?resourceVersion=1&resourceVersionMatch=Exact")
+    assert reply.status == 410
+    assert status_of(reply)["message"].startswith("too old resource version: 1 (")
+
+
 def test_watch_ends_cleanly_at_timeout_seconds(http: Http, namespace: str) -> None:
     reply = http.get(
         f"/api/v1/namespaces/{namespace}/configmaps?watch=1&timeoutSeconds=1", timeout=10
