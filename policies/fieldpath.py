@@ -3,12 +3,19 @@
 A rule never raises; it returns `FieldError` values. Each carries a `Path` that renders the way
 Kubernetes renders field paths (`spec.replicaSpecs[1].template.spec.containers[0].image`), so the
 webhook, `trainops check` and the GitOps pre-flight all print the same text, and `trainops check`
-can map the path back to a line in the user's YAML (`Path.parts`).
+can map the path back to a line in the user's YAML (`Path.plain_parts`).
+
+One rendering for every layer (structural decoding and the semantic rules alike): struct
+fields and plain map keys as `.name`, list indexes as `[i]`, and map keys that are not plain
+names in brackets, so `resources.limits.cpu`, `template.metadata.labels.app`, but
+`resources.limits[nvidia.com/gpu]` and `labels[app.kubernetes.io/name]` — a dotted key written
+after a dot would read as several fields.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -45,13 +52,20 @@ class Path:
         return Path((*self.parts, i))
 
     def key(self, k: str) -> Path:
-        """A map key (rendered `[k]`, as apimachinery renders map keys)."""
+        """A map key (a resource name, a label): rendered `.k` when plain, else `[k]`."""
         return Path((*self.parts, _Key(k)))
 
     def __str__(self) -> str:
+        """`spec.replicaSpecs[1].template.spec.containers[0].resources.limits.cpu`.
+
+        Field names render as `.name`; list indexes as `[i]`; a map key as `.key` when it is a
+        plain name (`[A-Za-z_][A-Za-z0-9_-]*`: `cpu`, `memory`, `hugepages-2Mi`, `app`) and as
+        `[key]` otherwise (`[nvidia.com/gpu]`, `[app.kubernetes.io/name]`, `[]`), so the text
+        can be read back unambiguously (`trainops check` does, for warnings).
+        """
         out: list[str] = []
         for part in self.parts:
-            if isinstance(part, (_Key, int)):
+            if isinstance(part, int) or (isinstance(part, _Key) and not _PLAIN_KEY(part)):
                 out.append(f"[{part}]")
             else:
                 out.append(f".{part}" if out else part)
@@ -63,7 +77,10 @@ class Path:
 
 
 class _Key(str):
-    """A map key: a `str` that renders in brackets."""
+    """A map key: a `str` that renders in brackets unless it is a plain name."""
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*").fullmatch
 
 
 class ErrorType(StrEnum):

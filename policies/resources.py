@@ -53,7 +53,7 @@ def _validate_resources(
     """One container's resources; paths are built only for errors (this runs per container)."""
 
     def at(section: str, name: str) -> Path:
-        return pod_path().child(list_name).index(index).child("resources", section, name)
+        return pod_path().child(list_name).index(index).child("resources", section).key(name)
 
     errors: list[FieldError] = []
     requests = _parse_section(resources, "requests", at, errors)

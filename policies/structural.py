@@ -178,7 +178,7 @@ _Parts = tuple[Any, Any] | None
 
 
 class _MapKey(str):
-    """A map key in a path under construction (rendered `[k]`)."""
+    """A map key in a path under construction (becomes `Path.key`, which decides the style)."""
 
 
 def _path(parts: _Parts) -> Path:

@@ -263,6 +263,28 @@ CRAFTED = {
             'Invalid value: "integer": must be of type array',
         ],
     ),
+    "a resource name with a domain is reported at its own line": (
+        "spec:\n  replicaSpecs:\n  - type: worker\n    template:\n      spec:\n"
+        "        containers:\n        - name: tensorflow\n          image: tf\n"
+        "          resources:\n            requests: {cpu: 1}\n            limits:\n"
+        "              cpu: 2\n              nvidia.com/gpu: 1.5\n",
+        [
+            "17: TensorFlowTrainingJob/j: spec.replicaSpecs[0].template.spec.containers[0]"
+            '.resources.limits[nvidia.com/gpu]: Invalid value: "number": '
+            'must be of type integer or string (quote it: "1.5")',
+        ],
+    ),
+    "a plain resource name is a child of limits": (
+        "spec:\n  replicaSpecs:\n  - type: worker\n    template:\n      spec:\n"
+        "        containers:\n        - name: tensorflow\n          image: tf\n"
+        "          resources:\n            requests: {cpu: 2}\n            limits:\n"
+        "              cpu: 1\n",
+        [
+            "16: TensorFlowTrainingJob/j: spec.replicaSpecs[0].template.spec.containers[0]"
+            ".resources.limits.cpu: Invalid value: 1: must be greater than or equal to cpu "
+            "request of 2",
+        ],
+    ),
 }
 
 

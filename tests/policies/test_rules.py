@@ -241,7 +241,7 @@ RESOURCES: dict[str, Case] = {
                 containers=tf_main(limits={"nvidia.com/gpu": 1}, requests={"nvidia.com/gpu": 2}),
             )
         ),
-        {("Invalid", f"{C0}.resources.limits.nvidia.com/gpu")},
+        {("Invalid", f"{C0}.resources.limits[nvidia.com/gpu]")},
     ),
     "a GPU limit equal to its request is fine": (
         lambda: tf_job(
@@ -259,11 +259,11 @@ RESOURCES: dict[str, Case] = {
                 containers=tf_main(limits={"nvidia.com/gpu": 2}, requests={"nvidia.com/gpu": 1}),
             )
         ),
-        {("Invalid", f"{C0}.resources.limits.nvidia.com/gpu")},
+        {("Invalid", f"{C0}.resources.limits[nvidia.com/gpu]")},
     ),
     "a GPU request without a limit needs one": (
         lambda: tf_job(replica("chief", containers=tf_main(requests={"nvidia.com/gpu": 1}))),
-        {("Required", f"{C0}.resources.limits.nvidia.com/gpu")},
+        {("Required", f"{C0}.resources.limits[nvidia.com/gpu]")},
     ),
     "a GPU limit alone is fine (the request defaults to it)": (
         lambda: tf_job(replica("chief", containers=tf_main(limits={"nvidia.com/gpu": 4}))),
@@ -271,7 +271,7 @@ RESOURCES: dict[str, Case] = {
     ),
     "half a GPU is invalid": (
         lambda: tf_job(replica("chief", containers=tf_main(limits={"nvidia.com/gpu": "500m"}))),
-        {("Invalid", f"{C0}.resources.limits.nvidia.com/gpu")},
+        {("Invalid", f"{C0}.resources.limits[nvidia.com/gpu]")},
     ),
     "huge pages cannot be overcommitted either": (
         lambda: tf_job(

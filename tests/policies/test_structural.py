@@ -164,13 +164,19 @@ DENIED = {
     ),
     "a fractional float quantity": (
         with_change(CONTAINER + ".resources.limits.cpu", 0.5),
-        "spec.replicaSpecs[0].template.spec.containers[0].resources.limits[cpu]",
+        "spec.replicaSpecs[0].template.spec.containers[0].resources.limits.cpu",
         ErrorType.INVALID,
         'Invalid value: "number": must be of type integer or string (quote it: "0.5")',
     ),
     "a non-string label value": (
         with_change(TEMPLATE + ".metadata.labels.app", 7),
-        "spec.replicaSpecs[0].template.metadata.labels[app]",
+        "spec.replicaSpecs[0].template.metadata.labels.app",
+        ErrorType.INVALID,
+        'Invalid value: "integer": must be of type string',
+    ),
+    "a non-string value under a dotted label key": (
+        with_change(TEMPLATE + ".metadata.labels", {"app.kubernetes.io/name": 7}),
+        "spec.replicaSpecs[0].template.metadata.labels[app.kubernetes.io/name]",
         ErrorType.INVALID,
         'Invalid value: "integer": must be of type string',
     ),
