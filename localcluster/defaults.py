@@ -120,7 +120,8 @@ def default_object(info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> 
         # stringData is write-only: merged into data (base64), as the real server does.
         string_data = obj.pop("stringData", None)
         if isinstance(string_data, dict) and string_data:
-            data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+            current = obj.get("data")
+            data: dict[str, Any] = current if isinstance(current, dict) else {}
             obj["data"] = {
                 **data,
                 **{k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()},
