@@ -109,13 +109,10 @@ _SPEC = ("spec",)
 _REPLICAS = ("spec", "replicaSpecs")
 _REPLICA = ("spec", "replicaSpecs", ITEMS)
 _REPLICA_COUNT = "(has(self.replicas) ? self.replicas : 1)"
-_IMMUTABLE = (
-    "field is immutable after creation; only " + ", ".join(update.MUTABLE_FIELDS) + " may change"
-)
-_IMMUTABLE_RESUME = (
-    "field is immutable: set resume specs when creating the job; "
-    "spec.runMode.pause.enabled may be toggled freely"
-)
+# The webhook's own words (policies.update), so a cluster without the webhook says the same.
+_IMMUTABLE = update.IMMUTABLE_DETAIL
+_IMMUTABLE_RESUME = update.RESUME_IMMUTABLE_DETAIL
+_IMMUTABLE_TYPES = update.TYPES_IMMUTABLE_DETAIL
 
 
 @cache
@@ -193,7 +190,7 @@ def _main_container(name: str) -> list[Rule]:
 def _types_immutable() -> Rule:
     return Rule(
         "self.map(r, r.type) == oldSelf.map(r, r.type)",
-        "replica types and their order are immutable",
+        _IMMUTABLE_TYPES,
         "FieldValueForbidden",
     )
 

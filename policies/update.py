@@ -41,7 +41,7 @@ MUTABLE_FIELDS = (
 _MAY_CHANGE = "only " + ", ".join(MUTABLE_FIELDS) + " may change"
 # The messages, public so the CRD's CEL rules (policies.cel) say exactly the same.
 IMMUTABLE_DETAIL = "field is immutable after creation; " + _MAY_CHANGE
-TYPES_IMMUTABLE_DETAIL = "replica types and their order are immutable"
+TYPES_IMMUTABLE_DETAIL = "replica types and their order are immutable; " + _MAY_CHANGE
 RESUME_IMMUTABLE_DETAIL = (
     "field is immutable: set resume specs when creating the job; "
     "spec.runMode.pause.enabled may be toggled freely"

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 import policies
-from policies import cel
+from policies import cel, update
 
 Job = dict[str, Any]
 
@@ -333,3 +333,13 @@ def test_every_rule_is_attached_to_an_existing_schema_node(kind: str) -> None:
 
     walk(schema)
     assert sorted(attached) == sorted(r.rule for rs in cel.rules(kind).values() for r in rs)
+
+
+@pytest.mark.parametrize("kind", policies.KINDS)
+def test_transition_rules_say_the_webhooks_immutability_messages(kind: str) -> None:
+    messages = {r.message for rs in cel.rules(kind).values() for r in rs if r.is_transition}
+    assert messages == {
+        update.IMMUTABLE_DETAIL,
+        update.TYPES_IMMUTABLE_DETAIL,
+        update.RESUME_IMMUTABLE_DETAIL,
+    }

@@ -133,3 +133,14 @@ def test_resume_specs_message_says_pause_may_still_be_toggled() -> None:
     new = tf_job(runMode=paused(False, [{"type": "chief"}]))
     [error] = policies.admit(new, old).errors
     assert "spec.runMode.pause.enabled may be toggled freely" in error.message
+
+
+def test_reordering_types_is_forbidden_with_a_message_saying_what_may_change() -> None:
+    old = tf_job(replica("chief"), replica("worker", replicas=2))
+    new = tf_job(replica("worker", replicas=2), replica("chief"))
+    [error] = policies.admit(new, old).errors
+    assert (error.type.value, error.field) == ("Forbidden", "spec.replicaSpecs")
+    assert error.detail == (
+        "replica types and their order are immutable; only spec.runMode.pause.enabled, "
+        "spec.runPolicy, spec.tensorboardSpec may change"
+    )
