@@ -50,7 +50,9 @@ def pod_spec_defaults(spec: dict[str, Any]) -> None:
                     port.setdefault("protocol", "TCP")
 
 
-def _qos(spec: dict[str, Any]) -> str:
+def _qos(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return "BestEffort"
     containers = [c for c in spec.get("containers") or () if isinstance(c, dict)]
     requests = [((c.get("resources") or {}).get("requests") or {}) for c in containers]
     limits = [((c.get("resources") or {}).get("limits") or {}) for c in containers]

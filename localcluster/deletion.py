@@ -56,6 +56,10 @@ def parse_delete_options(body: dict[str, Any] | None, query: Any) -> DeleteOptio
     if not isinstance(body, dict):
         raise apierrors.bad_request("DeleteOptions must be an object")
     pre = body.get("preconditions") or {}
+    if not isinstance(pre, dict):
+        raise apierrors.bad_request(
+            "preconditions: expected an object with uid and/or resourceVersion"
+        )
     propagation = body.get("propagationPolicy") or query.get("propagationPolicy")
     orphan = body.get("orphanDependents", query.get("orphanDependents"))
     if propagation is None and orphan is not None:

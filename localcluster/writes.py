@@ -53,13 +53,67 @@ class WriteResult:
     created: bool = False
 
 
-def _as_object(body: Any) -> dict[str, Any]:
+# ObjectMeta fields and the JSON types the Go decoder accepts for them.
+_META_TYPES: dict[str, tuple[type, str]] = {
+    "name": (str, "string"),
+    "generateName": (str, "string"),
+    "namespace": (str, "string"),
+    "labels": (dict, "map[string]string"),
+    "annotations": (dict, "map[string]string"),
+    "finalizers": (list, "[]string"),
+    "ownerReferences": (list, "[]v1.OwnerReference"),
+}
+
+
+def _undecodable(kind: str, detail: str) -> ApiError:
+    return apierrors.bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: {detail}')
+
+
+def _as_object(body: Any, kind: str = "object") -> dict[str, Any]:
+    """The body as an object, with ObjectMeta field types checked as Go's decoder would."""
     if not isinstance(body, dict):
         raise apierrors.bad_request("the request body must be a JSON object")
     meta = body.get("metadata", {})
-    if meta is not None and not isinstance(meta, dict):
-        raise apierrors.bad_request("metadata: expected an object")
+    if meta is None:
+        return body
+    if not isinstance(meta, dict):
+        raise _undecodable(
+            kind,
+            f"json: cannot unmarshal {_json_type(meta)} into Go struct field {kind}.metadata of type v1.ObjectMeta",
+        )
+    for name, (_, go_type) in _META_TYPES.items():
+        value = meta.get(name)
+        if value is not None and not _meta_value_ok(name, value):
+            raise _undecodable(
+                kind,
+                f"json: cannot unmarshal {_json_type(value)} into Go struct field "
+                f"ObjectMeta.metadata.{name} of type {go_type}",
+            )
     return body
+
+
+def _meta_value_ok(name: str, value: Any) -> bool:
+    if not isinstance(value, _META_TYPES[name][0]):
+        return False
+    if name in ("labels", "annotations"):
+        return all(isinstance(v, str) for v in value.values())
+    if name == "finalizers":
+        return all(isinstance(v, str) for v in value)
+    if name == "ownerReferences":
+        return all(isinstance(v, dict) for v in value)
+    return True
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
 
 
 def _check_type(info: ResourceInfo, obj: dict[str, Any]) -> None:
@@ -176,7 +230,7 @@ async def create(
     applied: bool = False,
 ) -> WriteResult:
     """POST: a new object (`applied`: `body` came out of server-side apply already)."""
-    obj = _as_object(body if applied else clone(body))
+    obj = _as_object(body if applied else clone(body), info.kind)
     _check_type(info, obj)
     _check_body_namespace(info, obj, namespace)
     objectmeta.prepare_create(
@@ -221,7 +275,7 @@ async def update(
     subresource: str = "",
 ) -> WriteResult:
     """PUT: replace an object; a stale metadata.resourceVersion is a 409 Conflict."""
-    obj = _as_object(clone(body))
+    obj = _as_object(clone(body), info.kind)
     _check_type(info, obj)
     meta = obj.setdefault("metadata", {})
     if meta.get("name") and meta["name"] != name:
@@ -312,7 +366,7 @@ async def patch(
             )
         else:
             obj = patching.apply_patch(info, clone(old), body, content_type)
-        obj = _as_object(obj)
+        obj = _as_object(obj, info.kind)
         meta = obj.setdefault("metadata", {})
         want = meta.get("resourceVersion")
         if want and want != old["metadata"]["resourceVersion"]:

@@ -287,3 +287,31 @@ def test_strict_field_validation_refuses_unknown_fields(http: Http, namespace: s
     )
     assert reply.status in (400, 422)
     assert "bogus" in status_of(reply)["message"]
+
+
+MALFORMED = {
+    "metadata is a list": ({"metadata": []}, 400),
+    "labels are a list": ({"metadata": {"name": "x", "labels": ["a"]}}, 400),
+    "a label value is a number": ({"metadata": {"name": "x", "labels": {"a": 1}}}, 400),
+    "finalizers are a string": ({"metadata": {"name": "x", "finalizers": "f"}}, 400),
+    "owner references hold a number": ({"metadata": {"name": "x", "ownerReferences": [1]}}, 400),
+    "the body is a list": ([], 400),
+    "spec is a string": ({"metadata": {"name": "x"}, "spec": "s"}, None),
+}
+
+
+@pytest.mark.parametrize(("body", "code"), list(MALFORMED.values()), ids=list(MALFORMED))
+def test_malformed_objects_are_client_errors_never_500(
+    http: Http, namespace: str, body: object, code: int | None
+) -> None:
+    reply = http.post(f"/api/v1/namespaces/{namespace}/pods", body)
+    assert 400 <= reply.status < 500, reply.data
+    if code is not None:
+        assert reply.status == code
+    assert status_of(reply)["status"] == "Failure"
+
+
+def test_malformed_delete_options_are_400(http: Http, namespace: str) -> None:
+    http.post(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "d"}})
+    reply = http.delete(f"/api/v1/namespaces/{namespace}/configmaps/d", {"preconditions": "x"})
+    assert reply.status == 400
