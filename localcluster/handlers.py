@@ -271,13 +271,22 @@ async def _finalize(
     old = srv.get(info, "", name)
     if old is None:
         raise apierrors.not_found(info, name)
-    if not isinstance(body, dict):
-        raise apierrors.bad_request("the request body must be a JSON object")
+    spec = body.get("spec") if isinstance(body, dict) else None
+    finalizers = (spec or {}).get("finalizers") if isinstance(spec or {}, dict) else None
+    if (
+        not isinstance(body, dict)
+        or not isinstance(spec or {}, dict)
+        or not (
+            finalizers is None
+            or (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers))
+        )
+    ):
+        raise apierrors.bad_request("the request body must be a Namespace object")
     new = {
         **old,
         "spec": {
             **(old.get("spec") or {}),
-            "finalizers": (body.get("spec") or {}).get("finalizers") or [],
+            "finalizers": finalizers or [],
         },
     }
     from localcluster import storage

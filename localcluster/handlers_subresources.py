@@ -92,7 +92,12 @@ def _waiting_reason(pod: dict[str, Any], container: str) -> str | None:
 def _kubelet_base(srv: Server, node_name: str) -> str:
     node = srv.store.get("/nodes", "", node_name)
     if node is None:
-        raise apierrors.internal(f'nodes "{node_name}" not found')
+        raise ApiError(
+            404,
+            "NotFound",
+            f'nodes "{node_name}" not found',
+            details={"name": node_name, "kind": "nodes"},
+        )
     status = node.get("status") or {}
     address = next(
         (a.get("address") for a in status.get("addresses") or () if a.get("type") == "InternalIP"),
@@ -166,6 +171,11 @@ async def _binding(
     body = await decode_body(request)
     target = (body or {}).get("target") if isinstance(body, dict) else None
     node = (target or {}).get("name") if isinstance(target, dict) else None
+    if node is not None and not isinstance(node, str):
+        raise apierrors.bad_request(
+            'Binding in version "v1" cannot be handled as a Binding: json: cannot unmarshal '
+            "number into Go struct field ObjectReference.target.name of type string"
+        )
     if not node:
         raise apierrors.invalid(
             "Binding",
@@ -267,7 +277,8 @@ async def _scale(
         want = (new_scale.get("metadata") or {}).get("resourceVersion")
         if want and want != obj["metadata"]["resourceVersion"]:
             raise apierrors.conflict(info, name, apierrors.MODIFIED, subresource="scale")
-        replicas = (new_scale.get("spec") or {}).get("replicas")
+        spec = new_scale.get("spec")
+        replicas = spec.get("replicas") if isinstance(spec, dict) else None
         if not isinstance(replicas, int) or replicas < 0:
             raise apierrors.invalid(
                 "Scale",
