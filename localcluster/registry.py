@@ -232,8 +232,11 @@ class Registry:
         """Serve the resources of every established CRD (those being deleted stay served)."""
         infos: list[ResourceInfo] = []
         for crd in sorted(crds, key=lambda c: c["metadata"]["name"]):
-            if _established(crd):
-                infos.extend(crd_infos(crd))
+            try:
+                if _established(crd):
+                    infos.extend(crd_infos(crd))
+            except (AttributeError, TypeError, KeyError):
+                continue  # a malformed stored CRD serves nothing rather than breaking the rest
         self._custom = tuple(infos)
         self._rebuild()
 
