@@ -38,6 +38,7 @@ log = logging.getLogger("localcluster.gc")
 Work = tuple[str, Any]
 _EVENT_RIDS = ("/events", "events.k8s.io/events")
 RETRY_SECONDS = 1.0
+MAX_RETRY_SECONDS = 60.0
 _CRD_RID = resource_id(CRD_RESOURCE)
 _NS_RID = resource_id(NAMESPACES)
 _SA_INFO_KEY = ("", "v1", "serviceaccounts")
@@ -51,6 +52,7 @@ class Controllers:
         self._task: asyncio.Task[None] | None = None
         self._expiry: asyncio.Task[None] | None = None
         self._pending: dict[Work, None] = {}
+        self._failures: dict[Work, int] = {}
 
     async def start(self) -> None:
         store = self.srv.store
@@ -102,11 +104,14 @@ class Controllers:
                 del self._pending[work]
                 try:
                     await self._process(work)
+                    self._failures.pop(work, None)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("controller work %s failed; retrying in %ss", work, RETRY_SECONDS)
-                    asyncio.get_running_loop().call_later(RETRY_SECONDS, self._retry, work)
+                    failures = self._failures[work] = self._failures.get(work, 0) + 1
+                    delay = min(RETRY_SECONDS * 2 ** (failures - 1), MAX_RETRY_SECONDS)
+                    log.exception("controller work %s failed; retrying in %.0fs", work, delay)
+                    asyncio.get_running_loop().call_later(delay, self._retry, work)
                 if not self._take(self._sub.drain()):
                     return
             if not self._take([await queue.get(), *self._sub.drain()]):
