@@ -112,10 +112,14 @@ def _check_preconditions(info: ResourceInfo, obj: dict[str, Any], opts: DeleteOp
         )
 
 
-def _pod_grace(obj: dict[str, Any], opts: DeleteOptions) -> int:
-    """Seconds the kubelet gets to stop the pod; 0 removes it at once."""
+def _pod_grace(srv: Server, obj: dict[str, Any], opts: DeleteOptions) -> int:
+    """Seconds the kubelet gets to stop the pod; 0 removes it at once.
+
+    A pod bound to a node that does not exist has no kubelet to stop it: it goes at once (the
+    real pod garbage collector force-deletes such pods shortly after).
+    """
     spec = obj.get("spec") or {}
-    if not spec.get("nodeName"):
+    if not spec.get("nodeName") or srv.store.get("/nodes", "", spec["nodeName"]) is None:
         return 0
     if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return 0
@@ -176,7 +180,7 @@ async def _delete_once(
         finalizers = [f for f in finalizers if f != ORPHAN] + [FOREGROUND]
     elif opts.propagation == "Orphan" and ORPHAN not in finalizers:
         finalizers = [f for f in finalizers if f != FOREGROUND] + [ORPHAN]
-    grace = _pod_grace(old, opts) if rid == "/pods" else 0
+    grace = _pod_grace(srv, old, opts) if rid == "/pods" else 0
     if rid == "/namespaces":
         blocking = bool((old.get("spec") or {}).get("finalizers")) or bool(finalizers)
     else:

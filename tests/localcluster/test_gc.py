@@ -119,22 +119,31 @@ def test_namespace_deletion_cascades_to_everything_inside(http: Http) -> None:
 
 
 def test_a_pod_bound_to_a_node_is_deleted_gracefully(http: Http, namespace: str) -> None:
+    node = f"node-{namespace}"[:63]
+    assert http.post("/api/v1/nodes", {"metadata": {"name": node}}).status == 201
+    try:
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        spec = {**POD_SPEC, "nodeName": node, "terminationGracePeriodSeconds": 7}
+        http.post(path, {"metadata": {"name": "bound"}, "spec": spec})
+        marked = http.delete(f"{path}/bound")
+        assert marked.status == 200
+        meta = marked.json()["metadata"]
+        assert meta["deletionGracePeriodSeconds"] == 7 and meta["deletionTimestamp"]
+        assert http.get(f"{path}/bound").status == 200
+        final = http.delete(f"{path}/bound", {"gracePeriodSeconds": 0})
+        assert final.status == 200
+        assert http.get(f"{path}/bound").status == 404
+    finally:
+        http.delete(f"/api/v1/nodes/{node}")
+
+
+def test_a_pod_on_a_node_that_does_not_exist_is_removed_at_once(http: Http, namespace: str) -> None:
     path = f"/api/v1/namespaces/{namespace}/pods"
     http.post(
-        path,
-        {
-            "metadata": {"name": "bound"},
-            "spec": {**POD_SPEC, "nodeName": "n1", "terminationGracePeriodSeconds": 7},
-        },
+        path, {"metadata": {"name": "stranded"}, "spec": {**POD_SPEC, "nodeName": "no-such-node"}}
     )
-    marked = http.delete(f"{path}/bound")
-    assert marked.status == 200
-    meta = marked.json()["metadata"]
-    assert meta["deletionGracePeriodSeconds"] == 7 and meta["deletionTimestamp"]
-    assert http.get(f"{path}/bound").status == 200
-    final = http.delete(f"{path}/bound", {"gracePeriodSeconds": 0})
-    assert final.status == 200
-    assert http.get(f"{path}/bound").status == 404
+    assert http.delete(f"{path}/stranded").status == 200
+    assert http.get(f"{path}/stranded").status == 404
 
 
 def test_an_unbound_pod_is_removed_at_once(http: Http, namespace: str) -> None:
