@@ -158,7 +158,7 @@ async def _collection(
         watching = target.legacy_watch or flag(query, "watch")
         if ("watch" if watching else "list") not in info.verbs:
             raise apierrors.method_not_allowed()
-        selector = parse_selector(query, resource_id(info))
+        selector = parse_selector(query, info)
         if watching:
             return await serve_watch(request, srv, info, namespace, selector, accept)
         result = list_records(srv.store, resource_id(info), namespace, selector, query)
@@ -189,7 +189,7 @@ async def _delete_collection(
 ) -> web.Response:
     body = await _optional_body(request)
     opts = deletion.parse_delete_options(body, request.query)
-    selector = parse_selector(request.query, resource_id(info))
+    selector = parse_selector(request.query, info)
     records = srv.store.records(resource_id(info), namespace)
     for rec in records:
         if not selector.empty and not selector.matches(rec.obj):
@@ -233,7 +233,7 @@ async def _object(
         raise apierrors.method_not_allowed()
     if method == "GET":
         if target.legacy_watch or (not sub and flag(query, "watch")):
-            selector = parse_selector(query, resource_id(info), name)
+            selector = parse_selector(query, info, name)
             return await serve_watch(request, srv, info, namespace, selector, accept)
         obj = srv.get(info, namespace, name)
         if obj is None:

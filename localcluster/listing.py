@@ -24,7 +24,7 @@ from localcluster.selectors import (
     parse_label_selector,
 )
 from localcluster.storage import Record, Storage, TooOld, dumps
-from localcluster.types import ApiError
+from localcluster.types import ApiError, ResourceInfo
 
 __all__ = [
     "ListResult",
@@ -32,6 +32,7 @@ __all__ = [
     "parse_resource_version",
     "parse_selector",
     "records_at",
+    "selectable_fields",
 ]
 
 _CONTINUE_EXPIRED = (
@@ -59,15 +60,31 @@ class ListResult:
         return meta
 
 
-def parse_selector(query: Mapping[str, str], resource: str, name: str | None = None) -> Selector:
+def parse_selector(
+    query: Mapping[str, str], info: ResourceInfo, name: str | None = None
+) -> Selector:
+    """The label and field selectors of a request (plus `metadata.name` for object paths)."""
+    resource = f"{info.group}/{info.plural}"
+    extra = selectable_fields(info)
     try:
         labels = parse_label_selector(query.get("labelSelector"))
-        fields = parse_field_selector(query.get("fieldSelector"), resource)
+        fields = parse_field_selector(query.get("fieldSelector"), resource, extra)
     except SelectorError as e:
         raise apierrors.bad_request(str(e)) from None
     if name is not None:
         fields = (*fields, *parse_field_selector(f"metadata.name={name}", resource))
     return Selector(labels, fields)
+
+
+def selectable_fields(info: ResourceInfo) -> tuple[str, ...]:
+    """A CRD version's `selectableFields` (`.spec.color` → `spec.color`)."""
+    version = info.crd_version or {}
+    fields = version.get("selectableFields") or ()
+    return tuple(
+        str(f.get("jsonPath", "")).lstrip(".")
+        for f in fields
+        if isinstance(f, dict) and f.get("jsonPath")
+    )
 
 
 def parse_resource_version(value: str) -> int:

@@ -190,9 +190,14 @@ _ALIASES: dict[str, Callable[[Mapping[str, Any]], Any]] = {
 }
 
 
-def parse_field_selector(text: str | None, resource: str) -> tuple[FieldRequirement, ...]:
-    """Parse `a=b,c!=d` for `resource` ("group/plural"); unknown fields raise SelectorError."""
-    allowed = ("metadata.name", "metadata.namespace", *_FIELDS.get(resource, ()))
+def parse_field_selector(
+    text: str | None, resource: str, extra: tuple[str, ...] = ()
+) -> tuple[FieldRequirement, ...]:
+    """Parse `a=b,c!=d` for `resource` ("group/plural"); unknown fields raise SelectorError.
+
+    `extra`: further selectable fields (a CRD version's `selectableFields`).
+    """
+    allowed = ("metadata.name", "metadata.namespace", *_FIELDS.get(resource, ()), *extra)
     out: list[FieldRequirement] = []
     for part in _split_top(text or ""):
         m = re.fullmatch(r"\s*([^!=\s]+)\s*(==|!=|=)\s*(.*?)\s*", part)

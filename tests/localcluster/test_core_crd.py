@@ -208,3 +208,21 @@ def test_deleting_a_crd_ends_the_watches_on_its_resources(http: Http, namespace:
     stream.release_conn()
     rest = [json.loads(line) for line in buffer.splitlines() if line.strip()]
     assert [e["type"] for e in rest] in (["DELETED"], [])
+
+
+def test_selectable_fields_of_a_crd_work_in_field_selectors(http: Http, namespace: str) -> None:
+    group = f"s{uuid.uuid4().hex[:8]}.example.com"
+    crd = _crd(group, "Namespaced")
+    crd["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": ".spec.color"}]
+    assert http.post(CRDS, crd).status == 201
+    path = f"/apis/{group}/v1/namespaces/{namespace}/widgets"
+    for name, color in (("r", "red"), ("b", "blue")):
+        http.post(path, {"metadata": {"name": name}, "spec": {"color": color}})
+    items = http.get(f"{path}?fieldSelector=spec.color%3Dblue").json()["items"]
+    assert [i["metadata"]["name"] for i in items] == ["b"]
+    unknown = http.get(f"{path}?fieldSelector=spec.size%3D1")
+    assert unknown.status == 400
+    assert status_of(unknown)["message"].startswith(
+        '"spec.size" is not a known field selector: only "metadata.name", "metadata.namespace", "spec.color"'
+    )
+    http.delete(f"{CRDS}/widgets.{group}")
