@@ -95,12 +95,11 @@ def _as_object(body: Any, kind: str = "object") -> dict[str, Any]:
 def _meta_value_ok(name: str, value: Any) -> bool:
     if not isinstance(value, _META_TYPES[name][0]):
         return False
-    if name in ("labels", "annotations"):
+    if isinstance(value, dict):  # labels, annotations
         return all(isinstance(v, str) for v in value.values())
-    if name == "finalizers":
-        return all(isinstance(v, str) for v in value)
-    if name == "ownerReferences":
-        return all(isinstance(v, dict) for v in value)
+    if isinstance(value, list):
+        wanted = dict if name == "ownerReferences" else str
+        return all(isinstance(v, wanted) for v in value)
     return True
 
 
