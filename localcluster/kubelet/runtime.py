@@ -249,6 +249,7 @@ class Runtime:
         shim.write_json(
             str(path / "spec.json"),
             {
+                "started_at": now,
                 "argv": spec.argv,
                 "env": spec.env,
                 "cwd": spec.cwd,

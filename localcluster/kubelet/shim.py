@@ -103,7 +103,9 @@ def main(spec_path: str) -> int:
         os.makedirs(os.path.dirname(message_path), exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(message_path)
-    started = now_rfc3339_nano()
+    # One start time for every record of this instance: the kubelet decided it (meta.json), so
+    # a status read before and after the shim writes pid.json reports the same startedAt.
+    started = spec.get("started_at") or now_rfc3339_nano()
     try:
         child = subprocess.Popen(
             spec["argv"],
