@@ -387,11 +387,13 @@ async def patch(
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = {
-        k: v
-        for k, v in (obj.get("metadata") or {}).items()
-        if k not in ("resourceVersion", "managedFields")
-    }
+    """The object as a no-op check sees it: everything but the resourceVersion.
+
+    managedFields count: a write that only moves field ownership (kubectl's client-side →
+    server-side apply upgrade) must be stored; `track_update` leaves the entries untouched
+    when nothing changed, so a true no-op still compares equal.
+    """
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
     return {**obj, "metadata": meta}
 
 

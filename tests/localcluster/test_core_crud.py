@@ -210,6 +210,36 @@ def test_a_no_op_update_keeps_the_resource_version(http: Http, namespace: str) -
     assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
 
+def test_a_no_op_update_by_another_manager_keeps_the_resource_version(
+    http: Http, namespace: str
+) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    created = http.post(path, {"metadata": {"name": "same"}, "data": {"a": "1"}}).json()
+    again = http.put(f"{path}/same?fieldManager=other", created).json()
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert [e["manager"] for e in again["metadata"]["managedFields"]] == [
+        e["manager"] for e in created["metadata"]["managedFields"]
+    ]
+
+
+def test_a_write_that_changes_only_managed_fields_is_stored(http: Http, namespace: str) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    created = http.post(
+        f"{path}?fieldManager=first", {"metadata": {"name": "mf"}, "data": {"a": "1"}}
+    ).json()
+    entries = created["metadata"]["managedFields"]
+    renamed = [{**e, "manager": "second"} for e in entries]
+    patched = http.patch(
+        f"{path}/mf",
+        [{"op": "replace", "path": "/metadata/managedFields", "value": renamed}],
+        content_type="application/json-patch+json",
+    )
+    assert patched.status == 200, patched.data
+    stored = http.get(f"{path}/mf").json()
+    assert [e["manager"] for e in stored["metadata"]["managedFields"]] == ["second"]
+    assert int(stored["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+
+
 def test_pods_start_pending_with_defaults_applied(http: Http, namespace: str) -> None:
     pod = http.post(
         f"/api/v1/namespaces/{namespace}/pods", {"metadata": {"name": "p"}, "spec": POD_SPEC}

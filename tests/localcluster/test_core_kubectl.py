@@ -124,6 +124,24 @@ def test_server_side_apply_creates_and_updates(cluster: Cluster, namespace: str)
     assert replicas == "4"
 
 
+def test_server_side_apply_after_client_side_apply_takes_over_its_manager(
+    cluster: Cluster, namespace: str
+) -> None:
+    run(cluster, namespace, "apply", "-f", "-", stdin=DEPLOYMENT.format(replicas=1))
+    run(
+        cluster, namespace, "apply", "--server-side", "-f", "-", stdin=DEPLOYMENT.format(replicas=2)
+    )
+    deployment = json.loads(
+        run(
+            cluster, namespace, "get", "deployment", "web", "-o", "json", "--show-managed-fields"
+        ).stdout
+    )
+    managers = {(e["manager"], e["operation"]) for e in deployment["metadata"]["managedFields"]}
+    assert ("kubectl", "Apply") in managers
+    assert not any(m == "kubectl-client-side-apply" for m, _ in managers), managers
+    assert deployment["spec"]["replicas"] == 2
+
+
 @pytest.mark.parametrize(
     ("patch_type", "patch"),
     [
