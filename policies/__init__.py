@@ -6,6 +6,7 @@ Pure functions over plain dicts: no I/O, no clock, no Kubernetes client. The web
 Contract (stable; other packages code against it):
 
 - `default(obj) -> (defaulted_copy, json_patch_ops)`: never mutates `obj`; idempotent.
+- `default_patch(obj) -> json_patch_ops`: the same patch without the copy (for the webhook).
 - `validate(obj, old=None) -> (errors, warnings)`: `obj` is the defaulted object; `old` is the
   stored object on UPDATE. Never raises, whatever the input.
 - `admit(obj, old=None) -> Admission`: default, then validate the defaulted object.
@@ -27,6 +28,7 @@ from policies.job import (
     Admission,
     admit,
     default,
+    default_patch,
     is_training_job,
     validate,
 )
@@ -40,6 +42,7 @@ __all__ = [
     "FieldError",
     "admit",
     "default",
+    "default_patch",
     "is_training_job",
     "validate",
 ]

@@ -20,7 +20,7 @@ from typing import Any
 
 from policies import structural
 from policies.advice import warnings_for
-from policies.defaults import default_with
+from policies.defaults import default_with, plan_defaults
 from policies.fieldpath import ErrorType, FieldError, Path, invalid, not_supported, required
 from policies.kinds import KindSpec, replicas_of
 from policies.rules_common import (
@@ -45,6 +45,7 @@ __all__ = [
     "Admission",
     "admit",
     "default",
+    "default_patch",
     "is_training_job",
     "validate",
 ]
@@ -87,6 +88,20 @@ def default(obj: Any) -> tuple[Any, list[dict[str, Any]]]:
     """
     raw_kind = obj.get("kind") if isinstance(obj, dict) else None
     return default_with(SPECS.get(raw_kind) if isinstance(raw_kind, str) else None, obj)
+
+
+def default_patch(obj: Any) -> list[dict[str, Any]]:
+    """The patch `default(obj)` returns, without building the defaulted copy.
+
+    For the mutating webhook, which answers with the patch only: the deep copy is most of the
+    cost of `default`. `obj` is never mutated.
+    """
+    raw_kind = obj.get("kind") if isinstance(obj, dict) else None
+    kind = SPECS.get(raw_kind) if isinstance(raw_kind, str) else None
+    if kind is None:
+        return []
+    assert isinstance(obj, dict)
+    return plan_defaults(kind, obj)
 
 
 def validate(obj: Any, old: Any = None) -> tuple[list[FieldError], list[str]]:

@@ -92,18 +92,33 @@ def _parse_section(
         return {}
     out: dict[str, Decimal] = {}
     for name, raw in values.items():
-        try:
-            amount = parse_quantity(raw)
-        except QuantityError as e:
-            errors.append(invalid(at(section, name), raw, str(e)))
-            continue
-        if amount < 0:
-            errors.append(invalid(at(section, name), raw, "must be greater than or equal to 0"))
-        elif _is_extended(name) and amount != amount.to_integral_value():
-            errors.append(invalid(at(section, name), raw, "must be an integer"))
+        amount, problem = (
+            _quantity_of_string(name, raw) if type(raw) is str else _quantity(name, raw)
+        )
+        if amount is None:
+            errors.append(invalid(at(section, name), raw, problem))
         else:
             out[name] = amount
     return out
+
+
+def _quantity(name: str, raw: Any) -> tuple[Decimal | None, str]:
+    """`(value, "")` when `raw` is a usable amount of resource `name`, else `(None, why)`."""
+    try:
+        amount = parse_quantity(raw)
+    except QuantityError as e:
+        return None, str(e)
+    if amount < 0:
+        return None, "must be greater than or equal to 0"
+    if _is_extended(name) and amount != amount.to_integral_value():
+        return None, "must be an integer"
+    return amount, ""
+
+
+@lru_cache(maxsize=1024)
+def _quantity_of_string(name: str, raw: str) -> tuple[Decimal | None, str]:
+    """Cached like `quantity.parse_quantity`: jobs repeat the same few (name, amount) pairs."""
+    return _quantity(name, raw)
 
 
 @lru_cache(maxsize=256)

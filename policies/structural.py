@@ -27,6 +27,7 @@ input: recursion follows the schema, which is finite, not the object.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -88,6 +89,12 @@ _EXACT_TYPES: dict[str, frozenset[type]] = {
 }
 
 
+# Paths under construction are linked pairs `(parent, part)` (root: `None`), so descending costs
+# one small tuple, and a `Path` is only built when something is wrong.
+_Parts = tuple[Any, Any] | None
+Checker = Callable[[Any, _Parts, list[FieldError]], None]
+
+
 @dataclass(eq=False)
 class _Node:
     kind: str  # object, array, string, integer, number, boolean, int-or-string, any
@@ -103,7 +110,8 @@ class _Node:
     exact: frozenset[type] = frozenset()
     is_object: bool = False
     is_array: bool = False
-    is_container: bool = False
+    # Objects and arrays: checks a value of an exact type (built once, see `_object_checker`).
+    check: Checker | None = None
 
 
 @cache
@@ -139,7 +147,6 @@ def _compile(schema: dict[str, Any], location: tuple[str, ...], *, in_template: 
         node.exact = frozenset()  # take the slow path, which checks the length
     node.is_object = kind == "object"
     node.is_array = kind == "array"
-    node.is_container = node.is_object or node.is_array
     for name, sub in schema.get("properties", {}).items():
         node.props[name] = _compile(
             sub, (*location, name), in_template=in_template or name == "template"
@@ -167,14 +174,14 @@ def _compile(schema: dict[str, Any], location: tuple[str, ...], *, in_template: 
                 (k, item_props.get(k, {}).get("default"))
                 for k in schema.get("x-kubernetes-list-map-keys", ())
             )
+    if node.is_object:
+        node.check = _object_checker(node)
+    elif node.is_array:
+        node.check = _array_checker(node)
     return node
 
 
 # --- walking ----------------------------------------------------------------------------------
-# Paths under construction are linked pairs `(parent, part)` (root: `None`), so descending costs
-# one small tuple, and a `Path` is only built when something is wrong.
-
-_Parts = tuple[Any, Any] | None
 
 
 class _MapKey(str):
@@ -204,12 +211,14 @@ def _walk(node: _Node, value: Any, parts: _Parts, errors: list[FieldError]) -> N
         if not isinstance(value, dict):
             errors.append(_wrong_type(parts, value, "object"))
             return
-        _walk_object(node, value, parts, errors)
+        assert node.check is not None
+        node.check(value, parts, errors)
     elif kind == "array":
         if not isinstance(value, list):
             errors.append(_wrong_type(parts, value, "array"))
             return
-        _walk_array(node, value, parts, errors)
+        assert node.check is not None
+        node.check(value, parts, errors)
     elif kind != "any" and not _scalar_ok(kind, value):
         errors.append(_wrong_type(parts, value, _EXPECTED.get(kind, kind)))
     elif node.max_length is not None and isinstance(value, str):
@@ -218,55 +227,97 @@ def _walk(node: _Node, value: Any, parts: _Parts, errors: list[FieldError]) -> N
             errors.append(fieldpath.too_long(_path(parts), value, node.max_length))
 
 
-def _walk_object(
-    node: _Node, value: dict[Any, Any], parts: _Parts, errors: list[FieldError]
-) -> None:
-    props = node.props
-    additional = node.additional
-    for key, child_value in value.items():
-        if child_value is None:
-            continue
-        child = props.get(key)
-        if child is None:
-            if additional is None or not isinstance(key, str):
-                errors.append(_unknown(_path(parts), key))
+# The fast path. Each object and array node gets its own checker closure, built once per kind,
+# holding everything it needs in local variables: per property the exact Python types accepted
+# without thought, the child's checker (None for scalars) and the child node (for the slow
+# path). A valid job is then one dict lookup and one type test per field, and one call per
+# object or array; nothing else is allocated but the linked path pair of each container.
+
+
+def _object_checker(node: _Node) -> Checker:
+    table = {name: (child.exact, child.check, child) for name, child in node.props.items()}
+    lookup = table.get
+    extra = node.additional
+    extra_exact = extra.exact if extra is not None else frozenset()
+    extra_check = extra.check if extra is not None else None
+    required_names = node.required
+
+    def check_object(value: dict[Any, Any], parts: _Parts, errors: list[FieldError]) -> None:
+        for key, child_value in value.items():
+            entry = lookup(key)
+            if entry is not None:
+                exact, check, child = entry
+                if type(child_value) in exact:
+                    if check is not None:
+                        check(child_value, (parts, key), errors)
+                elif child_value is not None:
+                    _walk(child, child_value, (parts, key), errors)
+            elif child_value is None:
                 continue
-            child = additional
-            key = _MapKey(key)
-        if type(child_value) in child.exact:
-            if child.is_container:
-                if child.is_object:
-                    _walk_object(child, child_value, (parts, key), errors)
-                else:
-                    _walk_array(child, child_value, (parts, key), errors)
-        else:
-            _walk(child, child_value, (parts, key), errors)
-    for name in node.required:
-        if value.get(name) is None:
-            errors.append(fieldpath.required(_path((parts, name))))
+            elif extra is None or not isinstance(key, str):
+                errors.append(_unknown(_path(parts), key))
+            elif type(child_value) in extra_exact:
+                if extra_check is not None:
+                    extra_check(child_value, (parts, _MapKey(key)), errors)
+            else:
+                _walk(extra, child_value, (parts, _MapKey(key)), errors)
+        for name in required_names:
+            if value.get(name) is None:
+                errors.append(fieldpath.required(_path((parts, name))))
+
+    return check_object
 
 
-def _walk_array(node: _Node, value: list[Any], parts: _Parts, errors: list[FieldError]) -> None:
+def _array_checker(node: _Node) -> Checker:
     items = node.items
     if items is None:
-        return
-    if node.max_items is not None and len(value) > node.max_items:
-        errors.append(_too_many(parts, len(value), node.max_items))
+        return _accept
+    item_node: _Node = items
+    max_items = node.max_items
+    map_keys = node.map_keys
+    is_set = node.is_set
     exact = items.exact
-    for i, item in enumerate(value):
-        if type(item) in exact:
-            if items.is_object:
-                _walk_object(items, item, (parts, i), errors)
-            elif items.is_array:
-                _walk_array(items, item, (parts, i), errors)
-        elif item is None:
-            errors.append(_wrong_type((parts, i), item, _EXPECTED.get(items.kind, items.kind)))
+    item_check = items.check
+    expected = _EXPECTED.get(items.kind, items.kind)
+
+    def check_array(value: list[Any], parts: _Parts, errors: list[FieldError]) -> None:
+        if max_items is not None and len(value) > max_items:
+            errors.append(_too_many(parts, len(value), max_items))
+        if item_check is not None:
+            for i, item in enumerate(value):
+                if type(item) in exact:
+                    item_check(item, (parts, i), errors)
+                elif item is None:
+                    errors.append(_wrong_type((parts, i), item, expected))
+                else:
+                    _walk(item_node, item, (parts, i), errors)
         else:
-            _walk(items, item, (parts, i), errors)
-    if node.map_keys and len(value) > 1:
-        _check_map_keys(node.map_keys, value, parts, errors)
-    elif node.is_set and len(value) > 1:
-        _check_set(value, parts, errors)
+            for item in value:  # scalars: no index is needed unless one is wrong
+                if type(item) not in exact:
+                    _scalar_items(item_node, value, parts, errors)
+                    break
+        if map_keys and len(value) > 1:
+            _check_map_keys(map_keys, value, parts, errors)
+        elif is_set and len(value) > 1:
+            _check_set(value, parts, errors)
+
+    return check_array
+
+
+def _scalar_items(node: _Node, value: list[Any], parts: _Parts, errors: list[FieldError]) -> None:
+    """Report every item of a scalar list that is not of an exact accepted type."""
+    expected = _EXPECTED.get(node.kind, node.kind)
+    for i, item in enumerate(value):
+        if type(item) in node.exact:
+            continue
+        if item is None:
+            errors.append(_wrong_type((parts, i), item, expected))
+        else:
+            _walk(node, item, (parts, i), errors)
+
+
+def _accept(value: Any, parts: _Parts, errors: list[FieldError]) -> None:
+    return None
 
 
 def _check_map_keys(

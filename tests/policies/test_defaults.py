@@ -200,6 +200,8 @@ spec:
     ports = [main_of(out, i)["ports"] for i in (0, 1)]
     assert ports == [[{"name": "tfjob-port", "containerPort": 2222}]] * 2
     assert len([op for op in patch if op["path"].endswith("/ports")]) == 2
+    assert policies.default_patch(job) == patch
+    assert jsonpatch.apply_patch(job, patch) == out
 
 
 GARBAGE: dict[str, Any] = {

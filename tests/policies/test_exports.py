@@ -6,6 +6,7 @@ import policies
 
 CONTRACT = {
     "default",
+    "default_patch",
     "validate",
     "admit",
     "is_training_job",

@@ -165,6 +165,14 @@ def test_defaulting_is_idempotent_and_its_patch_is_exact(obj: Any) -> None:
 
 
 @SETTINGS
+@given(anything)
+def test_the_patch_alone_is_the_patch_of_default_and_leaves_the_input_alone(obj: Any) -> None:
+    before = copy.deepcopy(obj)
+    assert policies.default_patch(obj) == policies.default(obj)[1]
+    assert obj == before
+
+
+@SETTINGS
 @given(anything, st.one_of(st.none(), anything))
 def test_admission_never_raises_and_returns_field_errors(obj: Any, old: Any) -> None:
     admission = policies.admit(obj, old)
