@@ -133,7 +133,7 @@ def mutate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
     if not policies.is_training_job(obj):
         return _unhandled(uid, obj), "skipped"
     try:
-        _, patch = policies.default(obj)
+        patch = policies.default_patch(obj)  # the patch alone: no defaulted copy is needed
     except RecursionError:
         raise
     except Exception as exc:  # a bug in a rule must not let an unchecked object through
