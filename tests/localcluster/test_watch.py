@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from kubernetes import client, watch
 
+from localcluster.apiserver import ApiServerConfig, start_apiserver
 from tests.localcluster._http import Http, status_of
 from tests.support.cluster import BackgroundApiServer, Cluster
 
@@ -216,3 +222,49 @@ def test_watching_an_object_path_follows_only_that_object(http: Http, namespace:
     ):
         lines = http.get(url).lines()
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "mine")]
+
+
+async def test_watchers_that_leave_or_outlive_the_server_end_without_logged_errors(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Clients hanging up mid-stream, and a stop with watches open, end the watches quietly."""
+    srv = await start_apiserver(ApiServerConfig(data_dir=tmp_path))
+    ctx = ssl.create_default_context(cafile=str(srv.ca_file))
+    auth = {"Authorization": f"Bearer {srv.token}"}
+    paths = [
+        "/api/v1/configmaps?watch=1&allowWatchBookmarks=true",
+        "/api/v1/namespaces/default/configmaps?watch=1",
+    ]
+
+    async def watch_for(path: str, seconds: float) -> None:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(srv.url + path, headers=auth, ssl=ctx) as reply,
+        ):
+            with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                await asyncio.wait_for(reply.content.read(), seconds)
+
+    async def write(count: int) -> None:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(count):
+                body = {"metadata": {"generateName": "c"}, "data": {"a": "x" * 2000}}
+                with contextlib.suppress(aiohttp.ClientError):
+                    await session.post(
+                        srv.url + "/api/v1/namespaces/default/configmaps",
+                        json=body,
+                        headers=auth,
+                        ssl=ctx,
+                    )
+
+    with caplog.at_level(logging.DEBUG):
+        leaving = [
+            asyncio.create_task(watch_for(p, 0.05 * (i + 1))) for i, p in enumerate(paths * 3)
+        ]
+        await write(60)
+        await asyncio.gather(*leaving)
+        staying = [asyncio.create_task(watch_for(p, 30)) for p in paths]
+        await write(5)
+        await srv.stop()
+        await asyncio.gather(*staying)
+    noisy = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert noisy == [], [r.getMessage() for r in noisy]
