@@ -362,6 +362,7 @@ async def patch(
                 manager=opts.field_manager,
                 force=opts.force,
                 now=srv.now(),
+                subresource=subresource,
             )
         else:
             obj = patching.apply_patch(info, clone(old), body, content_type)

@@ -110,6 +110,30 @@ def test_the_main_endpoint_ignores_status_and_the_status_endpoint_ignores_the_re
     assert main["metadata"]["generation"] == 2
 
 
+def test_server_side_apply_to_the_status_endpoint_owns_the_status(
+    http: Http, namespace: str, widgets: str
+) -> None:
+    path = f"/apis/{widgets}/v1/namespaces/{namespace}/widgets"
+    http.post(f"{path}?fieldManager=maker", {"metadata": {"name": "ssa"}, "spec": {"size": 1}})
+    applied = {
+        "apiVersion": f"{widgets}/v1",
+        "kind": "Widget",
+        "metadata": {"name": "ssa"},
+        "status": {"ready": True},
+    }
+    reply = http.patch(
+        f"{path}/ssa/status?fieldManager=ctrl",
+        applied,
+        content_type="application/apply-patch+yaml",
+    )
+    assert reply.status == 200, reply.data
+    obj = reply.json()
+    assert obj["status"] == {"ready": True} and obj["spec"] == {"size": 1}
+    [entry] = [e for e in obj["metadata"]["managedFields"] if e["manager"] == "ctrl"]
+    assert (entry["operation"], entry.get("subresource")) == ("Apply", "status")
+    assert entry["fieldsV1"] == {"f:status": {"f:ready": {}}}
+
+
 def test_a_put_of_a_custom_resource_needs_a_resource_version(
     http: Http, namespace: str, widgets: str
 ) -> None:
