@@ -50,11 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"where state, logs and the kubeconfig live (default: {default_data_dir()})",
     )
     parser.add_argument(
-        "--port", type=int, default=0, help="API server port (default: reuse or pick)"
+        "--port",
+        type=port_number(allow_zero=True),
+        default=0,
+        help="API server port (default: the one used last time, else a free one)",
     )
     parser.add_argument(
         "--dashboard-port",
-        type=int,
+        type=port_number(allow_zero=False),
         default=None,
         metavar="PORT",
         help="port of the dashboard (not available yet: accepted and reported)",
@@ -72,6 +75,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def port_number(*, allow_zero: bool) -> Any:
+    """An argparse type for a TCP port, so `--port 99999` is a usage error, not a bind error."""
+    low = 0 if allow_zero else 1
+
+    def parse(text: str) -> int:
+        try:
+            port = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+        if not low <= port <= 65535:
+            raise argparse.ArgumentTypeError(f"{port} is not a port number ({low}-65535)")
+        return port
+
+    parse.__name__ = "port"
+    return parse
+
+
 def run(args: argparse.Namespace) -> int:
     if (args.path or args.revision) and not args.repo:
         print("trainops up: --path and --revision need --repo", file=sys.stderr)
@@ -81,12 +101,19 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
+    if data_dir.exists() and not data_dir.is_dir():
+        print(f"trainops up: --data-dir {data_dir} is not a directory", file=sys.stderr)
+        return 2
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         print(f"trainops up: cannot create {data_dir}: {e.strerror}", file=sys.stderr)
         return 2
-    lock = _lock(data_dir)
+    try:
+        lock = _lock(data_dir)
+    except OSError as e:
+        print(f"trainops up: cannot use {data_dir}: {e.strerror}", file=sys.stderr)
+        return 2
     if isinstance(lock, str):
         print(f"trainops up: {lock}", file=sys.stderr)
         return 1
@@ -138,24 +165,54 @@ class Stack:
 
 
 async def _main(args: argparse.Namespace, data_dir: Path) -> int:
+    stopped_by: list[int] = []
     stop_event = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        stopped_by.append(sig)
+        stop_event.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: the terminal closed
-        loop.add_signal_handler(sig, stop_event.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     started = time.monotonic()
     stack = Stack(data_dir)
+    print(f"trainops up: starting (data in {data_dir})...", file=sys.stderr, flush=True)
     try:
+        # Not cancelled by a signal: a component cancelled half-way could leave pod processes
+        # running that no stop function knows of. Starting takes a few seconds; a signal that
+        # arrives meanwhile stops everything right after, without announcing a running system.
         await start_stack(stack, args, data_dir)
     except Exception as e:
-        print(f"trainops up: {e}", file=sys.stderr)
+        print(f"trainops up: {_describe_start_error(e, args)}", file=sys.stderr)
         await stack.stop()
         return 1
+    if stop_event.is_set():
+        print("trainops up: interrupted while starting; stopping", file=sys.stderr, flush=True)
+        await stack.stop()
+        print("trainops up: stopped", file=sys.stderr, flush=True)
+        return 128 + stopped_by[0]
     _banner(stack, args, time.monotonic() - started)
     await stop_event.wait()
     print("trainops up: stopping (pod processes are being ended)...", file=sys.stderr, flush=True)
     await stack.stop()
     print("trainops up: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _describe_start_error(error: Exception, args: argparse.Namespace) -> str:
+    """What went wrong starting, in the user's terms (the flag to change, not an errno)."""
+    import errno
+
+    if isinstance(error, OSError) and error.errno == errno.EADDRINUSE and args.port:
+        return (
+            f"--port {args.port}: the port is in use by another program; "
+            "choose another, or leave --port out to pick a free one"
+        )
+    if isinstance(error, OSError) and error.strerror:
+        where = f" ({error.filename})" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return str(error) or type(error).__name__
 
 
 async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) -> None:
@@ -322,7 +379,8 @@ def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
     lines += [f"  {n}" for n in stack.notes]
     dash = "not available yet"
     if args.dashboard_port is not None:
-        dash += f" (--dashboard-port {args.dashboard_port} noted)"
+        busy = "" if _port_free(args.dashboard_port) else "; that port is in use right now"
+        dash += f" (--dashboard-port {args.dashboard_port} noted{busy})"
     lines.append(f"  dashboard   {dash}")
     if args.repo:
         what = (
@@ -341,3 +399,15 @@ def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
         "Stop with Ctrl-C (or SIGTERM); run `trainops up` again to resume.",
     ]
     print("\n".join(lines), flush=True)
+
+
+def _port_free(port: int) -> bool:
+    """Whether `port` can be bound on loopback now (to warn early about a taken port)."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

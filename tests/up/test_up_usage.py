@@ -1,0 +1,92 @@
+"""`trainops up` refuses bad flags and unusable data directories in the user's terms, and a
+Ctrl-C while it starts stops what started without announcing a running system."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.up.conftest import stray_processes
+
+
+def _up(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainops", "up", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        pytest.param("--port", "99999", "99999 is not a port number (0-65535)", id="port-too-big"),
+        pytest.param("--port", "-1", "-1 is not a port number (0-65535)", id="port-negative"),
+        pytest.param(
+            "--dashboard-port", "0", "0 is not a port number (1-65535)", id="dashboard-port-zero"
+        ),
+        pytest.param(
+            "--dashboard-port", "http", "'http' is not a port number", id="dashboard-port-text"
+        ),
+    ],
+)
+def test_a_port_out_of_range_is_a_usage_error_naming_the_flag(
+    tmp_path: Path, flag: str, value: str, message: str
+) -> None:
+    done = _up("--data-dir", str(tmp_path / "data"), f"{flag}={value}")
+    assert done.returncode == 2
+    assert f"argument {flag}: {message}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_data_dir_that_is_a_file_is_refused_as_not_a_directory(tmp_path: Path) -> None:
+    file = tmp_path / "state"
+    file.write_text("not a directory")
+    done = _up("--data-dir", str(file))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"trainops up: --data-dir {file} is not a directory"
+    assert file.read_text() == "not a directory"
+
+
+def test_a_port_taken_by_another_program_names_the_flag_to_change(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _up("--data-dir", str(tmp_path / "data"), "--port", str(port))
+    assert done.returncode == 1
+    assert f"--port {port}: the port is in use by another program" in done.stderr
+    assert "Errno" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ctrl_c_while_starting_stops_everything_without_a_banner(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainops", "up", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith("trainops up: starting")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGINT
+    assert "interrupted while starting" in err
+    assert "export KUBECONFIG" not in out
+    assert "Traceback" not in err
+    assert stray_processes(data_dir) == []
