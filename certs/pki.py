@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,11 +31,14 @@ __all__ = [
     "CA_FILE",
     "CERT_FILE",
     "KEY_FILE",
+    "MAX_DAYS",
     "KeyPair",
     "load_keypair",
     "new_ca",
     "new_serving_cert",
     "not_after",
+    "san_entries",
+    "san_problem",
     "serial_number",
     "write_bundle",
 ]
@@ -126,14 +130,59 @@ def new_ca(
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
+MAX_DAYS = 36500
+"""A hundred years: far beyond any sensible validity, well within X.509's GeneralizedTime."""
+
+_DNS_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def san_problem(name: str) -> str:
+    """Why `name` cannot be a Subject Alternative Name ("" when it can).
+
+    IP addresses (v4 or v6) are fine; anything else must be an ASCII DNS name as RFC 1123 has
+    it (labels of letters, digits and inner hyphens, 1-63 characters, 253 in all), optionally
+    with a `*` as the whole leftmost label. Catching this here turns a certificate no client
+    would ever match into a clear error before anything is written.
+    """
+    try:
+        ipaddress.ip_address(name)
+        return ""
+    except ValueError:
+        pass
+    if not name.isascii():
+        return "a DNS name must be ASCII; give an internationalised name in its xn-- form"
+    if re.fullmatch(r"[0-9.]+", name):
+        return "not a valid IPv4 address"
+    if "/" in name:
+        return "a network (with /) cannot be a certificate name; give one address"
+    if len(name) > 253:
+        return f"a DNS name is at most 253 characters, not {len(name)}"
+    labels = name.split(".")
+    if labels[0] == "*" and len(labels) > 1:
+        labels = labels[1:]
+    for label in labels:
+        if not _DNS_LABEL.fullmatch(label):
+            return (
+                f"{label!r} is not a DNS label (1-63 letters, digits or '-', "
+                "starting and ending with a letter or digit)"
+            )
+    return ""
+
+
 def san_entries(names: Sequence[str]) -> list[x509.GeneralName]:
-    """`localhost`, `127.0.0.1` and `names`, deduplicated; IP-looking names become IP SANs."""
+    """`localhost`, `127.0.0.1` and `names`, deduplicated; IP-looking names become IP SANs.
+
+    Raises ValueError naming the first name that cannot be a SAN (see `san_problem`).
+    """
     out: list[x509.GeneralName] = []
     seen: set[str] = set()
     for raw in (*_ALWAYS_SANS, *names):
         name = raw.strip()
         if not name or name in seen:
             continue
+        problem = san_problem(name)
+        if problem:
+            raise ValueError(f"{name!r}: {problem}")
         seen.add(name)
         try:
             out.append(x509.IPAddress(ipaddress.ip_address(name)))

@@ -74,17 +74,29 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from certs import pki
 
-    if args.days < 1 or args.ca_days < 1:
-        print("trainops certs generate: --days and --ca-days must be positive", file=sys.stderr)
+    for flag, days in (("--days", args.days), ("--ca-days", args.ca_days)):
+        if not 1 <= days <= pki.MAX_DAYS:
+            print(
+                f"trainops certs generate: {flag} {days}: must be between 1 and {pki.MAX_DAYS}",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        names = ", ".join(str(e.value) for e in pki.san_entries(args.san))
+    except ValueError as exc:
+        print(f"trainops certs generate: --san {exc}", file=sys.stderr)
+        return 2
+    if args.out.exists() and not args.out.is_dir():
+        print(f"trainops certs generate: --out {args.out} is not a directory", file=sys.stderr)
         return 2
     ca = pki.new_ca(days=args.ca_days)
     serving = pki.new_serving_cert(ca, args.san, days=args.days)
     try:
         pki.write_bundle(args.out, ca, serving)
     except OSError as exc:
-        print(f"trainops certs generate: {exc}", file=sys.stderr)
+        where = exc.filename or args.out
+        print(f"trainops certs generate: cannot write {where}: {exc.strerror}", file=sys.stderr)
         return 1
-    names = ", ".join(str(e.value) for e in pki.san_entries(args.san))
     print(f"wrote {args.out}/ca.crt, tls.crt, tls.key (serial {serving.serial:x}; SANs: {names})")
     return 0
 
