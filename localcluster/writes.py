@@ -11,7 +11,7 @@ lost race (the client did not ask for a precondition), a PUT reports 409 Conflic
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localcluster import apierrors, crdschema, defaults, objectmeta, patching, storage, validation
@@ -189,6 +189,11 @@ async def _admit_and_validate(
         dry_run=opts.dry_run,
     )
     if not opts.internal:
+        if info.is_custom:
+            # Decoding a custom resource applies its schema defaults, so mutating webhooks
+            # see a defaulted object; prepare_custom_object defaults again after them.
+            obj = crdschema.default_custom_object(info, obj)
+            attrs = replace(attrs, obj=obj)
         mutated, more = await srv.admission.mutate(attrs)
         warnings.extend(more)
         if mutated is not None:
@@ -213,8 +218,6 @@ async def _admit_and_validate(
     if causes:
         raise apierrors.invalid(info.kind, info.group, meta.get("name", ""), causes)
     if not opts.internal:
-        from dataclasses import replace
-
         warnings.extend(await srv.admission.validate(replace(attrs, obj=obj)))
     return obj
 

@@ -134,6 +134,64 @@ def test_server_side_apply_to_the_status_endpoint_owns_the_status(
     assert entry["fieldsV1"] == {"f:status": {"f:ready": {}}}
 
 
+def test_mutating_webhooks_see_the_schema_defaults(http: Http, namespace: str) -> None:
+    group = f"d{uuid.uuid4().hex[:8]}.example.com"
+    crd = _crd(group, "Namespaced")
+    crd["spec"]["versions"][0]["schema"] = {
+        "openAPIV3Schema": {
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "properties": {"mode": {"type": "string", "default": "fast"}},
+                }
+            },
+        }
+    }
+    assert http.post(CRDS, crd).status == 201
+    hooks = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+    # The webhook is called only when it sees the default; nothing listens on its URL.
+    config = {
+        "metadata": {"name": f"sees-defaults-{group}"},
+        "webhooks": [
+            {
+                "name": "sees.defaults.example.com",
+                "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
+                "rules": [
+                    {
+                        "apiGroups": [group],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": ["widgets"],
+                    }
+                ],
+                "matchConditions": [
+                    {
+                        "name": "defaulted",
+                        "expression": 'has(object.spec.mode) && object.spec.mode == "fast"',
+                    }
+                ],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }
+        ],
+    }
+    assert http.post(hooks, config).status == 201
+    try:
+        path = f"/apis/{group}/v1/namespaces/{namespace}/widgets"
+        explicit = http.post(path, {"metadata": {"name": "slow"}, "spec": {"mode": "slow"}})
+        assert explicit.status == 201, explicit.data
+        defaulted = http.post(path, {"metadata": {"name": "plain"}, "spec": {}})
+        assert defaulted.status == 500, defaulted.data
+        assert (
+            'failed calling webhook "sees.defaults.example.com"' in status_of(defaulted)["message"]
+        )
+    finally:
+        http.delete(f"{hooks}/sees-defaults-{group}")
+        http.delete(f"{CRDS}/widgets.{group}")
+
+
 def test_a_put_of_a_custom_resource_needs_a_resource_version(
     http: Http, namespace: str, widgets: str
 ) -> None:
