@@ -44,6 +44,19 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render(crds))
         return 0
     try:
+        # A path naming a file (or ending in .yaml, which would become a directory so named)
+        # means the user wanted one file: say how, rather than write around it.
+        if args.out.suffix in (".yaml", ".yml") or args.out.exists():
+            wants_file = not args.out.is_dir()
+        else:
+            wants_file = False
+        if wants_file:
+            print(
+                f"trainops crds: --out {args.out} is a file name; --out takes a directory "
+                f"(to write one file: trainops crds > {args.out})",
+                file=sys.stderr,
+            )
+            return 2
         args.out.mkdir(parents=True, exist_ok=True)
         for crd in crds:
             (args.out / file_name(crd)).write_text(render([crd]), encoding="utf-8")
