@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from localcluster.admission_config import validate_webhook_configuration
 from localcluster.apierrors import cause
 from localcluster.registry import resource_id
 from localcluster.selectors import LabelRequirement
@@ -22,6 +23,12 @@ _POD_UPDATE_MSG = (
     "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
     "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
     "set to 1 if it was previously negative)"
+)
+
+
+_WEBHOOK_CONFIGURATIONS = (
+    "admissionregistration.k8s.io/mutatingwebhookconfigurations",
+    "admissionregistration.k8s.io/validatingwebhookconfigurations",
 )
 
 
@@ -94,6 +101,10 @@ def validate_builtin_semantics(info: ResourceInfo, obj: Mapping[str, Any]) -> li
             )
         causes.extend(_pod_spec(template.get("spec"), "spec.template.spec"))
         return causes
+    if rid in _WEBHOOK_CONFIGURATIONS:
+        return validate_webhook_configuration(
+            obj, mutating=rid == "admissionregistration.k8s.io/mutatingwebhookconfigurations"
+        )
     if rid == "apiextensions.k8s.io/customresourcedefinitions":
         spec = spec if isinstance(spec, Mapping) else {}
         names = spec.get("names") or {}

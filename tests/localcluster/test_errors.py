@@ -315,3 +315,31 @@ def test_malformed_delete_options_are_400(http: Http, namespace: str) -> None:
     http.post(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "d"}})
     reply = http.delete(f"/api/v1/namespaces/{namespace}/configmaps/d", {"preconditions": "x"})
     assert reply.status == 400
+
+
+@pytest.mark.parametrize(
+    "kind", ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+)
+def test_webhook_configurations_the_real_server_refuses_are_422(http: Http, kind: str) -> None:
+    reply = http.post(
+        f"/apis/admissionregistration.k8s.io/v1/{kind}",
+        {
+            "metadata": {"name": "refused"},
+            "webhooks": [
+                {
+                    "name": "refused.example.com",
+                    "clientConfig": {"url": "http://127.0.0.1:8443/hook"},
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                }
+            ],
+        },
+    )
+    assert reply.status == 422, reply.data
+    assert status_of(reply)["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: \"http://127.0.0.1:8443/hook\": 'https' is the only allowed URL scheme",
+            "field": "webhooks[0].clientConfig.url",
+        }
+    ]
