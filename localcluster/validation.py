@@ -103,7 +103,7 @@ def validate_builtin_semantics(info: ResourceInfo, obj: Mapping[str, Any]) -> li
         return causes
     if rid in _WEBHOOK_CONFIGURATIONS:
         return validate_webhook_configuration(
-            obj, mutating=rid == "admissionregistration.k8s.io/mutatingwebhookconfigurations"
+            dict(obj), mutating=rid == "admissionregistration.k8s.io/mutatingwebhookconfigurations"
         )
     if rid == "apiextensions.k8s.io/customresourcedefinitions":
         spec = spec if isinstance(spec, Mapping) else {}
