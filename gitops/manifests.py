@@ -21,6 +21,7 @@ mapping keys become strings, so the result is JSON-like data.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,13 +123,23 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = [p for p in path.rglob("*") if p.suffix in _YAML_SUFFIXES and p.is_file()]
+            found = [
+                p
+                for p in path.rglob("*")
+                if p.suffix in _YAML_SUFFIXES and p.is_file() and not _hidden(p, path)
+            ]
             files.extend(sorted(found))
         elif path.is_file():
             files.append(path)
         else:
             errors.append(LoadError(str(path), None, "no such file or directory"))
     return files, errors
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    """Whether `path` is inside a dot-directory (or is a dot-file) below `root`: `.git`,
+    `.venv`, `.github` hold YAML that is not the user's manifests. Named paths are always read."""
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
 def load_paths(
@@ -158,6 +169,7 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
     """Every non-empty document in `text`; loading stops at the first syntax error."""
     documents: list[Document] = []
     errors: list[LoadError] = []
+    text, oversized = _blank_oversized(text, file)
     try:
         loader = _Loader(text)
     except UnicodeError:  # lone surrogates, e.g. from a decoding with errors="surrogateescape"
@@ -184,7 +196,7 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
-        errors.append(LoadError(file, line, f"YAML syntax error: {_describe(e)}"))
+        errors.append(LoadError(file, line, f"YAML syntax error: {_describe(e, text)}"))
     except yaml.YAMLError as e:
         errors.append(LoadError(file, None, f"YAML error: {e}"))
     except RecursionError:
@@ -195,6 +207,8 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
         errors.append(LoadError(file, None, f"YAML error: {e}"))
     finally:
         loader.dispose()
+    if oversized:
+        errors = sorted([*oversized, *errors], key=lambda e: e.line or 0)
     return documents, errors
 
 
@@ -235,6 +249,48 @@ def _key_text(key: Any) -> str:
 # --- node walks -------------------------------------------------------------------------------
 
 
+_DOCUMENT_MARKER = re.compile(r"^(?:---|\.\.\.)(?=[ \t\r\n]|$)", re.MULTILINE)
+
+
+def _blank_oversized(text: str, file: str) -> tuple[str, list[LoadError]]:
+    """`text` with every document over the limit blanked out (its lines kept, so later lines
+    keep their numbers), and an error for each; checked on the raw text, before composing.
+
+    Composing a huge document into nodes costs ~30 times its size in memory and seconds of
+    time, only to refuse it afterwards. Document markers (`---`, `...` at column 0) cannot
+    occur inside any scalar, so splitting on them finds the same documents the parser would.
+    """
+    if len(text) <= MAX_DOCUMENT_BYTES // 4:  # at most 4 bytes a character: surely small
+        return text, []
+    starts = [0, *(m.start() for m in _DOCUMENT_MARKER.finditer(text) if m.start() > 0)]
+    chunks = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+    errors: list[LoadError] = []
+    line = 1
+    for i, chunk in enumerate(chunks):
+        newlines = chunk.count("\n")
+        if len(chunk) > MAX_DOCUMENT_BYTES // 4:
+            size = len(chunk.encode("utf-8", "surrogatepass"))
+            if size > MAX_DOCUMENT_BYTES:
+                errors.append(LoadError(file, line + _content_offset(chunk), _too_big(size)))
+                chunks[i] = "\n" * newlines
+        line += newlines
+    return ("".join(chunks) if errors else text), errors
+
+
+def _content_offset(chunk: str) -> int:
+    """Lines from the start of `chunk` to its first content line (past a bare `---`, blank
+    lines and comments), so the error names the line the parser would give the document."""
+    for offset, line in enumerate(chunk.split("\n", 64)[:64]):
+        bare = line.strip()
+        if bare and bare not in ("---", "...") and not bare.startswith("#"):
+            return offset
+    return 0
+
+
+def _too_big(size: int) -> str:
+    return f"document is {size} bytes, over the {MAX_DOCUMENT_BYTES}-byte (3 MiB) limit"
+
+
 def _size_problem(text: str, node: yaml.Node) -> str:
     begin, end = node.start_mark.index, node.end_mark.index
     if end - begin < MAX_DOCUMENT_BYTES // 4:
@@ -242,7 +298,7 @@ def _size_problem(text: str, node: yaml.Node) -> str:
     size = len(text[begin:end].encode("utf-8"))
     if size <= MAX_DOCUMENT_BYTES:
         return ""
-    return f"document is {size} bytes, over the {MAX_DOCUMENT_BYTES}-byte (3 MiB) limit"
+    return _too_big(size)
 
 
 def _alias_problem(root: yaml.Node) -> str:
@@ -319,6 +375,22 @@ def _record_lines(
             _record_lines(item, (*path, i), lines, duplicates, seen)
 
 
-def _describe(error: yaml.MarkedYAMLError) -> str:
+def _describe(error: yaml.MarkedYAMLError, text: str) -> str:
     parts = [p for p in (error.context, error.problem) if p]
+    found = _character_at(text, error.problem_mark)
+    if found == "\t":
+        # libyaml's wording ("found character that cannot start any token") hides the usual
+        # cause: an editor inserted a tab where YAML allows only spaces.
+        return (
+            f"a tab character at column {error.problem_mark.column + 1}; YAML indents with spaces"
+        )
     return ", ".join(parts) if parts else "invalid YAML"
+
+
+def _character_at(text: str, mark: Any) -> str:
+    if mark is None:
+        return ""
+    lines = text.split("\n", mark.line + 1)
+    if mark.line >= len(lines):
+        return ""
+    return lines[mark.line][mark.column : mark.column + 1]

@@ -175,3 +175,42 @@ def test_a_list_document_expands_into_its_items_with_their_own_lines() -> None:
 def test_other_documents_are_kept_as_they_are() -> None:
     docs, _ = load_text("kind: List\nitems: 3\n---\nkind: C\n")
     assert expand_lists(docs) == docs
+
+
+def test_an_oversized_document_is_refused_unparsed_and_later_lines_keep_their_numbers() -> None:
+    # Many short lines, and a syntax error inside: refused for its size before any parsing,
+    # so the error does not stop the documents after it from loading.
+    rows = MAX_DOCUMENT_BYTES // 10 + 1
+    huge = "data:\n" + "".join(f"  k{i}: v\n" for i in range(rows)) + "  bad: [\n"
+    text = "a: 1\n---\n" + huge + "---\n# next\nb: 2\n"
+    docs, errors = load_text(text, "big.yaml")
+    assert [(e.line, "3 MiB" in e.message) for e in errors] == [(3, True)]
+    assert [(d.obj, d.line) for d in docs] == [({"a": 1}, 1), ({"b": 2}, rows + 7)]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        pytest.param("a:\n\tb: 1\n", 2, 1, id="tab-indented-key"),
+        pytest.param("a:\n  b: 1\n\tc: 2\n", 3, 1, id="tab-after-spaces-block"),
+        pytest.param("l:\n  - 1\n  -\t- 2\n", 3, 4, id="tab-after-a-dash"),
+    ],
+)
+def test_a_tab_used_for_indentation_is_named_as_such(text: str, line: int, column: int) -> None:
+    _, errors = load_text(text, "tabs.yaml")
+    assert [(e.line, e.message) for e in errors] == [
+        (line, f"YAML syntax error: a tab character at column {column}; YAML indents with spaces")
+    ]
+
+
+def test_dot_directories_are_not_searched_unless_named(tmp_path: Path) -> None:
+    for name in (".git/config.yaml", ".venv/lib/x.yaml", ".hidden.yaml", "jobs/job.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("k: v\n")
+    files, _ = discover([tmp_path])
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == ["jobs/job.yaml"]
+    files, _ = discover([tmp_path / ".venv", tmp_path / ".hidden.yaml"])
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == [
+        ".venv/lib/x.yaml",
+        ".hidden.yaml",
+    ]

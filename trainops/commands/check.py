@@ -1,7 +1,8 @@
 """`trainops check [--output text|json] PATH...`: admission, offline, with file and line.
 
 Every TensorFlowTrainingJob and XGBoostTrainingJob found in the files (directories are searched
-recursively for `*.yaml`/`*.yml`, `-` reads standard input; `kind: List` documents count as
+recursively for `*.yaml`/`*.yml`, skipping dot-directories such as `.git` and `.venv` unless
+named, `-` reads standard input; `kind: List` documents count as
 their items) is defaulted then validated by
 `policies.admit`, exactly as the webhook would; other kinds are skipped and counted. Each
 violation is printed at the line of the offending field in the source file (the nearest
@@ -73,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "in the given files or directories, as the admission webhook would.",
     )
     parser.add_argument(
-        "paths", nargs="+", metavar="PATH", help="YAML files or directories ('-' for stdin)"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="YAML files, or directories searched for *.yaml/*.yml (not inside dot-directories "
+        "like .git unless named); '-' reads standard input",
     )
     parser.add_argument(
         "-o", "--output", choices=("text", "json"), default="text", help="output format"
