@@ -25,6 +25,7 @@ __all__ = [
     "invalid_error",
     "json_type",
     "render_path",
+    "too_long_detail",
 ]
 
 
@@ -108,9 +109,8 @@ class FieldError:
         return cls("FieldValueDuplicate", field, f"Duplicate value: {_go_literal(value)}")
 
     @classmethod
-    def too_long(cls, field: str, limit: int) -> FieldError:
-        unit = "byte" if limit == 1 else "bytes"
-        return cls("FieldValueTooLong", field, f"Too long: may not be more than {limit} {unit}")
+    def too_long(cls, field: str, limit: int, *, at_most: bool = False) -> FieldError:
+        return cls("FieldValueTooLong", field, too_long_detail(limit, at_most=at_most))
 
     @classmethod
     def too_many(cls, field: str, count: int, limit: int) -> FieldError:
@@ -118,6 +118,19 @@ class FieldError:
         return cls(
             "FieldValueTooMany", field, f"Too many: {count}: must have at most {limit} {unit}"
         )
+
+
+def too_long_detail(limit: int, *, at_most: bool = False) -> str:
+    """`Too long: …` as Kubernetes 1.32 words it for the check at hand.
+
+    Two wordings survive: `field.TooLong` (`may not be more than N bytes`: OpenAPI maxLength
+    of custom resources) and the size checks of ObjectMeta and request options (`must have at
+    most N bytes`: total annotation size, fieldManager). One place renders both so the texts
+    cannot drift apart.
+    """
+    unit = "byte" if limit == 1 else "bytes"
+    phrase = "must have at most" if at_most else "may not be more than"
+    return f"Too long: {phrase} {limit} {unit}"
 
 
 def _go_literal(value: Any) -> str:

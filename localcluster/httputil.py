@@ -11,6 +11,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from localcluster import apierrors, protobuf
+from localcluster.fielderrors import too_long_detail
 from localcluster.jsonyaml import YAMLError, load_yaml
 from localcluster.storage import dumps
 from localcluster.writes import WriteOptions
@@ -134,7 +135,7 @@ def write_options(request: web.Request) -> WriteOptions:
         )
     manager = query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0]
     if len(manager) > 128:
-        raise apierrors.bad_request("fieldManager: Too long: must have at most 128 bytes")
+        raise apierrors.bad_request(f"fieldManager: {too_long_detail(128, at_most=True)}")
     return WriteOptions(
         dry_run=bool(dry),
         field_manager=manager,

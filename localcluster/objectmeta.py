@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from localcluster import apierrors
+from localcluster.fielderrors import FieldError
 from localcluster.registry import GENERATION_KINDS, resource_id
 from localcluster.types import ResourceInfo
 
@@ -142,11 +143,7 @@ def validate_meta(info: ResourceInfo, obj: Mapping[str, Any]) -> list[dict[str, 
         size = sum(len(k) + len(str(v)) for k, v in annotations.items())
         if size > MAX_ANNOTATIONS:
             causes.append(
-                apierrors.cause(
-                    "FieldValueTooLong",
-                    f"Too long: must have at most {MAX_ANNOTATIONS} bytes",
-                    "metadata.annotations",
-                )
+                FieldError.too_long("metadata.annotations", MAX_ANNOTATIONS, at_most=True).cause()
             )
     return causes
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from localcluster.fielderrors import too_long_detail
 from tests.localcluster._http import Http, status_of
 from tests.support.cluster import Cluster
 
@@ -343,3 +344,33 @@ def test_webhook_configurations_the_real_server_refuses_are_422(http: Http, kind
             "field": "webhooks[0].clientConfig.url",
         }
     ]
+
+
+def test_too_long_annotations_and_field_managers_use_their_kubernetes_wording(
+    http: Http, namespace: str
+) -> None:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    big = http.post(path, {"metadata": {"name": "big", "annotations": {"a": "x" * 262144}}})
+    assert big.status == 422
+    assert status_of(big)["details"]["causes"] == [
+        {
+            "reason": "FieldValueTooLong",
+            "message": "Too long: must have at most 262144 bytes",
+            "field": "metadata.annotations",
+        }
+    ]
+    manager = http.post(f"{path}?fieldManager={'m' * 129}", {"metadata": {"name": "m"}})
+    assert manager.status == 400
+    assert status_of(manager)["message"] == "fieldManager: Too long: must have at most 128 bytes"
+
+
+@pytest.mark.parametrize(
+    ("limit", "at_most", "text"),
+    [
+        pytest.param(5, False, "Too long: may not be more than 5 bytes", id="maxLength"),
+        pytest.param(1, False, "Too long: may not be more than 1 byte", id="one-byte"),
+        pytest.param(128, True, "Too long: must have at most 128 bytes", id="size-check"),
+    ],
+)
+def test_one_helper_renders_both_too_long_wordings(limit: int, at_most: bool, text: str) -> None:
+    assert too_long_detail(limit, at_most=at_most) == text
