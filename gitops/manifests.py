@@ -129,7 +129,7 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[
                 if p.suffix in _YAML_SUFFIXES and p.is_file() and not _hidden(p, path)
             ]
             files.extend(sorted(found))
-        elif path.is_file():
+        elif path.exists():  # a regular file, or a pipe such as /dev/stdin or <(cmd)
             files.append(path)
         else:
             errors.append(LoadError(str(path), None, "no such file or directory"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -214,3 +216,22 @@ def test_dot_directories_are_not_searched_unless_named(tmp_path: Path) -> None:
         ".venv/lib/x.yaml",
         ".hidden.yaml",
     ]
+
+
+def test_a_named_pipe_is_read_like_a_file(tmp_path: Path) -> None:
+    # `trainops check <(kustomize build .)` and `/dev/stdin` name pipes, not regular files.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with fifo.open("w") as f:
+            f.write("kind: ConfigMap\napiVersion: v1\n")
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    docs, errors = load_paths([fifo])
+    if writer.is_alive():  # nothing read the pipe: release the writer before failing
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    writer.join(timeout=5)
+    assert errors == []
+    assert [d.obj["kind"] for d in docs] == ["ConfigMap"]
