@@ -18,13 +18,14 @@ MAX_WARNING_LENGTH = 120
 def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) -> list[str]:
     """Non-fatal findings on a defaulted job's `spec`, each shorter than 120 characters."""
     found: list[str] = []
+    main = kind.main_container
     for r in replicas:
-        path = f"spec.replicaSpecs[{r.position}]"
         template = r.raw.get("template")
         pod_spec = template.get("spec") if isinstance(template, dict) else None
         if not isinstance(pod_spec, dict):
             continue
         if "restartPolicy" in pod_spec:
+            path = f"spec.replicaSpecs[{r.position}]"
             found.append(
                 f"{path}.template.spec.restartPolicy is ignored: {path}.restartPolicy applies"
             )
@@ -32,13 +33,13 @@ def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) 
         if not isinstance(containers, list):
             continue
         for c in containers:
-            if isinstance(c, dict) and c.get("name") == kind.main_container:
+            if isinstance(c, dict) and c.get("name") == main:
                 resources = c.get("resources")
                 limits = resources.get("limits") if isinstance(resources, dict) else None
                 if not limits:
                     found.append(
-                        f'{path}: container "{kind.main_container}" sets no resource limits;'
-                        " it may use a whole node"
+                        f'spec.replicaSpecs[{r.position}]: container "{main}" sets no resource'
+                        " limits; it may use a whole node"
                     )
                 break
     run_policy = spec.get("runPolicy")

@@ -62,6 +62,7 @@ _DNS1123_SUBDOMAIN_HELP = (
 
 _SPEC = Path.of("spec")
 _REPLICA_SPECS = _SPEC.child("replicaSpecs")
+_NAME = Path.of("metadata", "name")
 
 
 def job_types(kind: KindSpec, replicas: list[Replica]) -> list[str]:
@@ -87,27 +88,26 @@ def validate_name(kind: KindSpec, metadata: Any, replicas: list[Replica]) -> lis
     suffix, longest = _longest_suffix(kind, replicas)
     if (name is None or name == "") and generate is not None and generate != "":
         return _validate_generate_name(generate, suffix, longest)
-    path = Path.of("metadata", "name")
     if name is None or name == "":
-        return [required(path, "a job name (or metadata.generateName) is required")]
+        return [required(_NAME, "a job name (or metadata.generateName) is required")]
     if not isinstance(name, str):
-        return [invalid(path, _kind_of(name), "must be of type string")]
+        return [invalid(_NAME, _kind_of(name), "must be of type string")]
     if len(name) > MAX_NAME_LENGTH:
-        return [_too_long(path, name, MAX_NAME_LENGTH - len(suffix), longest)]
+        return [_too_long(_NAME, name, MAX_NAME_LENGTH - suffix, longest)]
     if not _DNS1035_LABEL.fullmatch(name):
-        return [invalid(path, name, _DNS1035_HELP)]
-    if len(name) + len(suffix) > MAX_NAME_LENGTH:
-        return [_too_long(path, name, MAX_NAME_LENGTH - len(suffix), longest)]
+        return [invalid(_NAME, name, _DNS1035_HELP)]
+    if len(name) + suffix > MAX_NAME_LENGTH:
+        return [_too_long(_NAME, name, MAX_NAME_LENGTH - suffix, longest)]
     return []
 
 
-def _validate_generate_name(generate: Any, suffix: str, longest: str) -> list[FieldError]:
+def _validate_generate_name(generate: Any, suffix: int, longest: str) -> list[FieldError]:
     path = Path.of("metadata", "generateName")
     if not isinstance(generate, str):
         return [invalid(path, _kind_of(generate), "must be of type string")]
     if not _DNS1035_PREFIX.fullmatch(generate):
         return [invalid(path, generate, _DNS1035_HELP)]
-    limit = MAX_NAME_LENGTH - len(suffix) - _GENERATED_SUFFIX
+    limit = MAX_NAME_LENGTH - suffix - _GENERATED_SUFFIX
     if len(generate) > limit:
         return [_too_long(path, generate, limit, longest, generated=True)]
     return []
@@ -323,14 +323,15 @@ def _at(i: int, *names: str) -> Path:
     return _REPLICA_SPECS.index(i).child(*names)
 
 
-def _longest_suffix(kind: KindSpec, replicas: list[Replica]) -> tuple[str, str]:
-    """The longest `-<type>-<index>` the job's pods get, and its replica type."""
-    best, best_type = "", ""
+def _longest_suffix(kind: KindSpec, replicas: list[Replica]) -> tuple[int, str]:
+    """The length of the longest `-<type>-<index>` the job's pods get, and its replica type."""
+    best, best_type = 0, ""
     for r in replicas:
-        if r.type in kind.replica_types and r.replicas is not None and r.replicas > 0:
-            suffix = f"-{r.type}-{r.replicas - 1}"
-            if len(suffix) > len(best):
-                best, best_type = suffix, r.type
+        count = r.replicas
+        if count is not None and count > 0 and r.type in kind.replica_types:
+            length = len(r.type) + len(str(count - 1)) + 2
+            if length > best:
+                best, best_type = length, r.type
     return best, best_type
 
 
