@@ -33,7 +33,7 @@ from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
 from localcluster.kubelet.model import BackOff, ContainerView, Instance
-from localcluster.kubelet.runtime import Runtime, StartSpec
+from localcluster.kubelet.runtime import Runtime, StartSpec, exec_problem
 
 if TYPE_CHECKING:
     from localcluster.kubelet.kubelet import Kubelet
@@ -378,7 +378,19 @@ class PodWorker:
             plan.termination_path,
             plan.termination_policy,
         )
-        await self.runtime.start(spec, now=rfc3339(now))
+        problem = await asyncio.to_thread(exec_problem, spec)
+        await self.runtime.start(spec, now=rfc3339(now))  # a failed exec is recorded there too
+        if problem:
+            self._event(
+                pod,
+                "Failed",
+                f'Error: failed to start container "{name}": {problem}',
+                warning=True,
+                container=name,
+                key=("startfailed", name, str(attempt)),
+            )
+            self.waiting.pop(name, None)
+            return ("", ""), None
         self._event(
             pod,
             "Started",

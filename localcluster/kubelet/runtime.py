@@ -54,6 +54,29 @@ class StartSpec:
     termination_policy: str = "File"  # or FallbackToLogsOnError
 
 
+def exec_problem(spec: StartSpec) -> str:
+    """What the shim's exec of `spec.argv[0]` will fail with ("" when it will start), worded
+    as the shim records it (`exec: "x": executable file not found in $PATH`).
+
+    The shim reports a failed exec only after the kubelet has moved on; knowing it up front
+    lets the kubelet emit the `Failed` event a real kubelet does instead of `Started`. It
+    resolves the name as exec does: through the container's PATH, or relative to its cwd.
+    """
+    prog = spec.argv[0] if spec.argv else ""
+    if not prog:
+        return 'exec: "": executable file not found in $PATH'
+    if "/" in prog:
+        path = os.path.join(spec.cwd, prog)
+        if not os.path.exists(path):
+            return f'exec: "{prog}": executable file not found in $PATH'
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            return f'exec: "{prog}": Permission denied'
+        return ""
+    if shutil.which(prog, path=spec.env.get("PATH", os.defpath)) is None:
+        return f'exec: "{prog}": executable file not found in $PATH'
+    return ""
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         with open(path) as f:

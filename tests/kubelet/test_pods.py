@@ -452,3 +452,28 @@ def test_a_sidecar_runs_beside_the_main_container_and_is_stopped_after_it(core, 
     assert (
         core.read_namespaced_pod_log("sidecar", namespace, container="main") == "saw the sidecar\n"
     )
+
+
+def test_a_missing_executable_is_a_start_error_with_a_failed_event_not_started(
+    core, namespace
+) -> None:
+    make_pod(
+        core,
+        namespace,
+        "noexec",
+        [{"name": "main", "image": "busybox", "command": ["no-such-program", "x"]}],
+        restartPolicy="Never",
+    )
+    pod = eventually(lambda: phase_is(core, namespace, "noexec", "Failed"))
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (128, "StartError")
+    message = 'exec: "no-such-program": executable file not found in $PATH'
+    assert term["message"] == message
+
+    def reasons() -> dict[str, str]:
+        items = core.list_namespaced_event(namespace).items
+        return {e.reason: e.message for e in items if e.involved_object.name == "noexec"}
+
+    seen = eventually(lambda: (r := reasons()) and "Failed" in r and r)
+    assert seen["Failed"] == f'Error: failed to start container "main": {message}'
+    assert "Started" not in seen

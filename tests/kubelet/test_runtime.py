@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.kubelet.logs import LogOptions, select_log
-from localcluster.kubelet.runtime import Runtime, StartSpec
+from localcluster.kubelet.runtime import Runtime, StartSpec, exec_problem
 from tests.kubelet.conftest import kill_strays
 
 NOW = "2026-01-01T00:00:00Z"
@@ -153,3 +153,27 @@ async def test_pruning_keeps_only_recent_instances_and_their_logs(tmp_path: Path
     assert not rt.log_path("uid-1", "c", 0).exists()
     assert rt.log_path("uid-1", "c", 2).exists()
     await rt.wait_watchers()
+
+
+EXEC_PROBLEMS = {
+    "a program on the container's PATH": ("sh", ""),
+    "a program on no PATH entry": ("no-such-program", "executable file not found in $PATH"),
+    "an absolute path that exists": (sys.executable, ""),
+    "an absolute path that does not": ("/no/such/bin", "executable file not found in $PATH"),
+    "a path relative to the working directory": ("./run.sh", ""),
+    "a file that is not executable": ("./data.txt", "Permission denied"),
+    "a directory": ("./sub", "Permission denied"),
+}
+
+
+@pytest.mark.parametrize(("program", "problem"), EXEC_PROBLEMS.values(), ids=list(EXEC_PROBLEMS))
+def test_exec_problems_are_known_before_the_start_as_the_shim_words_them(
+    tmp_path: Path, program: str, problem: str
+) -> None:
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "data.txt").write_text("")
+    (tmp_path / "sub").mkdir()
+    spec = StartSpec("uid", "c", 0, [program], {"PATH": "/usr/bin:/bin"}, str(tmp_path))
+    expected = f'exec: "{program}": {problem}' if problem else ""
+    assert exec_problem(spec) == expected
