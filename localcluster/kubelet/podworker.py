@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from localcluster.kubelet import (
     stopper,
     volumes,
 )
-from localcluster.kubelet.clock import rfc3339, utcnow
+from localcluster.kubelet.clock import event_suffix, rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException
 from localcluster.kubelet.logs import parse_time
 from localcluster.kubelet.model import BackOff, ContainerView, Instance
@@ -526,7 +525,7 @@ class PodWorker:
             reason,
             message,
             now=rfc3339(utcnow()),
-            suffix=uuid.uuid4().hex[:16],
+            suffix=event_suffix(),
             host=node,
             warning=warning,
             container=container,

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from typing import Any
 
 from localcluster.kubelet import events
-from localcluster.kubelet.clock import rfc3339, utcnow
+from localcluster.kubelet.clock import event_suffix, rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException, Kube
 
 __all__ = ["Scheduler", "wants_binding"]
@@ -82,7 +81,7 @@ class Scheduler:
             "Scheduled",
             f"Successfully assigned {ns}/{name} to {self.node_name}",
             now=rfc3339(utcnow()),
-            suffix=uuid.uuid4().hex[:16],
+            suffix=event_suffix(),
             component="default-scheduler",
         )
         with contextlib.suppress(Exception):

@@ -477,3 +477,21 @@ def test_a_missing_executable_is_a_start_error_with_a_failed_event_not_started(
     seen = eventually(lambda: (r := reasons()) and "Failed" in r and r)
     assert seen["Failed"] == f'Error: failed to start container "main": {message}'
     assert "Started" not in seen
+
+
+def test_a_pods_events_are_listed_in_the_order_they_happened(core, namespace) -> None:
+    # Real event names end in the hex nanoseconds of their creation, so a list (by name) is in
+    # time order; `kubectl describe` keeps that order for events of the same second.
+    make_pod(core, namespace, "order", [shell("main", "exit 0")], restartPolicy="Never")
+    eventually(lambda: phase_is(core, namespace, "order", "Succeeded"))
+
+    def reasons() -> list[str]:
+        items = core.list_namespaced_event(namespace).items
+        return [e.reason for e in items if e.involved_object.name == "order"]
+
+    assert eventually(lambda: len(r := reasons()) == 4 and r) == [
+        "Scheduled",
+        "Pulled",
+        "Created",
+        "Started",
+    ]
