@@ -8,6 +8,7 @@ a 10k-object LIST fast.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -38,7 +39,7 @@ from localcluster.server import Server
 from localcluster.storage import Record, dumps
 from localcluster.types import ApiError, ResourceInfo
 
-__all__ = ["dispatch", "not_found_resource"]
+__all__ = ["dispatch", "not_found_resource", "table_bytes"]
 
 
 def not_found_resource() -> ApiError:
@@ -79,26 +80,19 @@ def _list_response(info: ResourceInfo, result: Any, accept: Accept, query: Any) 
     records: list[Record] = result.records
     list_meta = result.list_meta()
     if accept.as_kind == "Table":
-        include = query.get("includeObject", "Metadata")
-        objs = [_view(info, r.obj) for r in records]
-        return json_response(
-            tables.to_table(info, objs, include_object=include, list_meta=list_meta)
+        return raw_response(
+            table_bytes(info, records, query.get("includeObject", "Metadata"), list_meta)
         )
     if accept.as_kind.startswith("PartialObjectMetadata"):
-        return json_response(
+        head = dumps(
             {
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
                 "metadata": list_meta,
-                "items": [
-                    {
-                        "kind": "PartialObjectMetadata",
-                        "apiVersion": "meta.k8s.io/v1",
-                        "metadata": r.obj.get("metadata", {}),
-                    }
-                    for r in records
-                ],
             }
+        )
+        return raw_response(
+            head[:-1] + b',"items":[' + b",".join(r.partial_raw for r in records) + b"]}"
         )
     head = dumps(
         {
@@ -115,6 +109,32 @@ def _list_response(info: ResourceInfo, result: Any, accept: Accept, query: Any) 
         parts.append(r.raw if r.obj.get("apiVersion") == api_version else dumps(_view(info, r.obj)))
     parts.append(b"]}")
     return raw_response(b"".join(parts))
+
+
+def table_bytes(
+    info: ResourceInfo,
+    records: list[Record],
+    include: str,
+    list_meta: dict[str, Any],
+    now: datetime | None = None,
+) -> bytes:
+    """`tables.to_table` encoded row by row: each row embeds the record's cached encoding
+    (its PartialObjectMetadata, or the object itself), so only the cells are encoded anew."""
+    if include not in ("None", "Object"):
+        include = "Metadata"
+    cells_of = tables.row_renderer(info, now)
+    api_version = info.api_version
+    parts = [dumps(tables.table_head(info, list_meta))[:-1], b',"rows":[']
+    for i, r in enumerate(records):
+        row = b'{"cells":' + dumps(cells_of(r.obj))
+        if include == "Metadata":
+            row += b',"object":' + r.partial_raw
+        elif include == "Object":
+            same = r.obj.get("apiVersion") == api_version
+            row += b',"object":' + (r.raw if same else dumps(_view(info, r.obj)))
+        parts.append(row + b"}" if not i else b"," + row + b"}")
+    parts.append(b"]}")
+    return b"".join(parts)
 
 
 async def dispatch(request: web.Request, srv: Server) -> web.StreamResponse:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import functools
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -94,10 +95,19 @@ def clone(obj: Any) -> Any:
     return json.loads(json.dumps(obj))
 
 
+_PARTIAL_HEAD = b'{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":'
+
+
 @dataclass(frozen=True)
 class Record:
     obj: dict[str, Any]
     raw: bytes  # the JSON encoding of obj, reused by list responses
+
+    @functools.cached_property
+    def partial_raw(self) -> bytes:
+        """The object as a PartialObjectMetadata (what Table rows embed by default), encoded
+        once per stored version: metadata with managedFields dominates a large Table."""
+        return _PARTIAL_HEAD + dumps(self.obj.get("metadata", {})) + b"}"
 
     @property
     def rv(self) -> int:

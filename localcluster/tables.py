@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +31,14 @@ from localcluster.printers import (
 )
 from localcluster.types import PrinterColumn, ResourceInfo
 
-__all__ = ["human_duration", "jsonpath_parses", "jsonpath_values", "to_table"]
+__all__ = [
+    "human_duration",
+    "jsonpath_parses",
+    "jsonpath_values",
+    "row_renderer",
+    "table_head",
+    "to_table",
+]
 
 Obj = dict[str, Any]
 
@@ -47,15 +55,21 @@ def to_table(
 ) -> dict[str, Any]:
     """A Table of `objects` (one row each). `include_object` is the request's
     `includeObject` (`None`, `Metadata` → PartialObjectMetadata, `Object`)."""
-    when = now or datetime.now(UTC)
-    columns, row_fn = _printer(info)
+    cells_of = row_renderer(info, now)
     rows = []
     for obj in objects:
-        row: dict[str, Any] = {"cells": row_fn(obj, when)}
+        row: dict[str, Any] = {"cells": cells_of(obj)}
         embedded = _embedded(obj, include_object)
         if embedded is not None:
             row["object"] = embedded
         rows.append(row)
+    return {**table_head(info, list_meta), "rows": rows}
+
+
+def table_head(info: ResourceInfo, list_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Table without its rows (kind, apiVersion, metadata, columnDefinitions): large lists
+    are encoded row by row around it, reusing each object's cached JSON."""
+    columns, _ = _printer(info)
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
@@ -70,8 +84,14 @@ def to_table(
             }
             for name, typ, prio, fmt in columns
         ],
-        "rows": rows,
     }
+
+
+def row_renderer(info: ResourceInfo, now: datetime | None = None) -> Callable[[Obj], list[Any]]:
+    """The function giving one object's row cells (ages relative to `now`, default the clock)."""
+    when = now or datetime.now(UTC)
+    _, row_fn = _printer(info)
+    return lambda obj: row_fn(obj, when)
 
 
 def _embedded(obj: Obj, include_object: str) -> Obj | None:
