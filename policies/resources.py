@@ -62,14 +62,17 @@ def _validate_resources(
         request = requests.get(name)
         if request is None:
             continue
-        shown = _show(resources["requests"][name])
         if limit < request:
+            shown = _show(resources["requests"][name])
             detail = f"must be greater than or equal to {name} request of {shown}"
         elif limit > request and not _overcommit_allowed(name):
+            shown = _show(resources["requests"][name])
             detail = f"must equal {name} request of {shown}: it cannot be overcommitted"
         else:
             continue
         errors.append(invalid(at("limits", name), resources["limits"][name], detail))
+    if limits.keys() >= requests.keys():
+        return errors  # every request has a limit (the usual case)
     for name in requests:
         if name not in limits and not _overcommit_allowed(name):
             shown = _show(resources["requests"][name])
