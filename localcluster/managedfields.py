@@ -10,7 +10,6 @@ unchanged object stays byte-identical (no new resourceVersion).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from localcluster import fieldsets
@@ -141,7 +140,8 @@ def track_update(
     changed, other managers lose those, and fields that are gone are owned by nobody."""
     schema = cursor_for(info)
     scope = write_scope(info, subresource)
-    result = copy.deepcopy(new)
+    # Only metadata.managedFields is replaced: a shallow copy down to metadata is enough.
+    result = {**new, "metadata": dict(new.get("metadata") or {})}
     decoded = decoded_entries(base_entries(old, new))
     new_set = fieldsets.field_set(result, schema, **scope)
     if old is None:
@@ -155,7 +155,8 @@ def track_update(
             or leaf_value(result, p, new_set, schema) != leaf_value(old, p, new_set, schema)
         }
     key: ManagerKey = (manager, operation, subresource)
-    everything = fieldsets.field_set(result, schema)
+    if decoded:  # the writer's fields outside its scope still count as present
+        everything = new_set if not scope else fieldsets.field_set(result, schema)
     for other, (entry, paths) in list(decoded.items()):
         kept = {p for p in paths if p in everything and (other == key or p not in changed)}
         decoded[other] = (entry, kept)

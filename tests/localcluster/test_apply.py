@@ -87,6 +87,18 @@ def test_update_owns_what_it_changed_and_takes_it_from_others() -> None:
     assert '.spec.template.spec.containers[name="a"].image' in got[("kubectl-create", "Update")]
 
 
+def test_update_tracking_leaves_its_inputs_untouched() -> None:
+    created = patching.track_update(
+        DEPLOYMENT, None, deployment(), manager="kubectl-create", now=T1
+    )
+    scaled = copy.deepcopy(created)
+    scaled["spec"]["replicas"] = 5
+    before = (copy.deepcopy(created), copy.deepcopy(scaled))
+    after = patching.track_update(DEPLOYMENT, created, scaled, manager="scaler", now=T2)
+    assert (created, scaled) == before
+    assert after["metadata"]["managedFields"] != scaled["metadata"]["managedFields"]
+
+
 def test_conflict_with_an_update_manager_is_409_with_the_real_message_and_causes() -> None:
     created = patching.track_update(
         DEPLOYMENT, None, deployment(), manager="kubectl-create", now=T1
