@@ -327,7 +327,7 @@ def webhook_configurations(url: str, ca_bundle_b64: str) -> list[dict[str, Any]]
 
 
 async def _start_webhook(stack: Stack, kube: Any, data_dir: Path) -> str:
-    from datetime import UTC, datetime, timedelta
+    from datetime import UTC, datetime
 
     from kubernetes_asyncio import client
 
@@ -340,14 +340,7 @@ async def _start_webhook(stack: Stack, kube: Any, data_dir: Path) -> str:
     ca_file, cert_file, key_file = (
         cert_dir / n for n in (pki.CA_FILE, pki.CERT_FILE, pki.KEY_FILE)
     )
-    fresh = False
-    if ca_file.exists() and cert_file.exists() and key_file.exists():
-        try:
-            pair = pki.load_keypair(cert_file, key_file)
-            fresh = pair.not_after - datetime.now(UTC) > timedelta(days=30)
-        except ValueError:
-            fresh = False
-    if not fresh:
+    if not _usable_webhook_certs(ca_file, cert_file, key_file, datetime.now(UTC)):
         ca = pki.new_ca("trainops-local-webhook-ca")
         pki.write_bundle(cert_dir, ca, pki.new_serving_cert(ca, ["localhost", "127.0.0.1"]))
     running = await start(ServerConfig(cert_dir=cert_dir, host="127.0.0.1", port=0))
@@ -371,6 +364,26 @@ async def _start_webhook(stack: Stack, kube: Any, data_dir: Path) -> str:
         validating,
     )
     return url
+
+
+def _usable_webhook_certs(ca_file: Path, cert_file: Path, key_file: Path, now: Any) -> bool:
+    """Whether the webhook's certificates from an earlier run can serve again: all three
+    readable, the serving pair matching and signed by the CA, valid for 30 more days. They
+    are `up`'s own, so anything else (a truncated or edited file) just means new ones."""
+    from datetime import timedelta
+
+    from cryptography import x509
+
+    from certs import pki
+
+    try:
+        pair = pki.load_keypair(cert_file, key_file)
+        cert = pair.certificate()
+        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_file.read_bytes()))
+        matching = cert.public_key() == pair.private_key().public_key()
+    except Exception:  # OSError, ValueError, cryptography's InvalidSignature, ...
+        return False
+    return matching and pair.not_after - now > timedelta(days=30)
 
 
 def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
