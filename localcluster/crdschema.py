@@ -223,24 +223,28 @@ _JSON_KINDS = {
 }
 
 
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "boolean": (bool,),
+    "integer": (int,),
+    "number": (int, float),
+}
+
+
 def _type_matches(value: Any, node: dict[str, Any]) -> bool:
     if "oneOf" in node:  # IntOrString, Quantity
         return isinstance(value, (str, int, float)) and not isinstance(value, bool)
     typ = node.get("type")
-    types = set(typ) if isinstance(typ, list) else {typ} if typ else set()
-    if not types:
+    if not typ or value is None:  # untyped; null decodes as the zero value
         return True
-    if value is None:
-        return True  # null decodes as the zero value
-    checks = {
-        "object": isinstance(value, dict),
-        "array": isinstance(value, list),
-        "string": isinstance(value, str),
-        "boolean": isinstance(value, bool),
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, (int, float)) and not isinstance(value, bool),
-    }
-    return any(checks.get(t, False) for t in types if t != "null")
+    is_bool = isinstance(value, bool)
+    for t in typ if isinstance(typ, list) else (typ,):
+        wanted = _PY_TYPES.get(t)
+        if wanted is not None and isinstance(value, wanted) and (t == "boolean" or not is_bool):
+            return True
+    return False
 
 
 def _walk_builtin(

@@ -69,6 +69,15 @@ def test_unknown_built_in_fields_are_warnings_or_a_strict_bad_request() -> None:
         pytest.param(lambda o: o["metadata"].update(labels=["a"]),
                      "json: cannot unmarshal array into Go struct field ObjectMeta"
                      ".metadata.labels of type map[string]string", id="array-for-map"),
+        pytest.param(lambda o: o["spec"].update(replicas=True),
+                     "json: cannot unmarshal bool into Go struct field DeploymentSpec"
+                     ".spec.replicas of type int32", id="bool-for-int"),
+        pytest.param(lambda o: o["spec"].update(paused=1),
+                     "json: cannot unmarshal number into Go struct field DeploymentSpec"
+                     ".spec.paused of type bool", id="number-for-bool"),
+        pytest.param(lambda o: o["spec"].update(replicas=1.5),
+                     "json: cannot unmarshal number into Go struct field DeploymentSpec"
+                     ".spec.replicas of type int32", id="float-for-int"),
     ],
 )  # fmt: skip
 def test_json_type_errors_are_bad_requests_in_every_mode(mutate, message: str) -> None:
