@@ -107,6 +107,8 @@ class AdmissionChain:
         if exempt(attrs):
             return attrs.obj, []
         hooks = await self._matching("mutating", attrs)
+        if not hooks:  # the common case: no copy of the object needed
+            return attrs.obj, []
         obj = copy.deepcopy(attrs.obj) if attrs.obj is not None else None
         warnings: list[str] = []
         changed_after: dict[int, bool] = {}
