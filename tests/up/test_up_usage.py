@@ -90,3 +90,17 @@ def test_ctrl_c_while_starting_stops_everything_without_a_banner(tmp_path: Path)
     assert "export KUBECONFIG" not in out
     assert "Traceback" not in err
     assert stray_processes(data_dir) == []
+
+
+def test_an_unreadable_store_is_reported_and_left_as_it_was(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "state.db").write_bytes(b"not a database, but maybe someone's data\n" * 100)
+    before = (data_dir / "state.db").read_bytes()
+    done = _up("--data-dir", str(data_dir))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"trainops up: the stored state in {data_dir} cannot be read (file is not a database); "
+        "nothing was changed: move the directory aside to start afresh, or use another --data-dir"
+    )
+    assert (data_dir / "state.db").read_bytes() == before

@@ -184,7 +184,7 @@ async def _main(args: argparse.Namespace, data_dir: Path) -> int:
         # arrives meanwhile stops everything right after, without announcing a running system.
         await start_stack(stack, args, data_dir)
     except Exception as e:
-        print(f"trainops up: {_describe_start_error(e, args)}", file=sys.stderr)
+        print(f"trainops up: {_describe_start_error(e, args, data_dir)}", file=sys.stderr)
         await stack.stop()
         return 1
     if stop_event.is_set():
@@ -200,14 +200,21 @@ async def _main(args: argparse.Namespace, data_dir: Path) -> int:
     return 0
 
 
-def _describe_start_error(error: Exception, args: argparse.Namespace) -> str:
+def _describe_start_error(error: Exception, args: argparse.Namespace, data_dir: Path) -> str:
     """What went wrong starting, in the user's terms (the flag to change, not an errno)."""
     import errno
+    import sqlite3
 
     if isinstance(error, OSError) and error.errno == errno.EADDRINUSE and args.port:
         return (
             f"--port {args.port}: the port is in use by another program; "
             "choose another, or leave --port out to pick a free one"
+        )
+    if isinstance(error, sqlite3.DatabaseError):
+        return (
+            f"the stored state in {data_dir} cannot be read ({error}); "
+            "nothing was changed: move the directory aside to start afresh, or use "
+            "another --data-dir"
         )
     if isinstance(error, OSError) and error.strerror:
         where = f" ({error.filename})" if error.filename else ""
