@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
+import threading
+from pathlib import Path
 from typing import Any
 
 from localcluster.fielderrors import FieldError, MapKey, PathPart, render_path
@@ -40,11 +43,58 @@ _MISSING: Any = object()
 _OLD_SELF = re.compile(r"\boldSelf\b")
 
 
+_ENV_LOCK = threading.Lock()
+
+
 @functools.cache
 def _environment() -> Any:
-    import celpy  # imported lazily: building the parser takes ~0.2 s
+    """The cel-python environment, built once on first use (under a lock: the event loop and
+    a worker thread may both ask first)."""
+    with _ENV_LOCK:
+        import celpy  # imported lazily, off the import path of every other module
 
-    return celpy.Environment()
+        _seed_parser()
+        return celpy.Environment()
+
+
+def _seed_parser() -> None:
+    """Give cel-python its Lark parser from an on-disk cache.
+
+    Building the LALR tables of the CEL grammar takes 0.2–0.5 s per process (the first CRD
+    validation paid it); loading them from a cache file takes ~20 ms. The cache lives in the
+    user's cache directory, is keyed by Lark on the grammar, options and versions, and is
+    written to a temporary name and renamed so concurrent processes never read half a file.
+    Any failure leaves cel-python to build its parser itself.
+    """
+    import celpy.celparser
+    import lark
+    from celpy.celparser import CELParser
+
+    if CELParser.CEL_PARSER is not None:
+        return
+    try:
+        grammar = (Path(celpy.celparser.__file__).parent / "cel.lark").read_text()
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainops"
+        folder.mkdir(parents=True, exist_ok=True)
+        final = folder / f"cel-lark-{lark.__version__}.cache"
+        target = final if final.exists() else folder / f".cel-lark-{os.getpid()}.tmp"
+        CELParser.CEL_PARSER = lark.Lark(
+            grammar,
+            parser="lalr",
+            start="expr",
+            debug=True,
+            g_regex_flags=re.M,
+            lexer_callbacks={"IDENT": CELParser.ambiguous_literals},
+            propagate_positions=True,
+            maybe_placeholders=False,
+            priority="invert",
+            tree_class=lark.Tree,
+            cache=str(target),
+        )
+        if target != final:
+            os.replace(target, final)
+    except Exception:  # no cache (read-only home, changed library): cel-python builds it
+        CELParser.CEL_PARSER = None
 
 
 @functools.lru_cache(maxsize=4096)
