@@ -61,3 +61,21 @@ def test_a_second_up_on_the_same_data_dir_is_refused(running_up) -> None:
     )
     assert result.returncode == 1
     assert "is in use by another trainops up (pid" in result.stderr
+
+
+def test_an_apiserver_on_the_data_dir_of_a_running_up_is_refused_and_changes_nothing(
+    running_up,
+) -> None:
+    import subprocess
+    import sys
+
+    kubeconfig = running_up.kubeconfig.read_text()
+    result = subprocess.run(
+        [sys.executable, "-m", "trainops", "apiserver", "--data-dir", str(running_up.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "is in use by another trainops up (pid" in result.stderr
+    assert running_up.kubeconfig.read_text() == kubeconfig

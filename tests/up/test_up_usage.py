@@ -104,3 +104,24 @@ def test_an_unreadable_store_is_reported_and_left_as_it_was(tmp_path: Path) -> N
         "nothing was changed: move the directory aside to start afresh, or use another --data-dir"
     )
     assert (data_dir / "state.db").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--port", "70000"], "argument --port: 70000 is not a port number", id="port"),
+        pytest.param(["--host", "999.1.1.1"], "--host 999.1.1.1: '999.1.1.1'", id="bad-host"),
+    ],
+)
+def test_apiserver_flags_are_checked_without_a_traceback(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trainops", "apiserver", "--data-dir", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainops.commands.up import lock_data_dir, port_number
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
     parser = subparsers.add_parser(
@@ -16,11 +18,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "the token and DIR/kubeconfig live in --data-dir and are reused on restart."
         ),
     )
-    parser.add_argument("--data-dir", required=True, type=Path, metavar="DIR")
     parser.add_argument(
-        "--port", type=int, default=0, help="default: the port used last time, else a free one"
+        "--data-dir",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="where the store, certificates, token and kubeconfig live (locked while serving)",
     )
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--port",
+        type=port_number(allow_zero=True),
+        default=0,
+        help="default: the port used last time, else a free one",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -35,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def serve() -> None:
         server = await start_apiserver(
-            ApiServerConfig(data_dir=args.data_dir, host=args.host, port=args.port)
+            ApiServerConfig(data_dir=data_dir, host=args.host, port=args.port)
         )
         print(f"trainops apiserver: serving {server.url}", file=sys.stderr)
         print(f"  export KUBECONFIG={server.kubeconfig}", file=sys.stderr)
@@ -48,9 +61,27 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await server.stop()
 
+    data_dir = args.data_dir.expanduser().resolve()
+    if data_dir.exists() and not data_dir.is_dir():
+        print(f"trainops apiserver: --data-dir {data_dir} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lock = lock_data_dir(data_dir, "apiserver")
+    except OSError as e:
+        print(f"trainops apiserver: cannot use {data_dir}: {e.strerror}", file=sys.stderr)
+        return 2
+    if isinstance(lock, str):
+        print(f"trainops apiserver: {lock}", file=sys.stderr)
+        return 1
     try:
         asyncio.run(serve())
     except OSError as e:
-        print(f"trainops apiserver: {e}", file=sys.stderr)
+        print(f"trainops apiserver: {e.strerror or e}", file=sys.stderr)
         return 1
+    except ValueError as e:  # e.g. a --host no certificate can name
+        print(f"trainops apiserver: --host {args.host}: {e}", file=sys.stderr)
+        return 2
+    finally:
+        lock.close()
     return 0

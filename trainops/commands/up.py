@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["default_data_dir", "register", "run", "webhook_configurations"]
+__all__ = [
+    "default_data_dir",
+    "lock_data_dir",
+    "port_number",
+    "register",
+    "run",
+    "webhook_configurations",
+]
 
 WEBHOOK_NAME = "trainops-webhook"
 _HASH_ANNOTATION = "trainops.tensorstack.dev/applied-hash"
@@ -110,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainops up: cannot create {data_dir}: {e.strerror}", file=sys.stderr)
         return 2
     try:
-        lock = _lock(data_dir)
+        lock = lock_data_dir(data_dir)
     except OSError as e:
         print(f"trainops up: cannot use {data_dir}: {e.strerror}", file=sys.stderr)
         return 2
@@ -125,23 +132,29 @@ def run(args: argparse.Namespace) -> int:
         lock.close()
 
 
-def _lock(data_dir: Path) -> Any:
-    """Hold `DATA_DIR/up.lock` while running: two `up`s on one data directory would run every
-    pod twice and fight over the store. The kernel drops the lock if this process dies."""
+def lock_data_dir(data_dir: Path, command: str = "up") -> Any:
+    """Hold `DATA_DIR/up.lock` while running: two `up`s (or an `up` and an `apiserver`) on one
+    data directory would run every pod twice, fight over the store and rewrite each other's
+    kubeconfig. The kernel drops the lock if this process dies.
+
+    Returns the open lock file, or a message naming the holder (`PID COMMAND` is kept in it)."""
     import fcntl
 
     path = data_dir / "up.lock"
-    f = open(path, "a+")  # noqa: SIM115 - held open for the lifetime of `up`
+    f = open(path, "a+")  # noqa: SIM115 - held open for the lifetime of the command
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.seek(0)
-        holder = f.read().strip() or "another process"
+        pid, _, holder = f.read().strip().partition(" ")
         f.close()
-        return f"{data_dir} is in use by another trainops up (pid {holder}); stop it first"
+        return (
+            f"{data_dir} is in use by another trainops {holder or 'up'} (pid {pid or '?'}); "
+            "stop it first"
+        )
     f.seek(0)
     f.truncate()
-    f.write(str(os.getpid()))
+    f.write(f"{os.getpid()} {command}")
     f.flush()
     return f
 
