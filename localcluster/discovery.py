@@ -35,6 +35,9 @@ _SUBRESOURCES: dict[str, tuple[str | None, str | None, str | None, tuple[str, ..
     "binding": ("Binding", None, None, ("create",)),
     "scale": ("Scale", "autoscaling", "v1", ("get", "patch", "update")),
     "finalize": (None, None, None, ("update",)),
+    "exec": ("PodExecOptions", None, None, ("create", "get")),
+    "attach": ("PodAttachOptions", None, None, ("create", "get")),
+    "portforward": ("PodPortForwardOptions", None, None, ("create", "get")),
 }
 
 

@@ -38,6 +38,18 @@ CLIENT_SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey(
 )
 
 
+# Streaming subresources a process kubelet cannot offer: a 400 that says why and what to do,
+# rather than a 404 that reads like a missing pod.
+UNSUPPORTED = {
+    "exec": "exec is not supported: containers run as local processes on this machine; "
+    "run the command in the pod's directory (TRAINOPS_POD_ROOT) instead",
+    "attach": "attach is not supported: containers run as local processes on this machine; "
+    "use kubectl logs -f to follow their output",
+    "portforward": "port-forward is not supported: pods share the host network, "
+    "connect to 127.0.0.1 and the container's port directly",
+}
+
+
 async def handle(
     request: web.Request, srv: Server, info: ResourceInfo, target: Target
 ) -> web.StreamResponse:
@@ -46,6 +58,10 @@ async def handle(
     if not name or (info.namespaced and target.namespace is None):
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     sub = target.subresource
+    if sub in UNSUPPORTED and request.method in ("GET", "POST"):
+        if srv.get(info, namespace, name) is None:
+            raise apierrors.not_found(info, name)
+        raise apierrors.bad_request(UNSUPPORTED[sub])
     if sub == "log" and request.method == "GET":
         return await _log(request, srv, info, namespace, name)
     if sub == "binding" and request.method == "POST":

@@ -60,7 +60,7 @@ BUILTINS: tuple[ResourceInfo, ...] = (
         "pods",
         short_names=("po",),
         categories=("all",),
-        subresources=("status", "log", "binding"),
+        subresources=("status", "log", "binding", "exec", "attach", "portforward"),
     ),
     _core(
         "Service", "services", short_names=("svc",), categories=("all",), subresources=("status",)

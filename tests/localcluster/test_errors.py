@@ -374,3 +374,27 @@ def test_too_long_annotations_and_field_managers_use_their_kubernetes_wording(
 )
 def test_one_helper_renders_both_too_long_wordings(limit: int, at_most: bool, text: str) -> None:
     assert too_long_detail(limit, at_most=at_most) == text
+
+
+@pytest.mark.parametrize(
+    ("sub", "start"),
+    [
+        ("exec", "exec is not supported: containers run as local processes"),
+        ("attach", "attach is not supported: containers run as local processes"),
+        ("portforward", "port-forward is not supported: pods share the host network"),
+    ],
+)
+def test_streaming_pod_subresources_say_why_they_are_not_supported(
+    http: Http, namespace: str, sub: str, start: str
+) -> None:
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    spec = {"containers": [{"name": "c", "image": "x"}]}
+    assert http.post(pods, {"metadata": {"name": "p"}, "spec": spec}).status == 201
+    reply = http.post(f"{pods}/p/{sub}?command=true&container=c", None)
+    assert reply.status == 400
+    assert status_of(reply)["reason"] == "BadRequest"
+    assert status_of(reply)["message"].startswith(start)
+    missing = http.post(f"{pods}/nope/{sub}", None)
+    assert (missing.status, status_of(missing)["message"]) == (404, 'pods "nope" not found')
+    listed = {r["name"] for r in http.get("/api/v1").json()["resources"]}
+    assert f"pods/{sub}" in listed
