@@ -95,3 +95,34 @@ def test_an_out_path_under_a_file_names_the_path_not_an_errno(
     assert err.startswith("trainops certs generate: cannot write ")
     assert err.endswith(": Not a directory\n")
     assert "Errno" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["--ca-file", "{tmp}/missing.crt"],
+            "--ca-file {tmp}/missing.crt: No such file or directory",
+            id="missing-ca-file",
+        ),
+        pytest.param(
+            ["--ca-file", "{tmp}/notes.txt"],
+            "--ca-file {tmp}/notes.txt: no PEM certificate found",
+            id="ca-file-without-pem",
+        ),
+        pytest.param(
+            ["--ca-file", "{tmp}/ca.crt", "--kubeconfig", "{tmp}/missing-kubeconfig"],
+            "--kubeconfig {tmp}/missing-kubeconfig: no such file",
+            id="missing-kubeconfig",
+        ),
+    ],
+)
+def test_inject_names_the_flag_whose_file_is_unusable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["certs", "generate", "--out", str(tmp_path)]) == 0
+    (tmp_path / "notes.txt").write_text("hello\n")
+    capsys.readouterr()
+    argv = [a.format(tmp=tmp_path) for a in args]
+    assert main(["certs", "inject", *argv]) == 2
+    assert capsys.readouterr().err == f"trainops certs inject: {message.format(tmp=tmp_path)}\n"

@@ -109,8 +109,17 @@ def _inject(args: argparse.Namespace) -> int:
 
     try:
         bundle = ca_bundle_b64(args.ca_file.read_bytes())
-    except (OSError, ValueError) as exc:
-        print(f"trainops certs inject: {args.ca_file}: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"trainops certs inject: --ca-file {args.ca_file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"trainops certs inject: --ca-file {args.ca_file}: {exc}", file=sys.stderr)
+        return 2
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        print(
+            f"trainops certs inject: --kubeconfig {args.kubeconfig}: no such file",
+            file=sys.stderr,
+        )
         return 2
     try:
         config.load_kube_config(config_file=args.kubeconfig, context=args.context)
