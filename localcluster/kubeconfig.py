@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ __all__ = [
     "write_port",
 ]
 
+log = logging.getLogger("localcluster.kubeconfig")
 CONTEXT = "trainops"
 _USER = "trainops-admin"
 _SANS = ("localhost", "127.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
@@ -60,31 +62,48 @@ def _serving_covers(cert_pem: bytes, host: str) -> bool:
 
 
 def load_or_create_credentials(data_dir: Path, host: str) -> Credentials:
-    """Reuse the CA, serving certificate and token in `data_dir`, creating what is missing."""
+    """Reuse the CA, serving certificate and token in `data_dir`, creating what is missing.
+
+    Damaged files (not PEM, a key that does not match) are replaced with a warning naming
+    them, rather than keeping the server from starting: only DATA_DIR/kubeconfig depends on
+    them, and it is rewritten at every start.
+    """
     pki_dir = data_dir / "pki"
     ca_file, ca_key = pki_dir / pki.CA_FILE, pki_dir / "ca.key"
     cert_file, key_file = pki_dir / pki.CERT_FILE, pki_dir / pki.KEY_FILE
-    if ca_file.exists() and ca_key.exists():
-        ca = pki.load_keypair(ca_file, ca_key)
-    else:
+    ca = _load(ca_file, ca_key, "the CA")
+    fresh_ca = ca is None
+    if ca is None:
         ca = pki.new_ca("trainops-localcluster-ca")
         pki.atomic_write(ca_key, ca.key_pem, 0o600)
         pki.atomic_write(ca_file, ca.cert_pem)
-    serving_ok = cert_file.exists() and key_file.exists()
-    if serving_ok:
-        serving = pki.load_keypair(cert_file, key_file)
-        serving_ok = _serving_covers(serving.cert_pem, host)
-    if not serving_ok:
+    serving = None if fresh_ca else _load(cert_file, key_file, "the serving certificate")
+    if serving is None or not _serving_covers(serving.cert_pem, host):
         sans = (*_SANS, host) if host not in _SANS else _SANS
         serving = pki.new_serving_cert(ca, sans, common_name="kube-apiserver")
         pki.write_bundle(pki_dir, ca, serving)
     token_file = data_dir / "token"
-    if token_file.exists():
-        token = token_file.read_text().strip()
-    else:
+    token = token_file.read_text().strip() if token_file.exists() else ""
+    if not token:
         token = secrets.token_urlsafe(32)
         pki.atomic_write(token_file, token.encode() + b"\n", 0o600)
     return Credentials(ca_file, cert_file, key_file, token)
+
+
+def _load(cert_file: Path, key_file: Path, what: str) -> pki.KeyPair | None:
+    """The key pair, or None when missing or damaged (then replaced, with a warning)."""
+    if not (cert_file.exists() and key_file.exists()):
+        return None
+    try:
+        return pki.load_keypair(cert_file, key_file)
+    except ValueError as e:
+        log.warning(
+            "%s; making a new %s (%s is rewritten; copies of the old one stop working)",
+            e,
+            what,
+            cert_file.parent.parent / "kubeconfig",
+        )
+        return None
 
 
 def read_port(data_dir: Path) -> int:
