@@ -225,9 +225,22 @@ class _Loader(_Base):
         self.flatten_mapping(node)
         mapping: dict[str, Any] = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                # JSON, and so Kubernetes, has string keys only; a list or mapping as a key
+                # (`? [a, b]`) is refused when converting YAML to JSON, as here.
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    "found a mapping key that is a list or a mapping; keys must be strings",
+                    key_node.start_mark,
+                )
             key = _key_text(self.construct_object(key_node, deep=True))
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
+
+    def construct_yaml_set(self, node: yaml.MappingNode) -> Any:
+        # `!!set {a, b}` is a mapping to nulls once converted to JSON, not a Python set.
+        yield self.construct_mapping(node)
 
 
 def _construct_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
@@ -236,6 +249,7 @@ def _construct_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
 
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_as_text)
 _Loader.add_constructor("tag:yaml.org,2002:binary", _construct_as_text)
+_Loader.add_constructor("tag:yaml.org,2002:set", _Loader.construct_yaml_set)
 
 
 def _key_text(key: Any) -> str:

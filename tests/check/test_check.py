@@ -311,3 +311,16 @@ def test_a_warning_that_names_a_field_is_reported_at_that_fields_line(
     debug = [line for w, line in lines.items() if w.startswith("spec.runMode.debug.enabled: ")]
     pause = [line for w, line in lines.items() if w.startswith("spec.runMode.pause.enabled: ")]
     assert (debug, pause) == ([20], [26])
+
+
+def test_a_job_named_by_a_number_is_reported_under_that_number(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "apiVersion: batch.tensorstack.dev/v1beta1\nkind: TensorFlowTrainingJob\n"
+        "metadata: {name: 123}\nspec: {}\n"
+    )
+    code, lines, _ = run_check(capsys, str(path))
+    assert code == 1
+    assert lines[0].startswith(f"{path}:3: TensorFlowTrainingJob/123: metadata.name: ")

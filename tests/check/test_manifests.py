@@ -86,6 +86,8 @@ REFUSED = {
     ),
     "an oversized document": ("a: '" + "x" * MAX_DOCUMENT_BYTES + "'\n", 1, "3 MiB"),
     "a python object tag": ("a: !!python/object:os.system {}\n", 1, "YAML syntax error"),
+    "a list as a mapping key": ("a: 1\n? [x, y]\n: z\n", 2, "keys must be strings"),
+    "a mapping as a mapping key": ("a:\n  ? {k: v}\n  : 2\n", 2, "keys must be strings"),
 }
 
 
@@ -235,3 +237,9 @@ def test_a_named_pipe_is_read_like_a_file(tmp_path: Path) -> None:
     writer.join(timeout=5)
     assert errors == []
     assert [d.obj["kind"] for d in docs] == ["ConfigMap"]
+
+
+def test_a_yaml_set_becomes_a_mapping_to_nulls_as_in_json() -> None:
+    docs, errors = load_text("labels: !!set {x, y}\n")
+    assert errors == []
+    assert docs[0].obj == {"labels": {"x": None, "y": None}}

@@ -191,8 +191,11 @@ def _name(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         for key in ("name", "generateName"):
-            if isinstance(meta.get(key), str) and meta[key]:
-                return str(meta[key])
+            value = meta.get(key)
+            if isinstance(value, str) and value:
+                return value
+            if isinstance(value, int | float):  # `name: 123`: denied, but still the job's name
+                return json.dumps(value)
     return "<unnamed>"
 
 
