@@ -117,6 +117,11 @@ def default_object(info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> 
         template_spec = (spec.get("template") or {}).get("spec")
         if isinstance(template_spec, dict):
             pod_spec_defaults(template_spec)
+    elif rid == "apps/replicasets" and isinstance(spec, dict):
+        spec.setdefault("replicas", 1)
+        template_spec = (spec.get("template") or {}).get("spec")
+        if isinstance(template_spec, dict):
+            pod_spec_defaults(template_spec)
     elif rid == "/secrets":
         obj.setdefault("type", "Opaque")
         # stringData is write-only: merged into data (base64), as the real server does.
@@ -144,6 +149,8 @@ def initial_status(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
         obj["status"] = {"loadBalancer": {}}
     elif rid in ("apps/deployments", "apiextensions.k8s.io/customresourcedefinitions"):
         obj["status"] = {}
+    elif rid == "apps/replicasets":
+        obj["status"] = {"replicas": 0}
     elif info.is_custom and "status" in info.subresources:
         obj.pop("status", None)
     return obj

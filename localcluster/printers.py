@@ -283,6 +283,22 @@ def _deployment_row(dep: Obj, now: datetime) -> list[Any]:
     ]
 
 
+def _replica_set_row(rs: Obj, now: datetime) -> list[Any]:
+    spec = rs.get("spec") or {}
+    status = rs.get("status") or {}
+    containers = _get(spec, "template", "spec", "containers") or []
+    return [
+        _name(rs),
+        int(spec.get("replicas", 1)),
+        int(status.get("replicas", 0)),
+        int(status.get("readyReplicas", 0)),
+        _age(rs, now),
+        ",".join(c.get("name", "") for c in containers),
+        ",".join(c.get("image", "") for c in containers),
+        _label_selector(spec.get("selector")),
+    ]
+
+
 def _node_row(node: Obj, now: datetime) -> list[Any]:
     status = node.get("status") or {}
     ready = "Unknown"
@@ -415,6 +431,19 @@ BUILTIN_PRINTERS: dict[tuple[str, str], tuple[list[Column], RowFn]] = {
             ("Selector", _S, 1, ""),
         ],
         _deployment_row,
+    ),
+    ("apps", "ReplicaSet"): (
+        [
+            _NAME,
+            ("Desired", "integer", 0, ""),
+            ("Current", "integer", 0, ""),
+            ("Ready", "integer", 0, ""),
+            _AGE,
+            ("Containers", _S, 1, ""),
+            ("Images", _S, 1, ""),
+            ("Selector", _S, 1, ""),
+        ],
+        _replica_set_row,
     ),
     ("", "Node"): (
         [

@@ -87,6 +87,18 @@ BUILTINS: tuple[ResourceInfo, ...] = (
         categories=("all",),
         subresources=("status", "scale"),
     ),
+    ResourceInfo(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        "replicaset",
+        True,
+        "ReplicaSetList",
+        short_names=("rs",),
+        categories=("all",),
+        subresources=("status", "scale"),
+    ),
     CRD_RESOURCE,
     ResourceInfo(
         "admissionregistration.k8s.io",
@@ -114,6 +126,7 @@ BUILTINS: tuple[ResourceInfo, ...] = (
 GENERATION_KINDS = frozenset(
     {
         "apps/deployments",
+        "apps/replicasets",
         "apiextensions.k8s.io/customresourcedefinitions",
         "admissionregistration.k8s.io/mutatingwebhookconfigurations",
         "admissionregistration.k8s.io/validatingwebhookconfigurations",

@@ -26,6 +26,7 @@ _POD_UPDATE_MSG = (
 )
 
 
+_WORKLOADS = ("apps/deployments", "apps/replicasets")
 _WEBHOOK_CONFIGURATIONS = (
     "admissionregistration.k8s.io/mutatingwebhookconfigurations",
     "admissionregistration.k8s.io/validatingwebhookconfigurations",
@@ -74,7 +75,7 @@ def validate_builtin_semantics(info: ResourceInfo, obj: Mapping[str, Any]) -> li
     spec = obj.get("spec")
     if rid == "/pods":
         return _pod_spec(spec, "spec")
-    if rid == "apps/deployments":
+    if rid in _WORKLOADS:
         if not isinstance(spec, Mapping):
             return [_required("spec")]
         causes = []
@@ -146,7 +147,7 @@ def validate_builtin_update(
                 )
             )
         return causes
-    if rid == "apps/deployments":
+    if rid in _WORKLOADS:
         old_selector = (old.get("spec") or {}).get("selector")
         new_selector = (new.get("spec") or {}).get("selector")
         if old_selector != new_selector:

@@ -356,3 +356,56 @@ def test_a_service_replaced_without_its_cluster_ip_keeps_it(http: Http, namespac
         f"{path}/keep-ip", {"spec": {"clusterIP": "10.96.9.9", "clusterIPs": ["10.96.9.9"]}}
     )
     assert changed.status == 422
+
+
+def test_replica_sets_are_served_with_defaults_scale_and_printer_columns(
+    http: Http, namespace: str
+) -> None:
+    path = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
+    template = {"metadata": {"labels": {"app": "r"}}, "spec": POD_SPEC}
+    created = http.post(
+        path,
+        {
+            "metadata": {"name": "r"},
+            "spec": {"selector": {"matchLabels": {"app": "r"}}, "template": template},
+        },
+    )
+    assert created.status == 201, created.data
+    rs = created.json()
+    assert (rs["spec"]["replicas"], rs["metadata"]["generation"], rs["status"]) == (
+        1,
+        1,
+        {"replicas": 0},
+    )
+    scale = http.get(f"{path}/r/scale").json()
+    assert (scale["kind"], scale["spec"]["replicas"], scale["status"]["selector"]) == (
+        "Scale",
+        1,
+        "app=r",
+    )
+    table = http.get(
+        path, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+    ).json()
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name",
+        "Desired",
+        "Current",
+        "Ready",
+        "Age",
+        "Containers",
+        "Images",
+        "Selector",
+    ]
+    assert table["rows"][0]["cells"][:4] == ["r", 1, 0, 0]
+    mismatched = http.post(
+        path,
+        {
+            "metadata": {"name": "m"},
+            "spec": {"selector": {"matchLabels": {"app": "other"}}, "template": template},
+        },
+    )
+    assert mismatched.status == 422
+    assert status_of(mismatched)["details"]["causes"][0]["field"] == "spec.template.metadata.labels"
+    resources = {r["name"]: r for r in http.get("/apis/apps/v1").json()["resources"]}
+    assert resources["replicasets"]["shortNames"] == ["rs"]
+    assert {"replicasets/status", "replicasets/scale"} <= set(resources)
