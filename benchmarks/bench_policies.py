@@ -119,6 +119,7 @@ def main() -> int:
         "admit (default + structural + rules)": lambda: policies.admit(job),
         "admit without structural check": admit_without_structural,
         "default only": lambda: policies.default(job),
+        "default_patch only (what /mutate runs)": lambda: policies.default_patch(job),
         "validate only (structural + rules)": lambda: policies.validate(defaulted),
         "structural check only": lambda: structural.check(defaulted),
     }
