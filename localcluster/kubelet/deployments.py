@@ -1,16 +1,21 @@
 """A minimal Deployment controller (for TensorBoard and similar long-running helpers).
 
-Simplification, stated plainly: a real Deployment owns ReplicaSets which own pods; here the
-Deployment owns its pods directly (ownerReference `controller: true`), named like a real
-ReplicaSet's pods, `<deployment>-<pod-template-hash>-<5 chars>`, and labelled
-`pod-template-hash`. `plan_deployment` (pure) decides which pods to create and delete and the
-next status; `DeploymentController` lists, applies the plan and patches `deployments/status`.
+As in Kubernetes, a Deployment owns one ReplicaSet per pod template (`<deployment>-<hash>`,
+labelled and selecting `pod-template-hash`, annotated with its `deployment.kubernetes.io/
+revision`), and each ReplicaSet owns its pods (`<replicaset>-<5 chars>`), so `kubectl get rs`,
+`kubectl rollout history` and cascading deletion behave as users expect. Simplification,
+stated plainly: this one controller plays both the Deployment and the ReplicaSet controller,
+for ReplicaSets that Deployments own; a ReplicaSet created on its own gets no pods.
+`plan_deployment` (pure) decides which ReplicaSet to create, which pods to create and delete,
+each ReplicaSet's replicas and status, and the Deployment's status; `DeploymentController`
+lists, applies the plan and patches the status subresources.
 
 Rollout: `RollingUpdate` creates all pods of the new template at once and deletes the old ones
 when every new pod is ready (a surge to twice the replicas, never fewer ready pods than before);
 `Recreate` deletes the old pods first and creates new ones when they are gone. Pods that ended
-(Succeeded/Failed) are replaced. `minReadySeconds`, `paused` and `progressDeadlineSeconds` are
-not implemented. The status fields are those `kubectl rollout status` reads.
+(Succeeded/Failed) are replaced. `minReadySeconds`, `paused`, `progressDeadlineSeconds` and
+`revisionHistoryLimit` are not implemented. The status fields are those `kubectl rollout
+status` reads.
 """
 
 from __future__ import annotations
@@ -28,11 +33,30 @@ from typing import Any
 from localcluster.kubelet.clock import rfc3339, utcnow
 from localcluster.kubelet.kube import ApiException, Kube, read_json
 
-__all__ = ["DeploymentController", "DeploymentPlan", "plan_deployment", "template_hash"]
+__all__ = [
+    "DeploymentController",
+    "DeploymentPlan",
+    "ReplicaSetUpdate",
+    "plan_deployment",
+    "template_hash",
+]
 
 log = logging.getLogger("trainops.deployments")
 
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet Kubernetes uses for generated suffixes
+
+
+REVISION = "deployment.kubernetes.io/revision"
+
+
+@dataclass(frozen=True)
+class ReplicaSetUpdate:
+    """What one existing ReplicaSet of the Deployment should say after this round."""
+
+    name: str
+    replicas: int
+    status: dict[str, Any]
+    revision: str = ""  # the revision annotation it should carry ("" = leave it)
 
 
 @dataclass(frozen=True)
@@ -40,11 +64,36 @@ class DeploymentPlan:
     create: list[dict[str, Any]] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
+    # The ReplicaSet of the current template when it does not exist yet: created first, and
+    # its pods on the next round (they need its uid as their owner).
+    create_replica_set: dict[str, Any] | None = None
+    replica_sets: list[ReplicaSetUpdate] = field(default_factory=list)
+    # The Deployment's own revision annotation (that of its current ReplicaSet), which
+    # `kubectl rollout undo` reads and patches.
+    revision: str = ""
 
 
 def template_hash(template: dict[str, Any]) -> str:
+    """The `pod-template-hash` of a template, ignoring that label itself and null fields.
+
+    `kubectl rollout undo` copies an old ReplicaSet's template (label removed) and sends
+    `metadata.creationTimestamp: null`, which a real API server drops while decoding; both
+    must hash like the original so the old ReplicaSet is reused rather than a twin made.
+    """
+    template = _without_nulls(template)
+    labels = (template.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict) and "pod-template-hash" in labels:
+        labels.pop("pod-template-hash")
     digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).digest()
     return "".join(_SAFE[b % len(_SAFE)] for b in digest[:10])
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -56,17 +105,148 @@ def _ended(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _hash_of(obj: dict[str, Any]) -> str:
+    return str(((obj.get("metadata") or {}).get("labels") or {}).get("pod-template-hash", ""))
+
+
 def plan_deployment(
     deploy: dict[str, Any],
     pods: list[dict[str, Any]],
     *,
     now: str,
     suffix: Any = None,
+    replica_sets: list[dict[str, Any]] | None = None,
 ) -> DeploymentPlan:
-    """Pods to create and delete, and the status, for one Deployment and the pods it owns.
+    """Pods to create and delete, and the status, for one Deployment and the pods it owns
+    (directly or through `replica_sets`, the ReplicaSets it owns).
 
-    `suffix()` returns the random 5-character pod name suffix (injected for tests).
+    `suffix()` returns the random 5-character pod name suffix (injected for tests). Without
+    `replica_sets` (None) pods are owned by the Deployment itself, as before ReplicaSets were
+    served; with a list, by the ReplicaSet of their template.
     """
+    plan = _plan_pods(deploy, pods, now=now, suffix=suffix)
+    if replica_sets is None:
+        return plan
+    return _with_replica_sets(deploy, pods, plan, replica_sets)
+
+
+def _with_replica_sets(
+    deploy: dict[str, Any],
+    pods: list[dict[str, Any]],
+    plan: DeploymentPlan,
+    replica_sets: list[dict[str, Any]],
+) -> DeploymentPlan:
+    spec = deploy.get("spec") or {}
+    h = template_hash(spec.get("template") or {})
+    by_hash = {_hash_of(rs): rs for rs in replica_sets}
+    current = by_hash.get(h)
+    if current is None:
+        revision = 1 + max((_revision(rs) for rs in replica_sets), default=0)
+        return DeploymentPlan(
+            [],
+            plan.delete,
+            plan.status,
+            create_replica_set=_replica_set(deploy, h, revision),
+        )
+    rs_meta = current["metadata"]
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": rs_meta["name"],
+        "uid": rs_meta.get("uid", ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    create = [
+        {
+            **p,
+            "metadata": {
+                **p["metadata"],
+                "name": f"{rs_meta['name']}-{p['metadata']['name'].rsplit('-', 1)[-1]}",
+                "ownerReferences": [owner],
+            },
+        }
+        for p in plan.create
+    ]
+    deleted = set(plan.delete)
+    active = [
+        p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp") and not _ended(p)
+    ]
+    # Rolling back to an older template makes its ReplicaSet the newest revision again.
+    newest = max((_revision(rs) for rs in replica_sets), default=0)
+    others = max((_revision(rs) for rs in replica_sets if rs is not current), default=0)
+    revision = str(_revision(current) if _revision(current) > others else newest + 1)
+    updates = []
+    for rs_hash, rs in sorted(by_hash.items()):
+        mine = [p for p in active if _hash_of(p) == rs_hash]
+        staying = [p for p in mine if p["metadata"]["name"] not in deleted]
+        replicas = int(spec.get("replicas", 1)) if rs_hash == h else len(staying)
+        ready = sum(1 for p in mine if _ready(p))
+        status = {
+            "replicas": len(mine),
+            "fullyLabeledReplicas": len(mine),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "observedGeneration": (rs.get("metadata") or {}).get("generation", 1),
+        }
+        updates.append(
+            ReplicaSetUpdate(
+                rs["metadata"]["name"], replicas, status, revision if rs is current else ""
+            )
+        )
+    return DeploymentPlan(create, plan.delete, plan.status, replica_sets=updates, revision=revision)
+
+
+def _revision(rs: dict[str, Any]) -> int:
+    value = ((rs.get("metadata") or {}).get("annotations") or {}).get(REVISION, "0")
+    return int(value) if str(value).isdigit() else 0
+
+
+def _replica_set(deploy: dict[str, Any], h: str, revision: int) -> dict[str, Any]:
+    meta = deploy["metadata"]
+    spec = deploy.get("spec") or {}
+    template = copy.deepcopy(spec.get("template") or {})
+    tmeta = template.setdefault("metadata", {})
+    tmeta["labels"] = {**(tmeta.get("labels") or {}), "pod-template-hash": h}
+    selector = copy.deepcopy(spec.get("selector") or {})
+    selector["matchLabels"] = {**(selector.get("matchLabels") or {}), "pod-template-hash": h}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": f"{meta['name']}-{h}",
+            "namespace": meta.get("namespace", "default"),
+            "labels": dict(tmeta["labels"]),
+            "annotations": {
+                REVISION: str(revision),
+                "deployment.kubernetes.io/desired-replicas": str(int(spec.get("replicas", 1))),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": meta["name"],
+                    "uid": meta.get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "replicas": int(spec.get("replicas", 1)),
+            "selector": selector,
+            "template": template,
+        },
+    }
+
+
+def _plan_pods(
+    deploy: dict[str, Any],
+    pods: list[dict[str, Any]],
+    *,
+    now: str,
+    suffix: Any = None,
+) -> DeploymentPlan:
     make_suffix = suffix or (lambda: "".join(secrets.choice(_SAFE) for _ in range(5)))
     meta = deploy["metadata"]
     spec = deploy.get("spec") or {}
@@ -243,25 +423,73 @@ class DeploymentController:
         if not deployments:
             return
         pods, _ = await self.kube.list_pods()
+        replica_sets = await self.kube.list_replica_sets()
+        owned_sets: dict[str, list[dict[str, Any]]] = {}
+        rs_owner: dict[str, str] = {}  # ReplicaSet uid -> Deployment uid
+        for rs in replica_sets:
+            meta = rs.get("metadata") or {}
+            if meta.get("deletionTimestamp"):
+                continue
+            for ref in meta.get("ownerReferences") or []:
+                if ref.get("kind") == "Deployment" and ref.get("controller"):
+                    owned_sets.setdefault(ref.get("uid", ""), []).append(rs)
+                    rs_owner[meta.get("uid", "")] = ref.get("uid", "")
         owned: dict[str, list[dict[str, Any]]] = {}
         for p in pods:
             for ref in (p.get("metadata") or {}).get("ownerReferences") or []:
-                if ref.get("kind") == "Deployment" and ref.get("controller"):
+                if not ref.get("controller"):
+                    continue
+                if ref.get("kind") == "Deployment":  # pods of an older trainops
                     owned.setdefault(ref.get("uid", ""), []).append(p)
+                elif ref.get("kind") == "ReplicaSet" and ref.get("uid") in rs_owner:
+                    owned.setdefault(rs_owner[ref["uid"]], []).append(p)
         for d in deployments:
             if (d.get("metadata") or {}).get("deletionTimestamp"):
                 continue
-            plan = plan_deployment(
-                d, owned.get(d["metadata"].get("uid", ""), []), now=rfc3339(utcnow())
-            )
-            ns = d["metadata"].get("namespace", "default")
-            for pod in plan.create:
-                with contextlib.suppress(ApiException):
-                    await self.kube.create_pod(ns, pod)
-            for name in plan.delete:
-                with contextlib.suppress(ApiException):
-                    await self.kube.delete_pod(ns, name)
-            old = d.get("status") or {}
-            if any(old.get(k) != v for k, v in plan.status.items()) or set(old) - set(plan.status):
-                with contextlib.suppress(ApiException):
-                    await self.kube.patch_deployment_status(ns, d["metadata"]["name"], plan.status)
+            uid = d["metadata"].get("uid", "")
+            await self._reconcile(d, owned.get(uid, []), owned_sets.get(uid, []))
+
+    async def _reconcile(
+        self, d: dict[str, Any], pods: list[dict[str, Any]], replica_sets: list[dict[str, Any]]
+    ) -> None:
+        ns = d["metadata"].get("namespace", "default")
+        plan = plan_deployment(d, pods, now=rfc3339(utcnow()), replica_sets=replica_sets)
+        if plan.create_replica_set is not None:
+            try:
+                created = await self.kube.create_replica_set(ns, plan.create_replica_set)
+            except ApiException as e:
+                log.debug("replica set not created: %s", e)
+                return
+            # Its pods now, not at the next resync: they only needed its uid.
+            replica_sets = [*replica_sets, created]
+            plan = plan_deployment(d, pods, now=rfc3339(utcnow()), replica_sets=replica_sets)
+        for pod in plan.create:
+            with contextlib.suppress(ApiException):
+                await self.kube.create_pod(ns, pod)
+        for name in plan.delete:
+            with contextlib.suppress(ApiException):
+                await self.kube.delete_pod(ns, name)
+        current = {rs["metadata"]["name"]: rs for rs in replica_sets}
+        for update in plan.replica_sets:
+            rs = current.get(update.name) or {}
+            with contextlib.suppress(ApiException):
+                if update.revision and _annotation(rs, REVISION) != update.revision:
+                    await self.kube.annotate("ReplicaSet", ns, rs, REVISION, update.revision)
+                if (rs.get("spec") or {}).get("replicas") != update.replicas:
+                    await self.kube.scale_replica_set(ns, update.name, update.replicas)
+                if _changed(rs.get("status") or {}, update.status):
+                    await self.kube.patch_replica_set_status(ns, update.name, update.status)
+        if plan.revision and _annotation(d, REVISION) != plan.revision:
+            with contextlib.suppress(ApiException):
+                await self.kube.annotate("Deployment", ns, d, REVISION, plan.revision)
+        if _changed(d.get("status") or {}, plan.status):
+            with contextlib.suppress(ApiException):
+                await self.kube.patch_deployment_status(ns, d["metadata"]["name"], plan.status)
+
+
+def _annotation(obj: dict[str, Any], key: str) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(key, ""))
+
+
+def _changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    return any(old.get(k) != v for k, v in new.items()) or bool(set(old) - set(new))

@@ -265,3 +265,57 @@ class Kube:
                 _preload_content=False,
             )
         )
+
+    # -- replica sets (owned by deployments) -----------------------------------------------
+    async def list_replica_sets(self) -> list[dict[str, Any]]:
+        body = await read_json(
+            await self.apps.list_replica_set_for_all_namespaces(_preload_content=False)
+        )
+        return list(body.get("items") or [])
+
+    async def create_replica_set(self, namespace: str, rs: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await read_json(
+            await self.apps.create_namespaced_replica_set(namespace, rs, _preload_content=False)
+        )
+        return result
+
+    async def scale_replica_set(self, namespace: str, name: str, replicas: int) -> None:
+        await read_json(
+            await self.apps.patch_namespaced_replica_set(
+                name,
+                namespace,
+                [{"op": "replace", "path": "/spec/replicas", "value": replicas}],
+                _preload_content=False,
+            )
+        )
+
+    async def patch_replica_set_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
+        await read_json(
+            await self.apps.patch_namespaced_replica_set_status(
+                name,
+                namespace,
+                [{"op": "add", "path": "/status", "value": status}],
+                _preload_content=False,
+            )
+        )
+
+    async def annotate(
+        self, kind: str, namespace: str, obj: dict[str, Any], key: str, value: str
+    ) -> None:
+        """Set one annotation on a Deployment or ReplicaSet (a JSON patch that works whether or
+        not the object has annotations yet)."""
+        if (obj.get("metadata") or {}).get("annotations") is None:
+            ops = [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
+        else:
+            escaped = key.replace("~", "~0").replace("/", "~1")
+            ops = [{"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value}]
+        patch = (
+            self.apps.patch_namespaced_deployment
+            if kind == "Deployment"
+            else self.apps.patch_namespaced_replica_set
+        )
+        await read_json(
+            await patch(obj["metadata"]["name"], namespace, ops, _preload_content=False)
+        )

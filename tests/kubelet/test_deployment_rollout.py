@@ -62,8 +62,15 @@ def test_a_deployment_rolls_out_scales_and_replaces_pods(core, namespace) -> Non
     eventually(rolled_out)
     pods = _running(core, namespace)
     assert len(pods) == 2
-    assert all(p.metadata.owner_references[0].kind == "Deployment" for p in pods)
-    assert all(p.metadata.name.startswith("tb-") for p in pods)
+    (rs,) = apps.list_namespaced_replica_set(namespace).items
+    assert rs.metadata.owner_references[0].kind == "Deployment"
+    assert rs.metadata.annotations["deployment.kubernetes.io/revision"] == "1"
+    assert all(
+        (p.metadata.owner_references[0].kind, p.metadata.owner_references[0].uid)
+        == ("ReplicaSet", rs.metadata.uid)
+        for p in pods
+    )
+    assert all(p.metadata.name.startswith(rs.metadata.name + "-") for p in pods)
 
     apps.patch_namespaced_deployment("tb", namespace, {"spec": {"replicas": 1}})
     eventually(lambda: len(core.list_namespaced_pod(namespace, label_selector="app=tb").items) == 1)
@@ -83,3 +90,20 @@ def test_a_deployment_rolls_out_scales_and_replaces_pods(core, namespace) -> Non
         return s.updated_replicas == 1 and s.available_replicas == 1 and s.replicas == 1
 
     eventually(updated, timeout=20)
+
+    def replica_sets() -> dict[str, tuple[int, int]]:
+        return {
+            r.metadata.annotations["deployment.kubernetes.io/revision"]: (
+                r.spec.replicas,
+                r.status.replicas or 0,
+            )
+            for r in apps.list_namespaced_replica_set(namespace).items
+        }
+
+    # The old ReplicaSet stays, scaled to zero, as the rollout history.
+    eventually(lambda: replica_sets() == {"1": (0, 0), "2": (1, 1)})
+
+    # Deleting the Deployment deletes its ReplicaSets and, through them, the pods.
+    apps.delete_namespaced_deployment("tb", namespace)
+    eventually(lambda: not apps.list_namespaced_replica_set(namespace).items)
+    eventually(lambda: not core.list_namespaced_pod(namespace, label_selector="app=tb").items)
