@@ -10,21 +10,10 @@ from typing import Any
 
 import pytest
 import urllib3
-import yaml
 
 from tests.localcluster._http import Http, status_of
 from tests.support.cluster import eventually
-
-
-def _crd_files() -> list[Path]:
-    """The CRD manifests shipped in deploy/crds (not the kustomization beside them)."""
-    folder = Path(__file__).resolve().parents[2] / "deploy" / "crds"
-    return [
-        p
-        for p in sorted(folder.glob("*.yaml"))
-        if (yaml.safe_load(p.read_text()) or {}).get("kind") == "CustomResourceDefinition"
-    ]
-
+from tests.support.manifests import crd_files, documents
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 REPO = Path(__file__).resolve().parents[2]
@@ -249,11 +238,11 @@ def test_deleting_a_crd_deletes_its_custom_resources_first(http: Http, namespace
     assert http.get(f"/apis/{group}/v1/namespaces/{namespace}/widgets/doomed").status == 404
 
 
-@pytest.mark.parametrize("crd_file", _crd_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("crd_file", crd_files(), ids=lambda p: p.name)
 def test_the_shipped_crds_are_established_and_serve_their_kind(
     http: Http, namespace: str, crd_file: Path
 ) -> None:
-    crd = yaml.safe_load(crd_file.read_text())
+    [crd] = documents(crd_file)
     name = crd["metadata"]["name"]
     if http.get(f"{CRDS}/{name}").status == 404:
         reply = http.post(CRDS, crd)

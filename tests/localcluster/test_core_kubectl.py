@@ -9,24 +9,13 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.localcluster._http import Http
 from tests.support.cluster import Cluster
-
-
-def _crd_files() -> list[Path]:
-    """The CRD manifests shipped in deploy/crds (not the kustomization beside them)."""
-    folder = Path(__file__).resolve().parents[2] / "deploy" / "crds"
-    return [
-        p
-        for p in sorted(folder.glob("*.yaml"))
-        if (yaml.safe_load(p.read_text()) or {}).get("kind") == "CustomResourceDefinition"
-    ]
-
+from tests.support.manifests import crd_files, documents
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl binary not installed")
@@ -313,12 +302,12 @@ def test_logs_name_the_problem_for_bad_containers(http: Http, namespace: str) ->
 
 
 def test_the_crd_manifests_install_with_kubectl(cluster: Cluster, namespace: str) -> None:
-    crds = _crd_files()
+    crds = crd_files()
     if not crds:
         pytest.skip("deploy/crds has no CRDs yet")
     for crd in crds:
         run(cluster, namespace, "apply", "--server-side", "-f", str(crd))
-        name = yaml.safe_load(crd.read_text())["metadata"]["name"]
+        name = documents(crd)[0]["metadata"]["name"]
         run(
             cluster,
             namespace,

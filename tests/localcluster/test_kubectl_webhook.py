@@ -25,6 +25,7 @@ import yaml
 
 from certs import pki
 from tests.support.cluster import Cluster
+from tests.support.manifests import documents
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl binary not installed")
@@ -95,7 +96,7 @@ def training_crds(cluster: Cluster) -> None:
         pytest.skip("deploy/crds has no CRDs yet")
     for path in sorted(CRDS.glob("*.yaml")):
         kubectl(cluster, "apply", "--server-side", "-f", str(path))
-        name = next(d for d in yaml.safe_load_all(path.read_text()) if d)["metadata"]["name"]
+        name = documents(path)[0]["metadata"]["name"]
         kubectl(cluster, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=20s")
 
 
@@ -133,7 +134,7 @@ def test_kubectl_apply_of_a_denied_job_prints_the_webhooks_reason(
     training_crds: None,
 ) -> None:
     server, ca_pem = webhook
-    manifests = [d for d in yaml.safe_load_all(WEBHOOKS.read_text()) if d]
+    manifests = documents(WEBHOOKS)
     config = registered(manifests, server.port, ca_pem, namespace)
     kubectl(cluster, "apply", "-f", "-", stdin=config)
     try:
@@ -152,7 +153,7 @@ def test_kubectl_apply_of_a_denied_job_prints_the_webhooks_reason(
 
         created = kubectl(cluster, "-n", namespace, "apply", "-f", str(GOOD))
         assert created.stdout.strip().endswith("created")
-        name = next(d for d in yaml.safe_load_all(GOOD.read_text()) if d)["metadata"]["name"]
+        name = documents(GOOD)[0]["metadata"]["name"]
         job = json.loads(
             kubectl(
                 cluster, "-n", namespace, "get", "tensorflowtrainingjob", name, "-o", "json"
@@ -170,7 +171,7 @@ def test_an_unreachable_webhook_fails_the_request_with_the_api_servers_text(
     training_crds: None,
 ) -> None:
     _, ca_pem = webhook
-    manifests = [d for d in yaml.safe_load_all(WEBHOOKS.read_text()) if d][1:]  # validating
+    manifests = documents(WEBHOOKS)[1:]  # validating
     config = registered(manifests, 1, ca_pem, namespace)
     kubectl(cluster, "apply", "-f", "-", stdin=config)
     try:
@@ -201,7 +202,7 @@ def test_service_references_reach_the_webhook_through_its_endpoints(
         "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": server.port}]}],
     }  # fmt: skip
     kubectl(cluster, "-n", service_ns, "apply", "-f", "-", stdin=json.dumps(endpoints))
-    manifests = [d for d in yaml.safe_load_all(WEBHOOKS.read_text()) if d][1:]  # validating
+    manifests = documents(WEBHOOKS)[1:]  # validating
     config = registered(manifests, server.port, ca_pem, namespace, service=True)
     kubectl(cluster, "apply", "-f", "-", stdin=config)
     try:
