@@ -78,6 +78,7 @@ class Kubelet:
         self.workers: dict[str, PodWorker] = {}
         self.by_name: dict[tuple[str, str], str] = {}
         self.shutting_down = False
+        self.hurry = False  # set by `force_stop`: shutdown stops waiting for grace periods
         self.logs = LogServer(self.runtime, self._lookup)
         self.facts = nodes.machine_facts(config.data_dir)
         extra = [n.strip() for n in os.environ.get("TRAINOPS_PASS_ENV", "").split(",") if n.strip()]
@@ -112,6 +113,13 @@ class Kubelet:
             await self.kube.ensure_namespace("kube-node-lease")
         self._tasks.append(asyncio.create_task(self._heartbeat(), name="kubelet-heartbeat"))
         self._tasks.append(asyncio.create_task(self._watch_pods(), name="kubelet-watch"))
+
+    def force_stop(self) -> None:
+        """Make a running `stop` kill the remaining containers now (SIGKILL) instead of waiting
+        out their grace periods: a second Ctrl-C means the user will not wait."""
+        self.hurry = True
+        for w in list(self.workers.values()):
+            w.poke()
 
     async def stop(self) -> None:
         """Stop every container, report final states, stop serving logs."""

@@ -122,6 +122,8 @@ class PodWorker:
             return 1.0  # the DELETED event ends this worker
         if shutting_down:
             grace = min(_grace(pod), max(self.kubelet.config.shutdown_grace_seconds, MIN_GRACE))
+            if self.kubelet.hurry:
+                grace = 0.0
             if not await self._terminate(grace, pod):
                 return 0.1
             await self._report(pod)

@@ -91,3 +91,45 @@ def test_after_a_crash_of_up_running_pods_are_adopted_not_restarted(up: Up) -> N
     assert after["state"] == before["state"]
     assert up.stop() == 0
     assert stray_processes(up.data_dir) == []
+
+
+def test_a_second_ctrl_c_while_stopping_kills_pods_that_ignore_sigterm(up: Up) -> None:
+    up.start()
+    core = up.core()
+    stubborn = {
+        **TICKER,
+        "command": ["sh", "-c", "trap 'echo ignored' TERM; while true; do sleep 0.1; done"],
+    }
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "stubborn"},
+            "spec": {"containers": [stubborn], "terminationGracePeriodSeconds": 300},
+        },
+    )
+    eventually(lambda: "running" in _status(core, "stubborn")["state"])
+
+    def ctrl_c_twice() -> int:
+        assert up.proc is not None
+        up.proc.send_signal(signal.SIGINT)
+        eventually(lambda: any("Ctrl-C again" in line for line in up.output))
+        # The shutdown grace (10 s) would end it too; the second Ctrl-C must not wait for it.
+        return up.stop(signal.SIGINT, timeout=8)
+
+    assert ctrl_c_twice() == 0
+    assert any("stopping now" in line for line in up.output)
+    assert stray_processes(up.data_dir) == []
+
+    up.start()
+    core = up.core()
+    status = eventually(
+        lambda: (
+            (s := _status(core, "stubborn"))["restartCount"] == 1
+            and "terminated" in (s.get("lastState") or {})
+            and s
+        )
+    )
+    last = status["lastState"]["terminated"]
+    assert (last["exitCode"], last["signal"]) == (137, 9)
+    assert ctrl_c_twice() == 0
+    assert stray_processes(up.data_dir) == []

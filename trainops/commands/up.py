@@ -167,8 +167,12 @@ class Stack:
     kubeconfig: Path | None = None
     stops: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Called on a second Ctrl-C while stopping: stop waiting for grace periods.
+    hurry: list[Any] = field(default_factory=list)
+    stopping: bool = False
 
     async def stop(self) -> None:
+        self.stopping = True
         for stop in reversed(self.stops):
             try:
                 await stop()
@@ -178,18 +182,23 @@ class Stack:
 
 
 async def _main(args: argparse.Namespace, data_dir: Path) -> int:
+    stack = Stack(data_dir)
     stopped_by: list[int] = []
     stop_event = asyncio.Event()
     loop = asyncio.get_running_loop()
 
     def on_signal(sig: int) -> None:
         stopped_by.append(sig)
+        if stack.stopping and stack.hurry:
+            print("trainops up: stopping now (remaining pod processes are killed)", file=sys.stderr)
+            for hurry in stack.hurry:
+                hurry()
+            stack.hurry.clear()
         stop_event.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: the terminal closed
         loop.add_signal_handler(sig, on_signal, sig)
     started = time.monotonic()
-    stack = Stack(data_dir)
     print(f"trainops up: starting (data in {data_dir})...", file=sys.stderr, flush=True)
     try:
         # Not cancelled by a signal: a component cancelled half-way could leave pod processes
@@ -207,7 +216,11 @@ async def _main(args: argparse.Namespace, data_dir: Path) -> int:
         return 128 + stopped_by[0]
     _banner(stack, args, time.monotonic() - started)
     await stop_event.wait()
-    print("trainops up: stopping (pod processes are being ended)...", file=sys.stderr, flush=True)
+    print(
+        "trainops up: stopping (pod processes are being ended; Ctrl-C again to kill them now)...",
+        file=sys.stderr,
+        flush=True,
+    )
     await stack.stop()
     print("trainops up: stopped", file=sys.stderr, flush=True)
     return 0
@@ -254,6 +267,7 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
 
     node = await start_node(api.kubeconfig, data_dir)
     stack.stops.append(node.stop)
+    stack.hurry.append(node.kubelet.force_stop)
     stack.notes.append(f"kubelet     node {node.node_name}, logs on 127.0.0.1:{node.log_port}")
     stack.kubeconfig = api.kubeconfig
 
