@@ -45,10 +45,13 @@ def references(
     secrets: set[str] = set()
     if container is None:
         for v in (pod.get("spec") or {}).get("volumes") or []:
-            if "configMap" in v:
-                cms.add(str((v["configMap"] or {}).get("name") or ""))
-            if "secret" in v:
-                secrets.add(str((v["secret"] or {}).get("secretName") or ""))
+            projected = (v.get("projected") or {}).get("sources") or []
+            for src in [v, *projected]:
+                if "configMap" in src:
+                    cms.add(str((src["configMap"] or {}).get("name") or ""))
+                if "secret" in src:
+                    sec = src["secret"] or {}
+                    secrets.add(str(sec.get("secretName") or sec.get("name") or ""))
         return cms, secrets
     for src in container.get("envFrom") or []:
         if "configMapRef" in src:

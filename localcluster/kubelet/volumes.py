@@ -8,7 +8,9 @@ with `TRAINOPS_POD_ROOT=<root>` and, without a `workingDir`, in `<root>`; comman
 elements that start with a mount path are rewritten to the mapped path (see docs/KUBELET.md).
 
 Volume kinds: `emptyDir` (a directory; `medium: Memory` too), `configMap` and `secret` (files
-materialised from the objects, honouring `items`, `defaultMode`, `mode`, `optional`), `hostPath`
+materialised from the objects, honouring `items`, `defaultMode`, `mode`, `optional`),
+`downwardAPI` (the pod's name, namespace, uid, labels, annotations, written at start),
+`projected` (configMap, secret and downwardAPI sources into one directory), `hostPath`
 (the host path itself), `persistentVolumeClaim` (a per-claim directory under
 `DATA_DIR/volumes/<namespace>/<claim>` that outlives the pod). Anything else is refused with a
 clear message rather than silently ignored.
@@ -67,44 +69,47 @@ def plan_volumes(
             volumes.append(name)
             sources[name] = f"volume:{name}"
         elif "configMap" in vol or "secret" in vol:
-            is_secret = "secret" in vol
-            src = vol["secret" if is_secret else "configMap"] or {}
-            obj_name = str(src.get("secretName" if is_secret else "name") or "")
-            store = secrets if is_secret else config_maps
             volumes.append(name)
             sources[name] = f"volume:{name}"
-            obj = store.get(obj_name)
-            if obj is None:
-                if src.get("optional"):
-                    continue
-                kind = "secret" if is_secret else "configmap"
-                return (
-                    f'MountVolume.SetUp failed for volume "{name}" : {kind} "{obj_name}" not found'
-                )
-            data = _data(obj, secret=is_secret)
-            default_mode = int(src.get("defaultMode", 0o644))
-            items = src.get("items")
-            if items:
-                for item in items:
-                    key = str(item.get("key") or "")
-                    if key not in data:
-                        if src.get("optional"):
-                            continue
-                        label = "Secret" if is_secret else "ConfigMap"
-                        return (
-                            f'MountVolume.SetUp failed for volume "{name}" : configmap references'
-                            f" non-existent config key: {key}"
-                            if not is_secret
-                            else f"couldn't find key {key} in {label} {namespace}/{obj_name}"
-                        )
-                    mode = int(item.get("mode", default_mode))
-                    rel = str(item.get("path") or key)
-                    if rel.startswith("/") or ".." in PurePosixPath(rel).parts:
-                        return f'volume "{name}": item path {rel!r} must be relative, without ".."'
-                    files.append(VolumeFile(name, rel, data[key], mode))
-            else:
-                for key in sorted(data):
-                    files.append(VolumeFile(name, key, data[key], default_mode))
+            got = _object_files(pod, name, vol, config_maps, secrets, projected=False)
+            if isinstance(got, str):
+                return got
+            files.extend(got)
+        elif "downwardAPI" in vol:
+            volumes.append(name)
+            sources[name] = f"volume:{name}"
+            got = _downward_files(pod, name, vol["downwardAPI"] or {}, None)
+            if isinstance(got, str):
+                return got
+            files.extend(got)
+        elif "projected" in vol:
+            volumes.append(name)
+            sources[name] = f"volume:{name}"
+            projected = vol["projected"] or {}
+            default_mode = int(projected.get("defaultMode", 0o644))
+            for src in projected.get("sources") or []:
+                if "configMap" in src or "secret" in src:
+                    got = _object_files(
+                        pod,
+                        name,
+                        src,
+                        config_maps,
+                        secrets,
+                        projected=True,
+                        default_mode=default_mode,
+                    )
+                elif "downwardAPI" in src:
+                    got = _downward_files(pod, name, src["downwardAPI"] or {}, default_mode)
+                else:
+                    kinds = sorted(src)
+                    return (
+                        f'volume "{name}": projected source {", ".join(kinds) or "<none>"} is '
+                        "not supported by the local kubelet (configMap, secret and downwardAPI "
+                        "are)"
+                    )
+                if isinstance(got, str):
+                    return got
+                files.extend(got)
         elif "hostPath" in vol:
             sources[name] = "host:" + str((vol["hostPath"] or {}).get("path") or "/")
         elif "persistentVolumeClaim" in vol:
@@ -139,6 +144,94 @@ def plan_volumes(
                 claimed[norm] = target
                 links.append(MountLink(norm, target))
     return VolumePlan(tuple(volumes), tuple(files), tuple(links))
+
+
+def _object_files(
+    pod: Mapping[str, Any],
+    name: str,
+    source: Mapping[str, Any],
+    config_maps: Mapping[str, Mapping[str, Any]],
+    secrets: Mapping[str, Mapping[str, Any]],
+    *,
+    projected: bool,
+    default_mode: int = 0o644,
+) -> list[VolumeFile] | str:
+    """The files of a configMap or secret volume (or projected source), or an error."""
+    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    is_secret = "secret" in source
+    src = source["secret" if is_secret else "configMap"] or {}
+    # A secret volume names it `secretName`; a projected secret source, like configMaps, `name`.
+    obj_name = str(src.get("name" if projected or not is_secret else "secretName") or "")
+    store = secrets if is_secret else config_maps
+    obj = store.get(obj_name)
+    if obj is None:
+        if src.get("optional"):
+            return []
+        kind = "secret" if is_secret else "configmap"
+        return f'MountVolume.SetUp failed for volume "{name}" : {kind} "{obj_name}" not found'
+    data = _data(obj, secret=is_secret)
+    default_mode = int(src.get("defaultMode", default_mode))
+    items = src.get("items")
+    files: list[VolumeFile] = []
+    if not items:
+        return [VolumeFile(name, key, data[key], default_mode) for key in sorted(data)]
+    for item in items:
+        key = str(item.get("key") or "")
+        if key not in data:
+            if src.get("optional"):
+                continue
+            label = "Secret" if is_secret else "ConfigMap"
+            return (
+                f'MountVolume.SetUp failed for volume "{name}" : configmap references'
+                f" non-existent config key: {key}"
+                if not is_secret
+                else f"couldn't find key {key} in {label} {namespace}/{obj_name}"
+            )
+        rel = str(item.get("path") or key)
+        if rel.startswith("/") or ".." in PurePosixPath(rel).parts:
+            return f'volume "{name}": item path {rel!r} must be relative, without ".."'
+        files.append(VolumeFile(name, rel, data[key], int(item.get("mode", default_mode))))
+    return files
+
+
+_DOWNWARD_FIELDS = ("metadata.name", "metadata.namespace", "metadata.uid")
+
+
+def _downward_files(
+    pod: Mapping[str, Any], name: str, source: Mapping[str, Any], default_mode: int | None
+) -> list[VolumeFile] | str:
+    """The files of a downwardAPI volume (or projected source): the pod's name, namespace, uid,
+    labels and annotations, formatted as the kubelet writes them (`key="value"` lines).
+
+    Written once when the pod starts: label changes later are not reflected (a real kubelet
+    refreshes them). `resourceFieldRef` items are refused by name."""
+    meta = pod.get("metadata") or {}
+    mode = int(source.get("defaultMode", default_mode if default_mode is not None else 0o644))
+    files: list[VolumeFile] = []
+    for item in source.get("items") or []:
+        rel = str(item.get("path") or "")
+        if not rel or rel.startswith("/") or ".." in PurePosixPath(rel).parts:
+            return f'volume "{name}": item path {rel!r} must be relative, without ".."'
+        field_path = str((item.get("fieldRef") or {}).get("fieldPath") or "")
+        if field_path in _DOWNWARD_FIELDS:
+            value = str(meta.get(field_path.split(".")[1]) or "")
+        elif field_path in ("metadata.labels", "metadata.annotations"):
+            values = meta.get(field_path.split(".")[1]) or {}
+            value = "\n".join(f'{k}="{values[k]}"' for k in sorted(values))
+        elif field_path.startswith(("metadata.labels['", "metadata.annotations['")):
+            group, _, rest = field_path[len("metadata.") :].partition("['")
+            value = str((meta.get(group) or {}).get(rest.removesuffix("']"), ""))
+        elif "resourceFieldRef" in item:
+            return (
+                f'volume "{name}": downwardAPI item {rel!r}: resourceFieldRef is not supported '
+                "by the local kubelet (use it in env instead)"
+            )
+        else:
+            return (
+                f'volume "{name}": downwardAPI item {rel!r}: unsupported fieldPath {field_path!r}'
+            )
+        files.append(VolumeFile(name, rel, value.encode(), int(item.get("mode", mode))))
+    return files
 
 
 def rewrite_path(value: str, root: str, mount_paths: list[str]) -> str:

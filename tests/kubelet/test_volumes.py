@@ -99,3 +99,65 @@ def test_item_paths_cannot_escape_the_volume() -> None:
     ]
     result = plan_volumes(pod(vol, []), config_maps=CMS, secrets={})
     assert result == 'volume "cfg": item path \'../../x\' must be relative, without ".."'
+
+
+def test_downward_api_and_projected_volumes_write_the_pods_facts_and_objects(
+    tmp_path: Path,
+) -> None:
+    p = pod(
+        [
+            {
+                "name": "info",
+                "downwardAPI": {
+                    "items": [
+                        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                        {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+                        {"path": "team", "fieldRef": {"fieldPath": "metadata.labels['team']"}},
+                    ]
+                },
+            },
+            {
+                "name": "all",
+                "projected": {
+                    "defaultMode": 0o440,
+                    "sources": [
+                        {"configMap": {"name": "cfg", "items": [{"key": "other", "path": "o"}]}},
+                        {"secret": {"name": "creds"}},
+                        {
+                            "downwardAPI": {
+                                "items": [
+                                    {"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}
+                                ]
+                            }
+                        },
+                    ],
+                },
+            },
+        ],
+        [{"name": "info", "mountPath": "/etc/info"}, {"name": "all", "mountPath": "/etc/all"}],
+    )
+    p["metadata"]["labels"] = {"team": "ml", "app": "tb"}
+    plan = plan_volumes(p, config_maps=CMS, secrets=SECRETS)
+    assert not isinstance(plan, str)
+    materialise(plan, pod_dir=tmp_path / "pod", data_dir=tmp_path)
+    root = tmp_path / "pod" / "root"
+    assert (root / "etc/info/labels").read_text() == 'app="tb"\nteam="ml"'
+    assert (root / "etc/info/name").read_text() == "p"
+    assert (root / "etc/info/team").read_text() == "ml"
+    assert sorted(f.name for f in (root / "etc/all").iterdir()) == ["ns", "o", "token"]
+    assert (root / "etc/all/token").read_bytes() == b"s3cret"
+    assert (root / "etc/all/ns").read_text() == "ns"
+    assert os.stat(root / "etc/all/o").st_mode & 0o777 == 0o440
+
+
+def test_projected_sources_the_local_kubelet_cannot_make_are_refused_by_name() -> None:
+    vol = [
+        {
+            "name": "kube-api-access",
+            "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+        }
+    ]
+    assert plan_volumes(pod(vol, []), config_maps={}, secrets={}) == (
+        'volume "kube-api-access": projected source serviceAccountToken is not supported by '
+        "the local kubelet (configMap, secret and downwardAPI are)"
+    )
