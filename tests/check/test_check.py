@@ -324,3 +324,14 @@ def test_a_job_named_by_a_number_is_reported_under_that_number(
     code, lines, _ = run_check(capsys, str(path))
     assert code == 1
     assert lines[0].startswith(f"{path}:3: TensorFlowTrainingJob/123: metadata.name: ")
+
+
+def test_a_directory_without_yaml_files_gets_a_warning_and_exit_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "main.py").write_text("print('hi')\n")
+    code, lines, err = run_check(capsys, str(tmp_path / "src"))
+    assert code == 0
+    assert err == f"{tmp_path / 'src'}: warning: no *.yaml or *.yml files found\n"
+    assert lines == ["0 jobs checked: 0 admitted, 0 denied"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -95,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
         docs, errs = manifests.load_text(sys.stdin.read(), "<stdin>")
         documents.extend(docs)
         errors.extend(errs)
+    for path in paths:  # a directory without manifests is most likely the wrong directory
+        if os.path.isdir(path) and not manifests.discover([path])[0]:
+            print(f"{path}: warning: no *.yaml or *.yml files found", file=sys.stderr)
     outcome = check_documents(manifests.expand_lists(documents))
     if args.output == "json":
         json.dump(outcome.reports, sys.stdout, indent=2)
