@@ -20,7 +20,8 @@ def pod_event(
     warning: bool = False,
     container: str = "",
 ) -> dict[str, Any]:
-    """An Event whose involvedObject is `pod` (and `spec.containers{c}` when about a container).
+    """An Event whose involvedObject is `pod` (and `spec.containers{c}`, or
+    `spec.initContainers{c}` for an init container, when about a container).
 
     `suffix` makes the name unique (`<pod>.<suffix>`, like the `<pod>.<hex>` names of real events).
     """
@@ -36,7 +37,9 @@ def pod_event(
     if meta.get("resourceVersion"):
         involved["resourceVersion"] = meta["resourceVersion"]
     if container:
-        involved["fieldPath"] = f"spec.containers{{{container}}}"
+        inits = ((pod.get("spec") or {}).get("initContainers")) or []
+        field = "initContainers" if any(c.get("name") == container for c in inits) else "containers"
+        involved["fieldPath"] = f"spec.{field}{{{container}}}"
     source: dict[str, Any] = {"component": component}
     if host:
         source["host"] = host
