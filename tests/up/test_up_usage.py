@@ -125,3 +125,42 @@ def test_apiserver_flags_are_checked_without_a_traceback(
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_flags_of_components_not_built_yet_are_accepted_and_reported(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "trainops", "up", "--data-dir", str(data_dir)),
+                *("--dashboard-port", str(port), "--repo", "https://example.com/jobs.git"),
+                *("--path", "jobs", "--revision", "main"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            assert proc.stdout is not None
+            banner = []
+            for line in proc.stdout:
+                banner.append(line.strip())
+                if line.startswith("Stop with"):
+                    break
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert (
+        f"dashboard   not available yet (--dashboard-port {port} noted; "
+        "that port is in use right now)"
+    ) in banner
+    assert (
+        "gitops      not available yet (would sync https://example.com/jobs.git path jobs at main)"
+    ) in banner
+    assert stray_processes(data_dir) == []
