@@ -335,3 +335,20 @@ def test_a_directory_without_yaml_files_gets_a_warning_and_exit_0(
     assert code == 0
     assert err == f"{tmp_path / 'src'}: warning: no *.yaml or *.yml files found\n"
     assert lines == ["0 jobs checked: 0 admitted, 0 denied"]
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
+    # `trainops check -o json . | head`: more output than a pipe holds, reader gone early.
+    job = (SEEDS / "tensorflow-reference.yaml").read_text()
+    (tmp_path / "many.yaml").write_text("\n---\n".join([job] * 150))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainops", "check", "-o", "json", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == b"[\n"
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0
+    assert "Traceback" not in err and "BrokenPipe" not in err

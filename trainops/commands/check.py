@@ -100,18 +100,34 @@ def run(args: argparse.Namespace) -> int:
         if os.path.isdir(path) and not manifests.discover([path])[0]:
             print(f"{path}: warning: no *.yaml or *.yml files found", file=sys.stderr)
     outcome = check_documents(manifests.expand_lists(documents))
-    if args.output == "json":
-        json.dump(outcome.reports, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        _print_errors(errors, sys.stderr)
-        print(_summary(outcome, errors), file=sys.stderr)
-    else:
-        _print_text(outcome, sys.stdout)
-        _print_errors(errors, sys.stderr)
-        print(_summary(outcome, errors))
     if errors:
-        return EXIT_UNREADABLE
-    return EXIT_DENIED if any(not r["allowed"] for r in outcome.reports) else EXIT_ADMITTED
+        code = EXIT_UNREADABLE
+    elif any(not r["allowed"] for r in outcome.reports):
+        code = EXIT_DENIED
+    else:
+        code = EXIT_ADMITTED
+    try:
+        if args.output == "json":
+            json.dump(outcome.reports, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            _print_errors(errors, sys.stderr)
+            print(_summary(outcome, errors), file=sys.stderr)
+        else:
+            _print_text(outcome, sys.stdout)
+            _print_errors(errors, sys.stderr)
+            print(_summary(outcome, errors))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()
+    return code
+
+
+def stdout_closed() -> None:
+    """The reader went away (`trainops check -o json . | head`): that is not an error of ours.
+    Point stdout at /dev/null so the interpreter's final flush does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def check_documents(documents: list[Document]) -> Outcome:

@@ -41,7 +41,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     crds = build_crds()
     if args.out is None:
-        sys.stdout.write(render(crds))
+        try:
+            sys.stdout.write(render(crds))
+            sys.stdout.flush()
+        except BrokenPipeError:  # `trainops crds | head`
+            from trainops.commands.check import stdout_closed
+
+            stdout_closed()
         return 0
     try:
         # A path naming a file (or ending in .yaml, which would become a directory so named)
