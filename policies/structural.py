@@ -92,7 +92,7 @@ _EXACT_TYPES: dict[str, frozenset[type]] = {
 # Paths under construction are linked pairs `(parent, part)` (root: `None`), so descending costs
 # one small tuple, and a `Path` is only built when something is wrong.
 _Parts = tuple[Any, Any] | None
-Checker = Callable[[Any, _Parts, list[FieldError]], None]
+_Checker = Callable[[Any, _Parts, list[FieldError]], None]
 
 
 @dataclass(eq=False)
@@ -111,7 +111,7 @@ class _Node:
     is_object: bool = False
     is_array: bool = False
     # Objects and arrays: checks a value of an exact type (built once, see `_object_checker`).
-    check: Checker | None = None
+    check: _Checker | None = None
 
 
 @cache
@@ -234,7 +234,7 @@ def _walk(node: _Node, value: Any, parts: _Parts, errors: list[FieldError]) -> N
 # object or array; nothing else is allocated but the linked path pair of each container.
 
 
-def _object_checker(node: _Node) -> Checker:
+def _object_checker(node: _Node) -> _Checker:
     table = {name: (child.exact, child.check, child) for name, child in node.props.items()}
     lookup = table.get
     extra = node.additional
@@ -268,7 +268,7 @@ def _object_checker(node: _Node) -> Checker:
     return check_object
 
 
-def _array_checker(node: _Node) -> Checker:
+def _array_checker(node: _Node) -> _Checker:
     items = node.items
     if items is None:
         return _accept
