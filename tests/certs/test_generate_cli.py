@@ -126,3 +126,19 @@ def test_inject_names_the_flag_whose_file_is_unusable(
     argv = [a.format(tmp=tmp_path) for a in args]
     assert main(["certs", "inject", *argv]) == 2
     assert capsys.readouterr().err == f"trainops certs inject: {message.format(tmp=tmp_path)}\n"
+
+
+def test_existing_certificates_are_kept_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["certs", "generate", "--out", str(tmp_path)]) == 0
+    ca = (tmp_path / pki.CA_FILE).read_bytes()
+    capsys.readouterr()
+    assert main(["certs", "generate", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"trainops certs generate: {tmp_path} already holds ca.crt, tls.crt, tls.key; use "
+        "--force to replace them (clients trusting the old CA will then fail)\n"
+    )
+    assert (tmp_path / pki.CA_FILE).read_bytes() == ca
+    assert main(["certs", "generate", "--out", str(tmp_path), "--force"]) == 0
+    assert (tmp_path / pki.CA_FILE).read_bytes() != ca

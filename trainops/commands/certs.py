@@ -43,6 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     gen.add_argument("--days", type=int, default=365, help="serving certificate validity (days)")
     gen.add_argument("--ca-days", type=int, default=3650, help="CA validity (days)")
+    gen.add_argument(
+        "--force",
+        action="store_true",
+        help="replace certificates already in --out (whatever trusts the old CA stops working)",
+    )
     gen.set_defaults(func=_generate)
 
     inj = sub.add_parser(
@@ -88,6 +93,15 @@ def _generate(args: argparse.Namespace) -> int:
         return 2
     if args.out.exists() and not args.out.is_dir():
         print(f"trainops certs generate: --out {args.out} is not a directory", file=sys.stderr)
+        return 2
+    existing = [n for n in (pki.CA_FILE, pki.CERT_FILE, pki.KEY_FILE) if (args.out / n).exists()]
+    if existing and not args.force:
+        # A new CA silently replacing one that webhook configurations trust breaks them.
+        print(
+            f"trainops certs generate: {args.out} already holds {', '.join(existing)}; "
+            "use --force to replace them (clients trusting the old CA will then fail)",
+            file=sys.stderr,
+        )
         return 2
     ca = pki.new_ca(days=args.ca_days)
     serving = pki.new_serving_cert(ca, args.san, days=args.days)
