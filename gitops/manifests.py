@@ -391,13 +391,11 @@ def _record_lines(
 
 def _describe(error: yaml.MarkedYAMLError, text: str) -> str:
     parts = [p for p in (error.context, error.problem) if p]
-    found = _character_at(text, error.problem_mark)
-    if found == "\t":
+    mark = error.problem_mark
+    if mark is not None and _character_at(text, mark) == "\t":
         # libyaml's wording ("found character that cannot start any token") hides the usual
         # cause: an editor inserted a tab where YAML allows only spaces.
-        return (
-            f"a tab character at column {error.problem_mark.column + 1}; YAML indents with spaces"
-        )
+        return f"a tab character at column {mark.column + 1}; YAML indents with spaces"
     return ", ".join(parts) if parts else "invalid YAML"
 
 

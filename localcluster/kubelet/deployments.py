@@ -175,7 +175,7 @@ def _with_replica_sets(
     # Rolling back to an older template makes its ReplicaSet the newest revision again.
     newest = max((_revision(rs) for rs in replica_sets), default=0)
     others = max((_revision(rs) for rs in replica_sets if rs is not current), default=0)
-    revision = str(_revision(current) if _revision(current) > others else newest + 1)
+    current_revision = str(_revision(current) if _revision(current) > others else newest + 1)
     updates = []
     for rs_hash, rs in sorted(by_hash.items()):
         mine = [p for p in active if _hash_of(p) == rs_hash]
@@ -191,10 +191,12 @@ def _with_replica_sets(
         }
         updates.append(
             ReplicaSetUpdate(
-                rs["metadata"]["name"], replicas, status, revision if rs is current else ""
+                rs["metadata"]["name"], replicas, status, current_revision if rs is current else ""
             )
         )
-    return DeploymentPlan(create, plan.delete, plan.status, replica_sets=updates, revision=revision)
+    return DeploymentPlan(
+        create, plan.delete, plan.status, replica_sets=updates, revision=current_revision
+    )
 
 
 def _revision(rs: dict[str, Any]) -> int:
