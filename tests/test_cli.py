@@ -30,3 +30,28 @@ def test_module_entry_point_runs() -> None:
     )
     assert result.returncode == 0
     assert result.stdout.startswith("trainops ")
+
+
+def test_an_out_of_range_webhook_port_is_a_usage_error_not_a_traceback() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "trainops", "webhook", "--cert-dir", ".", "--port", "99999"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "argument --port: 99999 is not a port number (0-65535)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    result = subprocess.run(
+        f"{sys.executable} -m trainops crds | head -c 10",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert len(result.stdout) == 10
+    assert "Traceback" not in result.stderr
+    assert "BrokenPipe" not in result.stderr

@@ -12,6 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
+from trainops.commands.up import port_number
+
 DEFAULT_CONFIG_NAME = "trainops-webhook"
 DEFAULT_SECRET_NAME = "trainops-webhook-certs"
 DEFAULT_CRDS = (
@@ -33,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="directory holding tls.crt and tls.key (watched; changes are picked up live)",
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8443, help="port to listen on")
+    parser.add_argument(
+        "--port", type=port_number(allow_zero=True), default=8443, help="port to listen on"
+    )
     parser.add_argument(
         "--max-body-bytes",
         type=int,
