@@ -41,6 +41,7 @@ __all__ = ["check", "source_parts"]
 _SKIPPED_ROOT_FIELDS = frozenset({"metadata", "status"})
 _SCALARS = (str, int, float, bool, type(None))
 _EXPECTED = {"int-or-string": "integer or string"}
+_INT_BITS = {"int32": 32, "int64": 64}
 
 
 def check(obj: Any) -> list[FieldError]:
@@ -106,6 +107,7 @@ class _Node:
     is_set: bool = False  # x-kubernetes-list-type: set (scalar items, each at most once)
     max_items: int | None = None
     max_length: int | None = None
+    int_bits: int | None = None  # 32 or 64: integers of `format: int32` / `int64`
     # Python types accepted without further thought (the fast path); others go to `_walk`.
     exact: frozenset[type] = frozenset()
     is_object: bool = False
@@ -145,6 +147,9 @@ def _compile(schema: dict[str, Any], location: tuple[str, ...], *, in_template: 
         and not ("enum" in schema or "pattern" in schema)
     ):
         node.exact = frozenset()  # take the slow path, which checks the length
+    if kind == "integer" and schema.get("format") in _INT_BITS:
+        node.int_bits = _INT_BITS[schema["format"]]
+        node.exact = frozenset()  # take the slow path, which checks the range
     node.is_object = kind == "object"
     node.is_array = kind == "array"
     for name, sub in schema.get("properties", {}).items():
@@ -221,6 +226,17 @@ def _walk(node: _Node, value: Any, parts: _Parts, errors: list[FieldError]) -> N
         node.check(value, parts, errors)
     elif kind != "any" and not _scalar_ok(kind, value):
         errors.append(_wrong_type(parts, value, _EXPECTED.get(kind, kind)))
+    elif node.int_bits is not None and not -(2 ** (node.int_bits - 1)) <= value < 2 ** (
+        node.int_bits - 1
+    ):
+        bits = node.int_bits
+        errors.append(
+            fieldpath.invalid(
+                _path(parts),
+                value,
+                f"must be a {bits}-bit integer, between {-(2 ** (bits - 1))} and {2 ** (bits - 1) - 1}",
+            )
+        )
     elif node.max_length is not None and isinstance(value, str):
         size = len(value.encode("utf-8"))
         if size > node.max_length:
