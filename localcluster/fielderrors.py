@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from localcluster.types import ApiError
+from policies.fieldpath import json_type
 
 __all__ = [
     "FieldError",
@@ -138,22 +139,6 @@ def _go_literal(value: Any) -> str:
         inner = ", ".join(f"{json.dumps(k)}:{_go_literal(v)}" for k, v in value.items())
         return "map[string]interface {}{" + inner + "}"
     return json.dumps(value)
-
-
-def json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
 
 
 def invalid_error(kind: str, group: str, name: str, errors: Sequence[FieldError]) -> ApiError:

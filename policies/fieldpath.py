@@ -27,6 +27,7 @@ __all__ = [
     "duplicate",
     "forbidden",
     "invalid",
+    "json_type",
     "not_supported",
     "required",
     "too_long",
@@ -186,3 +187,22 @@ def duplicate(path: Path, value: Any) -> FieldError:
 
 def too_long(path: Path, value: Any, max_length: int) -> FieldError:
     return FieldError(ErrorType.TOO_LONG, path, f"may not be more than {max_length} bytes", value)
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of a value, as Kubernetes' schema errors show it instead of the value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__

@@ -47,7 +47,7 @@ _INT_BITS = {"int32": 32, "int64": 64}
 def check(obj: Any) -> list[FieldError]:
     """Unknown fields and type mismatches in a whole job object (empty when it decodes)."""
     if not isinstance(obj, dict):
-        return [fieldpath.invalid(Path(), _type_name(obj), "must be of type object")]
+        return [fieldpath.invalid(Path(), fieldpath.json_type(obj), "must be of type object")]
     kind = obj.get("kind")
     root = _compiled(kind) if isinstance(kind, str) else None
     if root is None:
@@ -391,23 +391,4 @@ def _wrong_type(parts: _Parts, value: Any, expected: str) -> FieldError:
     detail = f"must be of type {expected}"
     if expected == _EXPECTED["int-or-string"] and isinstance(value, float):
         detail += f' (quote it: "{value}")'
-    return fieldpath.invalid(_path(parts), _type_name(value), detail)
-
-
-def _type_name(value: Any) -> str:
-    """The JSON type of a value, as Kubernetes' schema errors show it instead of the value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return fieldpath.invalid(_path(parts), fieldpath.json_type(value), detail)
