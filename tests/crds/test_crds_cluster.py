@@ -37,14 +37,7 @@ CRD_NAMES = (
 def kubectl(
     cluster: Cluster, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["kubectl", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=cluster.kubectl_env(),
-    )
+    return cluster.kubectl(*args, stdin=stdin, check=False)
 
 
 @pytest.fixture(scope="module")

@@ -42,17 +42,7 @@ spec:
 def run(
     cluster: Cluster, namespace: str, *args: str, stdin: str | None = None, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run(
-        [KUBECTL or "kubectl", "-n", namespace, *args],
-        input=stdin,
-        env=cluster.kubectl_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if check:
-        assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
-    return out
+    return cluster.kubectl("-n", namespace, *args, stdin=stdin, check=check)
 
 
 def test_create_get_and_delete_round_trip(cluster: Cluster, namespace: str) -> None:

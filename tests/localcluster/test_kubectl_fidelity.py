@@ -89,17 +89,7 @@ spec:
 def kubectl(
     cluster: Cluster, namespace: str, *args: str, stdin: str | None = None, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run(
-        [KUBECTL or "kubectl", "-n", namespace, *args],
-        input=stdin,
-        env=cluster.kubectl_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if check:
-        assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
-    return out
+    return cluster.kubectl("-n", namespace, *args, stdin=stdin, check=check)
 
 
 def widget(name: str, **spec: object) -> str:

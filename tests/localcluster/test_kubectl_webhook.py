@@ -42,17 +42,7 @@ SERVICE = f"hook.{SERVICE_NS}"
 def kubectl(
     cluster: Cluster, *args: str, stdin: str | None = None, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run(
-        [KUBECTL or "kubectl", *args],
-        input=stdin,
-        env=cluster.kubectl_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if check:
-        assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
-    return out
+    return cluster.kubectl(*args, stdin=stdin, check=check)
 
 
 class BackgroundWebhook:

@@ -13,6 +13,8 @@ import asyncio
 import base64
 import inspect
 import os
+import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -101,6 +103,23 @@ class Cluster:
 
     def kubectl_env(self) -> dict[str, str]:
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the real kubectl against this cluster; with `check`, a failure fails the test
+        showing kubectl's stderr."""
+        out = subprocess.run(
+            [shutil.which("kubectl") or "kubectl", *args],
+            input=stdin,
+            env=self.kubectl_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check:
+            assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
+        return out
 
 
 def _from_kubeconfig(path: Path) -> Cluster:
