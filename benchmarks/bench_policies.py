@@ -26,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import policies
+from benchmarks.machine import cpu_model
 from policies import job as policy_job
 from policies import structural
 
@@ -88,16 +89,6 @@ def measure(fn: Callable[[], object], iterations: int, repeats: int) -> tuple[fl
         wall.append((time.perf_counter() - start) / iterations * 1e6)
         cpu.append((time.process_time() - start_cpu) / iterations * 1e6)
     return statistics.median(wall), min(wall), statistics.median(cpu)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import policies  # noqa: E402
+from benchmarks.machine import cpu_model  # noqa: E402
 from certs import pki  # noqa: E402
 
 # On a multi-core machine the servers share one CPU and wrk gets another, so both servers meet
@@ -184,16 +185,6 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run")
@@ -301,7 +292,7 @@ def main() -> int:
     print()
     pinning = "servers pinned to CPU 1, wrk to CPU 0" if _PIN_SERVER else "no CPU pinning"
     print(
-        f"Machine: {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}; wrk -t1, "
+        f"Machine: {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}; wrk -t1, "
         f"{args.duration:g}s per run, median of {args.repeat} alternating runs; {pinning}"
     )
     print()

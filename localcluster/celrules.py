@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from localcluster.fielderrors import FieldError, MapKey, PathPart, render_path
+from policies.fieldpath import json_type
 
 __all__ = [
     "compile_error",
@@ -317,7 +318,7 @@ def _check(
         activation["oldSelf"] = Optional(None if old is _MISSING else celpy.json_to_cel(old))
     elif transition:
         activation["oldSelf"] = celpy.json_to_cel(old)
-    type_name = str(schema.get("type") or _json_type(value))
+    type_name = str(schema.get("type") or json_type(value))
     field = render_path((*path, *_field_path(str(rule.get("fieldPath") or ""))))
     if program is None:
         return FieldError.invalid(field, type_name, f"compilation failed: {problem}")
@@ -386,17 +387,3 @@ def _eval_message(error: BaseException) -> str:
     if m:
         return f"no such key: {m.group(1)}"
     return " ".join(text.split())
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "string"

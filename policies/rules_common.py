@@ -17,6 +17,7 @@ from policies.fieldpath import (
     Path,
     duplicate,
     invalid,
+    json_type,
     not_supported,
     required,
 )
@@ -83,7 +84,7 @@ def validate_name(kind: KindSpec, metadata: Any, replicas: list[Replica]) -> lis
     if metadata is None:
         return [required(Path.of("metadata", "name"))]
     if not isinstance(metadata, dict):
-        return [invalid(Path.of("metadata"), _kind_of(metadata), "must be of type object")]
+        return [invalid(Path.of("metadata"), json_type(metadata), "must be of type object")]
     name, generate = metadata.get("name"), metadata.get("generateName")
     suffix, longest = _longest_suffix(kind, replicas)
     if (name is None or name == "") and generate is not None and generate != "":
@@ -91,7 +92,7 @@ def validate_name(kind: KindSpec, metadata: Any, replicas: list[Replica]) -> lis
     if name is None or name == "":
         return [required(_NAME, "a job name (or metadata.generateName) is required")]
     if not isinstance(name, str):
-        return [invalid(_NAME, _kind_of(name), "must be of type string")]
+        return [invalid(_NAME, json_type(name), "must be of type string")]
     if len(name) > MAX_NAME_LENGTH:
         return [_too_long(_NAME, name, MAX_NAME_LENGTH - suffix, longest)]
     if not _DNS1035_LABEL.fullmatch(name):
@@ -104,7 +105,7 @@ def validate_name(kind: KindSpec, metadata: Any, replicas: list[Replica]) -> lis
 def _validate_generate_name(generate: Any, suffix: int, longest: str) -> list[FieldError]:
     path = Path.of("metadata", "generateName")
     if not isinstance(generate, str):
-        return [invalid(path, _kind_of(generate), "must be of type string")]
+        return [invalid(path, json_type(generate), "must be of type string")]
     if not _DNS1035_PREFIX.fullmatch(generate):
         return [invalid(path, generate, _DNS1035_HELP)]
     limit = MAX_NAME_LENGTH - suffix - _GENERATED_SUFFIX
@@ -362,19 +363,6 @@ def _fileset_problem(uri: str) -> str:
 
 def _is_subdomain(value: str) -> bool:
     return len(value) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(value) is not None
-
-
-def _kind_of(value: Any) -> str:
-    """The JSON type name of a value, as type errors show it."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "null"
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
