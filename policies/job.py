@@ -104,8 +104,16 @@ def default_patch(obj: Any) -> list[dict[str, Any]]:
     return plan_defaults(kind, obj)
 
 
-def validate(obj: Any, old: Any = None) -> tuple[list[FieldError], list[str]]:
-    """Errors and warnings for a defaulted job; `old` is the stored object on UPDATE."""
+def validate(
+    obj: Any, old: Any = None, *, schema_checked: bool = False
+) -> tuple[list[FieldError], list[str]]:
+    """Errors and warnings for a defaulted job; `old` is the stored object on UPDATE.
+
+    `schema_checked=True` skips the structural layer (unknown fields, JSON types) for an object
+    that has already passed the CRD's schema: the API server validates against it before it
+    calls validating webhooks, so repeating the walk there would only cost time (it is half of
+    the work for a typical job). The semantic rules run either way and skip ill-typed values.
+    """
     if not isinstance(obj, dict):
         return [invalid(Path(), _type_name(obj), "a training job must be a JSON object")], []
     raw_kind = obj.get("kind")
@@ -113,18 +121,23 @@ def validate(obj: Any, old: Any = None) -> tuple[list[FieldError], list[str]]:
     if kind is None:
         return [not_supported(Path.of("kind"), raw_kind, KINDS)], []
     try:
-        return _validate(kind, obj, old)
+        return _validate(kind, obj, old, schema_checked)
     except RecursionError:
         # Only absurdly deep nesting gets here (comparing two such objects on UPDATE).
         return [invalid(Path(), "object", "is nested too deeply to be checked")], []
 
 
-def _validate(kind: KindSpec, obj: dict[str, Any], old: Any) -> tuple[list[FieldError], list[str]]:
+def _validate(
+    kind: KindSpec, obj: dict[str, Any], old: Any, schema_checked: bool
+) -> tuple[list[FieldError], list[str]]:
     errors: list[FieldError] = []
     if obj.get("apiVersion") != API_VERSION:
         errors.append(not_supported(Path.of("apiVersion"), obj.get("apiVersion"), (API_VERSION,)))
-    found = structural.check(obj)
     rules, warnings = _rules(kind, obj, old)
+    if schema_checked:
+        errors.extend(rules)
+        return errors, warnings
+    found = structural.check(obj)
     broken = [e.path.parts for e in found if not _is_unknown_field(e)]
     errors.extend(found)
     errors.extend(e for e in rules if not _under_any(e.path.parts, broken))

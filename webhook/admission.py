@@ -75,14 +75,18 @@ class Outcome:
     verdict: Verdict
 
 
-def review(endpoint: Endpoint, doc: Any) -> Outcome:
+def review(endpoint: Endpoint, doc: Any, *, check_schema: bool = False) -> Outcome:
     """Answer one parsed AdmissionReview for `/mutate` or `/validate`.
 
+    `check_schema` makes `/validate` repeat the CRD schema check (see `validate`).
     Raises `ReviewError` for a malformed review, including JSON nested too deeply to process.
     """
     api_version, request = parse_review(doc)
     try:
-        response, verdict = (mutate if endpoint == "mutate" else validate)(request)
+        if endpoint == "mutate":
+            response, verdict = mutate(request)
+        else:
+            response, verdict = validate(request, check_schema=check_schema)
     except RecursionError:
         raise ReviewError("object is nested too deeply to be checked") from None
     obj = request.get("object") or request.get("oldObject")
@@ -149,7 +153,9 @@ def mutate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
     }, "patched"
 
 
-def validate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
+def validate(
+    request: AdmissionRequest, *, check_schema: bool = False
+) -> tuple[AdmissionResponse, Verdict]:
     """Deny a training job that breaks a rule, naming every violated field.
 
     The object is checked as it will be stored: the API server calls validating webhooks only
@@ -158,6 +164,11 @@ def validate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
     expects — defaulting it again would be wasted work on the hot path. (Installing the
     ValidatingWebhookConfiguration without the mutating one therefore validates objects
     without their defaults; deploy/webhook installs both.)
+
+    For the same reason the CRD's structural schema (unknown fields, JSON types) is not walked
+    again: the API server validates the object against it before calling validating webhooks
+    and never sends an object that fails it. `check_schema=True` walks it anyway, for API
+    servers whose CRDs were installed without the trainops schema.
     """
     uid = request["uid"]
     if request["operation"] not in ("CREATE", "UPDATE"):
@@ -167,7 +178,7 @@ def validate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
         return _unhandled(uid, obj), "skipped"
     old = request.get("oldObject") if request["operation"] == "UPDATE" else None
     try:
-        errors, warnings = policies.validate(obj, old)
+        errors, warnings = policies.validate(obj, old, schema_checked=not check_schema)
     except RecursionError:
         raise
     except Exception as exc:

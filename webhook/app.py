@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,9 @@ class Settings:
     body_timeout: float = 10.0
     idle_timeout: float = 120.0
     linger_timeout: float = 2.0
+    # Repeat the CRD schema check in /validate (see `admission.validate`); off because the API
+    # server has always applied the schema before it calls a validating webhook.
+    check_schema: bool = False
 
 
 class Readiness:
@@ -155,8 +158,8 @@ def create_app(
         app[TLS] = tls
         metrics.cert_expiry.set_function(lambda: tls.not_after.timestamp() - time.time())
         app.cleanup_ctx.append(_watch_certificates)
-    app.router.add_post("/mutate", _mutate)
-    app.router.add_post("/validate", _validate)
+    app.router.add_post("/mutate", _admission_handler("mutate"))
+    app.router.add_post("/validate", _admission_handler("validate"))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
@@ -171,55 +174,67 @@ async def _watch_certificates(app: web.Application) -> AsyncIterator[None]:
         await task
 
 
-async def _mutate(request: web.Request) -> web.Response:
-    return await _admit(request, "mutate")
+def _admission_handler(
+    endpoint: admission.Endpoint,
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        app = request.app
+        try:
+            body = await _read_body(request, app[SETTINGS])
+            response = _respond(endpoint, body, app[SETTINGS], app[METRICS])
+        except _Refused as refused:
+            app[METRICS].count(endpoint, "", "", refused.verdict)
+            response = refused.response
+        app[METRICS].observe(endpoint, time.perf_counter() - started)
+        return response
+
+    return handle
 
 
-async def _validate(request: web.Request) -> web.Response:
-    return await _admit(request, "validate")
+class _Refused(Exception):
+    """A request answered with a 4xx before any admission work (`verdict` labels the metric)."""
+
+    def __init__(self, verdict: str, response: web.Response) -> None:
+        self.verdict = verdict
+        self.response = response
 
 
-async def _admit(request: web.Request, endpoint: admission.Endpoint) -> web.Response:
-    started = time.perf_counter()
-    try:
-        response = await _answer(request, endpoint)
-    finally:
-        request.app[METRICS].observe(endpoint, time.perf_counter() - started)
-    return response
-
-
-async def _answer(request: web.Request, endpoint: admission.Endpoint) -> web.Response:
-    settings = request.app[SETTINGS]
-    count = request.app[METRICS].count
+async def _read_body(request: web.Request, settings: Settings) -> bytes:
     try:
         if request.content.is_eof():  # the usual case: the body came with the headers
-            body = await request.read()
-        else:
-            async with asyncio.timeout(settings.body_timeout):
-                body = await request.read()
+            return await request.read()
+        async with asyncio.timeout(settings.body_timeout):
+            return await request.read()
     except TimeoutError:
-        count(endpoint, "", "", "timeout")
-        return _plain(408, f"request body not received within {settings.body_timeout:g}s", True)
+        text = f"request body not received within {settings.body_timeout:g}s"
+        raise _Refused("timeout", _plain(408, text, True)) from None
     except web.HTTPRequestEntityTooLarge:
-        count(endpoint, "", "", "too_large")
-        return _plain(
-            413, f"request body larger than the limit of {settings.max_body_bytes} bytes", True
-        )
+        text = f"request body larger than the limit of {settings.max_body_bytes} bytes"
+        raise _Refused("too_large", _plain(413, text, True)) from None
+
+
+def _respond(
+    endpoint: admission.Endpoint, body: bytes, settings: Settings, metrics: Metrics
+) -> web.Response:
+    """Parse, review, serialise (synchronous: nothing here waits)."""
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        count(endpoint, "", "", "bad_request")
         if "depth limit" in str(exc):
-            return _plain(400, "request body is JSON nested too deeply")
-        return _plain(400, f"request body is not valid JSON: {exc}")
+            raise _Refused(
+                "bad_request", _plain(400, "request body is JSON nested too deeply")
+            ) from None
+        raise _Refused(
+            "bad_request", _plain(400, f"request body is not valid JSON: {exc}")
+        ) from None
     try:
-        outcome = admission.review(endpoint, doc)
+        outcome = admission.review(endpoint, doc, check_schema=settings.check_schema)
     except admission.ReviewError as exc:
-        count(endpoint, "", "", "bad_request")
-        return _plain(400, str(exc))
+        raise _Refused("bad_request", _plain(400, str(exc))) from None
     if outcome.verdict == "error":
         log.error("policy evaluation failed: %s", outcome.review.get("response"))
-    count(endpoint, outcome.kind, outcome.operation, outcome.verdict)
+    metrics.count(endpoint, outcome.kind, outcome.operation, outcome.verdict)
     return web.Response(body=orjson.dumps(outcome.review), content_type="application/json")
 
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 import policies
+from policies import structural
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "jobs"
 
@@ -84,3 +85,45 @@ def test_the_broken_xgboost_seed_names_the_template_and_the_unknown_field() -> N
     admission = policies.admit(load(FIXTURES / "xgboost-seed-broken-worker.yaml"))
     texts = [str(e) for e in admission.errors]
     assert 'spec.replicaSpecs[1].template: Forbidden: unknown field "containers"' in texts
+
+
+def _schema_valid(path: Path) -> bool:
+    obj = load(path)
+    return policies.is_training_job(obj) and not structural.check(policies.default(obj)[0])
+
+
+# The objects an API server with the trainops CRDs lets through to a validating webhook.
+SCHEMA_VALID = [p for p in DOCUMENTED if _schema_valid(p)]
+
+
+def test_most_fixtures_pass_the_schema() -> None:
+    assert len(SCHEMA_VALID) >= 10
+
+
+@pytest.mark.parametrize("path", SCHEMA_VALID, ids=[p.stem for p in SCHEMA_VALID])
+def test_without_the_schema_walk_an_object_that_passed_the_schema_gets_the_same_verdict(
+    path: Path,
+) -> None:
+    """What the webhook answers (`schema_checked=True`) equals what `trainops check` answers."""
+    defaulted, _ = policies.default(load(path))
+    assert policies.validate(defaulted, schema_checked=True) == policies.validate(defaulted)
+
+
+def test_schema_checked_skips_only_the_structural_layer() -> None:
+    obj, _ = policies.default(load(FIXTURES / "tensorflow-limits-below-requests.yaml"))
+    obj["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "x"
+    obj["spec"]["runPolicy"] = {"backoffLimit": "three"}
+
+    def fields(errors: list[policies.FieldError]) -> set[str]:
+        return {f"{e.type.value} {e.field}" for e in errors}
+
+    rules_only = fields(policies.validate(obj, schema_checked=True)[0])
+    everything = fields(policies.validate(obj)[0])
+    structural_found = fields(structural.check(obj))
+    assert structural_found == {
+        "Forbidden spec.replicaSpecs[0].template.spec.containers[0]",
+        "Invalid spec.runPolicy.backoffLimit",
+    }
+    assert everything == rules_only | structural_found
+    assert not rules_only & structural_found
+    assert any("resources.limits" in f for f in rules_only)

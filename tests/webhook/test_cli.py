@@ -100,6 +100,36 @@ def test_the_webhook_command_serves_and_stops_cleanly_on_sigterm(certs: Path) ->
     assert proc.returncode == 0, err
 
 
+def _validate(base: str, ctx: ssl.SSLContext, obj: dict) -> dict:
+    req = urllib.request.Request(
+        base + "/validate",
+        data=json.dumps(review(obj)).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:
+        answer: dict = json.loads(resp.read())["response"]
+    return answer
+
+
+def test_check_schema_makes_validate_repeat_the_crd_schema_check(certs: Path, webhook) -> None:
+    """By default /validate trusts the API server's schema check; --check-schema repeats it."""
+    job = example("tensorflow-mnist")
+    job["spec"]["replicaSpecs"][0]["replicass"] = 2  # a typo the CRD schema would refuse
+    base, ctx, _ = webhook
+    assert _validate(base, ctx, job)["allowed"] is True
+
+    proc, port = _start(certs, "--check-schema", "--shutdown-delay", "0")
+    try:
+        answer = _validate(f"https://localhost:{port}", ctx, job)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+    assert answer["allowed"] is False
+    assert answer["status"]["message"] == (
+        'spec.replicaSpecs[0]: Forbidden: unknown field "replicass"'
+    )
+
+
 def test_after_sigterm_the_webhook_reports_unready_but_still_serves(webhook) -> None:
     base, ctx, proc = webhook
     assert _get(base + "/readyz", ctx) == (200, "ok\n")

@@ -50,6 +50,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=5.0,
         help="seconds to keep serving (unready) after SIGTERM before closing (default 5)",
     )
+    parser.add_argument(
+        "--check-schema",
+        action="store_true",
+        help="in /validate, also check unknown fields and JSON types against the CRD schema "
+        "(the API server has done so already when the trainops CRDs are installed)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     managed = parser.add_argument_group("certificate self-management (in cluster)")
     managed.add_argument(
@@ -100,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         cert_dir=args.cert_dir,
         host=args.host,
         port=args.port,
-        settings=Settings(max_body_bytes=args.max_body_bytes),
+        settings=Settings(max_body_bytes=args.max_body_bytes, check_schema=args.check_schema),
         shutdown_delay=args.shutdown_delay,
     )
     companion: Companion | None = None
