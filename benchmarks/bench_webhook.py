@@ -47,6 +47,8 @@ _PIN_SERVER = (
 _PIN_CLIENT = ["taskset", "-c", "0"] if _PIN_SERVER else []
 
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
+_URL_PATHS = {"shell": "validate"}
+_LABELS = {"shell": "/validate, unchecked kind"}
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,10 @@ def _bodies(tmp: Path) -> dict[str, Path]:
     defaulted, _ = policies.default(job)
     out = {}
     # /mutate gets the job as written (a patch comes back); /validate the defaulted job (allowed).
-    for endpoint, obj in (("mutate", job), ("validate", defaulted)):
+    # "shell": the same bytes under a kind the webhook does not check (skipped with a warning):
+    # JSON, envelope, metrics and response without any rule — the ceiling of the HTTP shell.
+    other = {**defaulted, "apiVersion": "kubeflow.org/v1", "kind": "TFJob"}
+    for endpoint, obj in (("mutate", job), ("validate", defaulted), ("shell", other)):
         path = tmp / f"{endpoint}.json"
         path.write_text(json.dumps(_review(obj)))
         out[endpoint] = path
@@ -189,7 +194,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run")
     parser.add_argument("--conns", default="1,8,64", help="connection counts")
-    parser.add_argument("--endpoints", default="validate,mutate")
+    parser.add_argument(
+        "--endpoints",
+        default="validate,mutate,shell",
+        help="shell = /validate of an unchecked kind (same body size): the shell's own cost",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="alternating runs per cell (median)")
     parser.add_argument("--rss-requests", type=int, default=100_000)
     parser.add_argument("--json", type=Path, help="also write raw results here")
@@ -236,15 +245,16 @@ def main() -> int:
         _wait_healthy(fport, ctx, floor)
         for endpoint in args.endpoints.split(","):
             body = bodies[endpoint]
+            url_path = _URL_PATHS.get(endpoint, endpoint)
             # warm both (imports, caches) before measuring
-            _wrk(f"https://127.0.0.1:{fport}/{endpoint}", body, 8, 2)
-            _wrk(f"https://127.0.0.1:{wport}/{endpoint}", body, 8, 2)
+            _wrk(f"https://127.0.0.1:{fport}/{url_path}", body, 8, 2)
+            _wrk(f"https://127.0.0.1:{wport}/{url_path}", body, 8, 2)
             for conns in (int(c) for c in args.conns.split(",")):
                 fs, ws = [], []
                 for _ in range(args.repeat):  # alternate, so drifting background load hits both
                     fs.append(
                         _wrk(
-                            f"https://127.0.0.1:{fport}/{endpoint}",
+                            f"https://127.0.0.1:{fport}/{url_path}",
                             body,
                             conns,
                             args.duration,
@@ -253,7 +263,7 @@ def main() -> int:
                     )
                     ws.append(
                         _wrk(
-                            f"https://127.0.0.1:{wport}/{endpoint}",
+                            f"https://127.0.0.1:{wport}/{url_path}",
                             body,
                             conns,
                             args.duration,
@@ -303,13 +313,15 @@ def main() -> int:
     for row in rows:
         f, w = row["floor"], row["webhook"]
         print(
-            f"| /{row['endpoint']} | {row['conns']} | {f['rps']:.0f} | {w['rps']:.0f} | {w['rps'] / f['rps']:.2f} | "
+            f"| {_LABELS.get(row['endpoint'], '/' + row['endpoint'])} | {row['conns']} | {f['rps']:.0f} | {w['rps']:.0f} | {w['rps'] / f['rps']:.2f} | "
             f"{f['p50'] * 1e3:.2f} / {f['p99'] * 1e3:.2f} | {w['p50'] * 1e3:.2f} / {w['p99'] * 1e3:.2f} | {w['p99'] / f['p99']:.2f} | {f['cpu_us']:.0f} / {w['cpu_us']:.0f} |"
         )
     print()
-    print(
-        f"RSS (KiB) after each round: first {samples[0]}, after warm-up {samples[1]}, last {samples[-1]}, max {max(samples)}"
-    )
+    if len(samples) > 1:
+        print(
+            f"RSS (KiB) after each round: first {samples[0]}, after warm-up {samples[1]}, "
+            f"last {samples[-1]}, max {max(samples)}"
+        )
     if args.json:
         args.json.write_text(
             json.dumps({"rows": rows, "rss_kib": samples, "requests": done}, indent=2)
