@@ -24,15 +24,15 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import generate_latest
 
 from webhook import admission
+from webhook.metrics import Metrics
 from webhook.tls import ReloadingTLS
 
 __all__ = [
@@ -89,52 +89,6 @@ class Readiness:
         return not self._reasons
 
 
-@dataclass
-class Metrics:
-    """The webhook's Prometheus metrics, in a registry of their own (one per app)."""
-
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-
-    def __post_init__(self) -> None:
-        self.requests = Counter(
-            "trainops_webhook_requests",
-            "Admission requests answered, by endpoint, kind, operation and verdict.",
-            ["endpoint", "kind", "operation", "verdict"],
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            "trainops_webhook_request_duration_seconds",
-            "Time from the start of reading a request to the response being ready.",
-            ["endpoint"],
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
-            registry=self.registry,
-        )
-        self.cert_expiry = Gauge(
-            "trainops_webhook_certificate_expiry_seconds",
-            "Seconds until the serving certificate in use expires (negative once expired).",
-            registry=self.registry,
-        )
-        # `labels()` hashes and validates its arguments on every call (~3 µs each); the label
-        # sets are few and fixed (endpoints x kinds x operations x verdicts), so the child
-        # metric objects are looked up once and kept.
-        self._counters: dict[tuple[str, str, str, str], Any] = {}
-        self._timers: dict[str, Any] = {}
-
-    def count(self, endpoint: str, kind: str, operation: str, verdict: str) -> None:
-        """One answered request (labels must come from bounded sets, never from client text)."""
-        key = (endpoint, kind, operation, verdict)
-        child = self._counters.get(key)
-        if child is None:
-            child = self._counters[key] = self.requests.labels(*key)
-        child.inc()
-
-    def observe(self, endpoint: str, seconds: float) -> None:
-        timer = self._timers.get(endpoint)
-        if timer is None:
-            timer = self._timers[endpoint] = self.latency.labels(endpoint)
-        timer.observe(seconds)
-
-
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 READINESS = web.AppKey("readiness", Readiness)
@@ -156,10 +110,10 @@ def create_app(
     app[READINESS] = readiness or Readiness()
     if tls is not None:
         app[TLS] = tls
-        metrics.cert_expiry.set_function(lambda: tls.not_after.timestamp() - time.time())
+        metrics.certificate_expiry(lambda: tls.not_after.timestamp() - time.time())
         app.cleanup_ctx.append(_watch_certificates)
-    app.router.add_post("/mutate", _admission_handler("mutate"))
-    app.router.add_post("/validate", _admission_handler("validate"))
+    app.router.add_post("/mutate", _admission_handler("mutate", settings, metrics))
+    app.router.add_post("/validate", _admission_handler("validate", settings, metrics))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
@@ -175,18 +129,17 @@ async def _watch_certificates(app: web.Application) -> AsyncIterator[None]:
 
 
 def _admission_handler(
-    endpoint: admission.Endpoint,
+    endpoint: admission.Endpoint, settings: Settings, metrics: Metrics
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         started = time.perf_counter()
-        app = request.app
         try:
-            body = await _read_body(request, app[SETTINGS])
-            response = _respond(endpoint, body, app[SETTINGS], app[METRICS])
+            body = await _read_body(request, settings)
+            response = _respond(endpoint, body, settings, metrics)
         except _Refused as refused:
-            app[METRICS].count(endpoint, "", "", refused.verdict)
+            metrics.count(endpoint, "", "", refused.verdict)
             response = refused.response
-        app[METRICS].observe(endpoint, time.perf_counter() - started)
+        metrics.observe(endpoint, time.perf_counter() - started)
         return response
 
     return handle
