@@ -1,6 +1,8 @@
 """The aiohttp shell around `webhook.admission`: routes, limits, metrics, readiness.
 
-Everything the handlers share lives in typed `web.AppKey`s. The handler does the transport
+The app's parts live in typed `web.AppKey`s; the two admission handlers get the settings and
+metrics bound when the app is built instead (they run thousands of times a second, and every
+lookup shows). The handler does the transport
 work only — read the body under a deadline and a size limit, parse JSON (orjson: decoding and
 encoding are a tenth of the CPU per request with the standard library), call the pure
 `admission.review`, serialise, count — and maps each kind of bad input to a 4xx with a plain
