@@ -240,6 +240,17 @@ def _validate_node(
 def _validate_number(
     value: float, schema: dict[str, Any], field: str, errors: list[FieldError]
 ) -> None:
+    if schema.get("type") == "integer" and not _fits(value, schema.get("format")):
+        # kube-openapi checks every integer against the capacity of its format (int64 when
+        # none is given) before the bounds: 1e23 or 2^31 in an int32 field is refused.
+        fmt = schema.get("format") if schema.get("format") in _INT_BITS else ""
+        what = f"with format {fmt}" if fmt else "(default format)"
+        errors.append(
+            FieldError.invalid(
+                field, value, f"Checked value must be of type integer {what} in {field}"
+            )
+        )
+        return
     lo, hi = schema.get("minimum"), schema.get("maximum")
     if lo is not None:
         if schema.get("exclusiveMinimum") and value <= lo:
@@ -268,6 +279,14 @@ def _validate_number(
         errors.append(
             FieldError.invalid(field, value, f"{field} in body should be a multiple of {step}")
         )
+
+
+_INT_BITS = {"int32": 32, "int64": 64}
+
+
+def _fits(value: float, fmt: Any) -> bool:
+    limit = 2 ** (_INT_BITS.get(fmt, 64) - 1) if isinstance(fmt, str) else 2**63
+    return -limit <= value < limit
 
 
 def _validate_string(

@@ -24,6 +24,7 @@ SCHEMA = {
             "properties": {
                 "replicas": {"type": "integer", "minimum": 1},
                 "maxReplicas": {"type": "integer", "default": 4},
+                "shards": {"type": "integer", "format": "int32"},
                 "mode": {"type": "string", "enum": ["fast", "slow"], "default": "fast"},
                 "name": {"type": "string", "maxLength": 5, "pattern": "^[a-z]+$"},
                 "port": {"x-kubernetes-int-or-string": True},
@@ -124,6 +125,12 @@ def test_strict_rejects_unknown_fields_with_the_decoder_message() -> None:
         pytest.param({"replicas": 0}, ("FieldValueInvalid", "spec.replicas",
             "Invalid value: 0: spec.replicas in body should be greater than or equal to 1"),
             id="minimum"),
+        pytest.param({"shards": 2**31}, ("FieldValueInvalid", "spec.shards",
+            "Invalid value: 2147483648: Checked value must be of type integer with format int32 "
+            "in spec.shards"), id="int32-capacity"),
+        pytest.param({"replicas": 1e23}, ("FieldValueInvalid", "spec.replicas",
+            "Invalid value: 1e+23: Checked value must be of type integer (default format) "
+            "in spec.replicas"), id="int64-capacity"),
         pytest.param({"mode": "warp"}, ("FieldValueNotSupported", "spec.mode",
             'Unsupported value: "warp": supported values: "fast", "slow"'), id="enum"),
         pytest.param({"name": "abcdef"}, ("FieldValueTooLong", "spec.name",
@@ -154,6 +161,12 @@ def test_schema_and_cel_violations_are_422_with_a_cause_per_field(
     spec: dict, expected: tuple[str, str, str]
 ) -> None:
     assert expected in causes(widget(**spec))
+
+
+def test_integers_at_the_edge_of_their_format_are_accepted() -> None:
+    for shards in (2**31 - 1, -(2**31)):
+        result, _ = prepare(widget(shards=shards, maxReplicas=2**63 - 1))
+        assert result["spec"]["shards"] == shards
 
 
 def test_required_fields_and_the_aggregate_message() -> None:

@@ -33,6 +33,33 @@ def test_kubectl_apply_of_a_bad_job_is_denied_by_the_webhook(kubectl) -> None:
     assert good.returncode == 0, good.stderr
 
 
+def test_what_the_webhook_leaves_to_the_crd_schema_is_refused_by_the_api_server(
+    kubectl, tmp_path: Path
+) -> None:
+    """/validate skips the structural walk; the API server's schema step does that work."""
+    text = (EXAMPLES / "tensorflow-mnist.yaml").read_text()
+    cases = {
+        "overflow": (
+            text.replace("name: mnist", "name: mnist-overflow").replace(
+                "replicas: 2", "replicas: 2147483648"
+            ),
+            "Checked value must be of type integer with format int32 in "
+            "spec.replicaSpecs[1].replicas",
+        ),
+        "typo": (
+            text.replace("name: mnist", "name: mnist-typo").replace("replicas: 2", "replicass: 2"),
+            'strict decoding error: unknown field "spec.replicaSpecs[1].replicass"',
+        ),
+    }
+    for name, (manifest, expected) in cases.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(manifest)
+        result = kubectl("create", "-f", str(path))
+        assert result.returncode != 0, name
+        assert expected in result.stderr, result.stderr
+        assert "admission webhook" not in result.stderr
+
+
 def test_the_node_is_ready_and_publishes_its_log_port(kubectl) -> None:
     out = kubectl(
         "get",
