@@ -240,17 +240,9 @@ def _validate_node(
 def _validate_number(
     value: float, schema: dict[str, Any], field: str, errors: list[FieldError]
 ) -> None:
-    if schema.get("type") == "integer" and not _fits(value, schema.get("format")):
-        # kube-openapi checks every integer against the capacity of its format (int64 when
-        # none is given) before the bounds: 1e23 or 2^31 in an int32 field is refused.
-        fmt = schema.get("format") if schema.get("format") in _INT_BITS else ""
-        what = f"with format {fmt}" if fmt else "(default format)"
-        errors.append(
-            FieldError.invalid(
-                field, value, f"Checked value must be of type integer {what} in {field}"
-            )
-        )
-        return
+    capacity = _capacity_error(value, schema, field)
+    if capacity is not None:
+        errors.append(capacity)
     lo, hi = schema.get("minimum"), schema.get("maximum")
     if lo is not None:
         if schema.get("exclusiveMinimum") and value <= lo:
@@ -281,12 +273,33 @@ def _validate_number(
         )
 
 
-_INT_BITS = {"int32": 32, "int64": 64}
+# What each numeric format can hold: kube-openapi checks every number against it (int64 for an
+# integer without a known format, nothing for a number without one) before the bounds.
+_RANGES: dict[tuple[str, str], tuple[float, float]] = {
+    ("integer", "int32"): (-(2**31), 2**31 - 1),
+    ("integer", "uint32"): (0, 2**32 - 1),
+    ("integer", "uint64"): (0, 2**64 - 1),
+    ("number", "float"): (-3.4028234663852886e38, 3.4028234663852886e38),
+    ("number", "float32"): (-3.4028234663852886e38, 3.4028234663852886e38),
+}
+_INT64 = (-(2**63), 2**63 - 1)
 
 
-def _fits(value: float, fmt: Any) -> bool:
-    limit = 2 ** (_INT_BITS.get(fmt, 64) - 1) if isinstance(fmt, str) else 2**63
-    return -limit <= value < limit
+def _capacity_error(value: float, schema: dict[str, Any], field: str) -> FieldError | None:
+    """kube-openapi's `IsValueValidAgainstRange`: a plain error, which apiextensions reports on
+    no field (`<nil>: Invalid value: ""`) with the path inside the message."""
+    typ, fmt = schema.get("type"), schema.get("format") or ""
+    bounds = _RANGES.get((typ, fmt)) if isinstance(typ, str) and isinstance(fmt, str) else None
+    if bounds is None and typ == "integer":
+        bounds = _INT64
+    if bounds is None or bounds[0] <= value <= bounds[1]:
+        return None
+    what = f"with format {fmt}" if fmt else "(default format)"
+    return FieldError(
+        "FieldValueInvalid",
+        "<nil>",
+        f'Invalid value: "": Checked value must be of type {typ} {what} in {field}',
+    )
 
 
 def _validate_string(

@@ -125,12 +125,15 @@ def test_strict_rejects_unknown_fields_with_the_decoder_message() -> None:
         pytest.param({"replicas": 0}, ("FieldValueInvalid", "spec.replicas",
             "Invalid value: 0: spec.replicas in body should be greater than or equal to 1"),
             id="minimum"),
-        pytest.param({"shards": 2**31}, ("FieldValueInvalid", "spec.shards",
-            "Invalid value: 2147483648: Checked value must be of type integer with format int32 "
+        pytest.param({"shards": 2**31}, ("FieldValueInvalid", "<nil>",
+            'Invalid value: "": Checked value must be of type integer with format int32 '
             "in spec.shards"), id="int32-capacity"),
-        pytest.param({"replicas": 1e23}, ("FieldValueInvalid", "spec.replicas",
-            "Invalid value: 1e+23: Checked value must be of type integer (default format) "
+        pytest.param({"replicas": 1e23}, ("FieldValueInvalid", "<nil>",
+            'Invalid value: "": Checked value must be of type integer (default format) '
             "in spec.replicas"), id="int64-capacity"),
+        pytest.param({"shards": -(2**31) - 1}, ("FieldValueInvalid", "<nil>",
+            'Invalid value: "": Checked value must be of type integer with format int32 '
+            "in spec.shards"), id="int32-capacity-low"),
         pytest.param({"mode": "warp"}, ("FieldValueNotSupported", "spec.mode",
             'Unsupported value: "warp": supported values: "fast", "slow"'), id="enum"),
         pytest.param({"name": "abcdef"}, ("FieldValueTooLong", "spec.name",
@@ -161,6 +164,14 @@ def test_schema_and_cel_violations_are_422_with_a_cause_per_field(
     spec: dict, expected: tuple[str, str, str]
 ) -> None:
     assert expected in causes(widget(**spec))
+
+
+def test_a_number_beyond_its_format_is_still_checked_against_its_bounds() -> None:
+    found = causes(widget(replicas=-1e23))
+    assert ("FieldValueInvalid", "spec.replicas",
+            "Invalid value: -1e+23: spec.replicas in body should be greater than or equal to 1"
+            ) in found  # fmt: skip
+    assert any(c[1] == "<nil>" and "(default format) in spec.replicas" in c[2] for c in found)
 
 
 def test_integers_at_the_edge_of_their_format_are_accepted() -> None:
