@@ -137,12 +137,12 @@ def _admission_handler(
         started = time.perf_counter()
         try:
             body = await _read_body(request, settings)
-            response = _respond(endpoint, body, settings, metrics)
+            return _respond(endpoint, body, settings, metrics)
         except _Refused as refused:
             metrics.count(endpoint, "", "", refused.verdict)
-            response = refused.response
-        metrics.observe(endpoint, time.perf_counter() - started)
-        return response
+            return refused.response
+        finally:  # also for a client that went away mid-body
+            metrics.observe(endpoint, time.perf_counter() - started)
 
     return handle
 

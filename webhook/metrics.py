@@ -5,7 +5,8 @@ goes through two or three method layers — about 4 µs per request inside the s
 everything the HTTP shell adds to bare aiohttp. The webhook counts from its event loop thread
 only, so plain `int`s in dicts suffice; the library still does the exposition, through the
 collector interface it provides for exactly this (`registry.register(collector)`), and
-`/metrics` reads the numbers on the same thread.
+`/metrics` reads the numbers on the same thread. The optional `_created` series are not
+exported.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 __all__ = ["LATENCY_BUCKETS", "Metrics"]
 
@@ -89,7 +91,7 @@ class Metrics(Collector):
             cumulative, buckets = 0, []
             for bound, count in zip((*LATENCY_BUCKETS, float("inf")), series.counts, strict=True):
                 cumulative += count
-                buckets.append((_bound(bound), cumulative))
+                buckets.append((floatToGoString(bound), cumulative))
             latency.add_metric((endpoint,), buckets, series.total)
         yield latency
         if self._expiry is not None:
@@ -99,6 +101,3 @@ class Metrics(Collector):
                 value=self._expiry(),
             )
 
-
-def _bound(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else repr(float(bound))

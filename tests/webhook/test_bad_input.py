@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.webhook.conftest import Webhook
 from tests.webhook.reviews import example, review
-from webhook.app import Settings
+from webhook.app import METRICS, Settings
 from webhook.server import RunningServer, ServerConfig, start
 
 NOT_A_REVIEW = {
@@ -77,11 +79,26 @@ async def test_an_object_nested_deeply_but_parseable_is_answered_without_a_5xx(
     await _still_serving(webhook)
 
 
+def _counted(server: RunningServer) -> dict[str, float]:
+    """The webhook's request counters by verdict, and its latency observations as `observed`."""
+    text = generate_latest(server.app[METRICS].registry).decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "trainops_webhook_requests_total":
+                verdict = sample.labels["verdict"]
+                out[verdict] = out.get(verdict, 0.0) + sample.value
+            elif sample.name == "trainops_webhook_request_duration_seconds_count":
+                out["observed"] = out.get("observed", 0.0) + sample.value
+    return out
+
+
 async def test_a_body_over_the_limit_gets_413(webhook: Webhook) -> None:
     limit = Settings().max_body_bytes
     status, text = await webhook.post("/validate", b" " * (limit + 1))
     assert status == 413
     assert str(limit) in str(text)
+    assert _counted(webhook.server) == {"too_large": 1.0, "observed": 1.0}
     await _still_serving(webhook)
 
 
@@ -150,6 +167,23 @@ async def test_a_client_that_trickles_its_body_gets_408(
     assert answer.startswith(b"HTTP/1.1 408 ")
     assert b"not received within 0.3s" in answer
     writer.close()
+    assert _counted(strict_server) == {"timeout": 1.0, "observed": 1.0}
+
+
+async def test_a_client_that_leaves_mid_body_is_still_timed(
+    strict_server: RunningServer, client_context: ssl.SSLContext
+) -> None:
+    _, writer = await _tls_connect(strict_server, client_context)
+    writer.write(
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 1000\r\n\r\n{"apiVersion"'
+    )
+    await writer.drain()
+    await asyncio.sleep(0.1)
+    writer.transport.abort()
+    async with asyncio.timeout(5):
+        while _counted(strict_server).get("observed") != 1.0:
+            await asyncio.sleep(0.02)
 
 
 async def test_a_client_that_never_starts_tls_is_disconnected(strict_server: RunningServer) -> None:
