@@ -7,8 +7,10 @@ Contract (stable; other packages code against it):
 
 - `default(obj) -> (defaulted_copy, json_patch_ops)`: never mutates `obj`; idempotent.
 - `default_patch(obj) -> json_patch_ops`: the same patch without the copy (for the webhook).
-- `validate(obj, old=None) -> (errors, warnings)`: `obj` is the defaulted object; `old` is the
-  stored object on UPDATE. Never raises, whatever the input.
+- `validate(obj, old=None, *, schema_checked=False) -> (errors, warnings)`: `obj` is the
+  defaulted object; `old` is the stored object on UPDATE; `schema_checked=True` skips the
+  structural layer for an object an API server has already checked against the CRD schema.
+  Never raises, whatever the input.
 - `admit(obj, old=None) -> Admission`: default, then validate the defaulted object.
 - `is_training_job(obj)`, `GROUP`, `VERSION`, `KINDS`.
 

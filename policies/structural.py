@@ -1,9 +1,10 @@
 """Strict decoding of a training job against its structural schema: unknown fields and types.
 
 A real API server, asked with `fieldValidation=Strict` (what kubectl sends), rejects fields its
-schema does not know and values of the wrong JSON type before any rule runs. The webhook cannot
-count on that order (`trainops check` and the GitOps pre-flight have no server at all), so
-`check(obj)` repeats it from the same schema the CRDs carry (`policies.schema`):
+schema does not know and values of the wrong JSON type before any rule runs. `trainops check`
+and the GitOps pre-flight have no server at all, so `check(obj)` repeats that step from the same
+schema the CRDs carry (`policies.schema`); the webhook's `/validate` skips it
+(`policies.validate(..., schema_checked=True)`), since the API server has just done it:
 
 - an unknown field is reported on its parent, `spec.replicaSpecs[1].template: Forbidden:
   unknown field "containers"`, so the path points at an object that exists in the user's file
