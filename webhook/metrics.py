@@ -100,4 +100,3 @@ class Metrics(Collector):
                 "Seconds until the serving certificate in use expires (negative once expired).",
                 value=self._expiry(),
             )
-
