@@ -167,8 +167,9 @@ def validate(
 
     For the same reason the CRD's structural schema (unknown fields, JSON types) is not walked
     again: the API server validates the object against it before calling validating webhooks
-    and never sends an object that fails it. `check_schema=True` walks it anyway, for API
-    servers whose CRDs were installed without the trainops schema.
+    (on UPDATE, validation ratcheting lets fields the user did not change through, as the
+    server intends). `check_schema=True` walks it anyway, for API servers whose CRDs were
+    installed without the trainops schema.
     """
     uid = request["uid"]
     if request["operation"] not in ("CREATE", "UPDATE"):

@@ -144,6 +144,17 @@ async def _tls_connect(server: RunningServer, ctx: ssl.SSLContext):
     )
 
 
+async def _send_part_of_a_body(server: RunningServer, ctx: ssl.SSLContext):
+    """A connection that announced a 1000-byte body and sent 13 bytes of it."""
+    reader, writer = await _tls_connect(server, ctx)
+    writer.write(
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 1000\r\n\r\n{"apiVersion"'
+    )
+    await writer.drain()
+    return reader, writer
+
+
 async def test_a_client_that_never_finishes_its_headers_is_disconnected(
     strict_server: RunningServer, client_context: ssl.SSLContext
 ) -> None:
@@ -157,12 +168,7 @@ async def test_a_client_that_never_finishes_its_headers_is_disconnected(
 async def test_a_client_that_trickles_its_body_gets_408(
     strict_server: RunningServer, client_context: ssl.SSLContext
 ) -> None:
-    reader, writer = await _tls_connect(strict_server, client_context)
-    writer.write(
-        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b'Content-Length: 1000\r\n\r\n{"apiVersion"'
-    )
-    await writer.drain()
+    reader, writer = await _send_part_of_a_body(strict_server, client_context)
     answer = await _read_until_closed(reader)
     assert answer.startswith(b"HTTP/1.1 408 ")
     assert b"not received within 0.3s" in answer
@@ -173,12 +179,7 @@ async def test_a_client_that_trickles_its_body_gets_408(
 async def test_a_client_that_leaves_mid_body_is_still_timed(
     strict_server: RunningServer, client_context: ssl.SSLContext
 ) -> None:
-    _, writer = await _tls_connect(strict_server, client_context)
-    writer.write(
-        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b'Content-Length: 1000\r\n\r\n{"apiVersion"'
-    )
-    await writer.drain()
+    _, writer = await _send_part_of_a_body(strict_server, client_context)
     await asyncio.sleep(0.1)
     writer.transport.abort()
     async with asyncio.timeout(5):

@@ -80,26 +80,6 @@ def webhook(certs: Path) -> Iterator[tuple[str, ssl.SSLContext, subprocess.Popen
         proc.communicate(timeout=20)
 
 
-def test_the_webhook_command_serves_and_stops_cleanly_on_sigterm(certs: Path) -> None:
-    proc, port = _start(certs, "--shutdown-delay", "0")
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-    try:
-        assert _get(f"https://localhost:{port}/healthz", ctx) == (200, "ok\n")
-        body = json.dumps(review(example("denied/no-main-container"))).encode()
-        req = urllib.request.Request(
-            f"https://localhost:{port}/validate",
-            data=body,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:
-            answer = json.loads(resp.read())
-        assert answer["response"]["allowed"] is False
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-
-
 def _validate(base: str, ctx: ssl.SSLContext, obj: dict) -> dict:
     req = urllib.request.Request(
         base + "/validate",
@@ -109,6 +89,20 @@ def _validate(base: str, ctx: ssl.SSLContext, obj: dict) -> dict:
     with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:
         answer: dict = json.loads(resp.read())["response"]
     return answer
+
+
+def test_the_webhook_command_serves_and_stops_cleanly_on_sigterm(certs: Path) -> None:
+    proc, port = _start(certs, "--shutdown-delay", "0")
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    try:
+        assert _get(f"https://localhost:{port}/healthz", ctx) == (200, "ok\n")
+        answer = _validate(f"https://localhost:{port}", ctx, example("denied/no-main-container"))
+        assert answer["allowed"] is False
+        assert "containers" in answer["status"]["message"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
 
 
 def test_check_schema_makes_validate_repeat_the_crd_schema_check(certs: Path, webhook) -> None:
