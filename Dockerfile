@@ -11,6 +11,7 @@ COPY gitops/ gitops/
 COPY certs/ certs/
 COPY localcluster/ localcluster/
 COPY kube/ kube/
+COPY dashboard/ dashboard/
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim
