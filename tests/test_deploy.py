@@ -5,8 +5,12 @@ The controller's RBAC is checked against its code both ways: the ClusterRole and
 asserted rule by rule (`CONTROLLER_CLUSTER_RULES`, `CONTROLLER_LEASE_RULES`), and a scan of the
 controller package (and the `kube` modules it imports) finds every `kube.resources` constant and
 every client call it makes, which must match `CONTROLLER_CALLS` and be allowed by those rules.
-The embedded API server does not serve rbac.authorization.k8s.io, so nothing here is applied:
-the manifests are rendered and read."""
+The webhook's Role and ClusterRole are asserted the same way (`WEBHOOK_RULES`), and the job CRDs
+it may only read are checked to have no conversion webhook to inject into.
+
+The embedded API server does not enforce RBAC, so nothing here is applied: the manifests are
+rendered and read. tests/reference/ applies them to a real kube-apiserver and runs
+the controller and the webhook with their ServiceAccounts' tokens."""
 
 from __future__ import annotations
 
@@ -164,12 +168,12 @@ CONTROLLER_CLUSTER_RULES = {
     # No call: OwnerReferencesPermissionEnforcement requires it to set blockOwnerDeletion on
     # the children's ownerReferences (controller/replicas.py `owner_reference`).
     *((_GROUP, f"{jobs}/finalizers", "update", ()) for jobs in _JOBS),
-    # Replicas (pods, services) and TensorBoard (deployments): informers, create, delete; get
-    # grants nothing list does not.
+    # Replicas (pods, services) and TensorBoard (deployments): informers, create, delete. Never
+    # read one by one: no get (tests/reference/test_rbac.py shows a real server refusing it).
     *(
         (group, plural, verb, ())
         for group, plural in (("", "pods"), ("", "services"), ("apps", "deployments"))
-        for verb in ("get", "list", "watch", "create", "delete")
+        for verb in ("list", "watch", "create", "delete")
     ),
     # kube/events.py: create, then a merge patch of count/lastTimestamp for a repeat.
     ("", "events", "create", ()),
@@ -438,3 +442,62 @@ def test_the_controller_objects_are_valid_against_the_kubernetes_schemas() -> No
     version = kubernetes_validate.latest_version()
     for doc in _render("deploy/controller"):
         kubernetes_validate.validate(doc, version, strict=True)
+
+
+# -- the webhook base's RBAC -----------------------------------------------------------------------
+
+WEBHOOK = "trainops-webhook"
+
+
+def _webhook_rules() -> dict[str, set[tuple[str, str, str, tuple[str, ...]]]]:
+    """certs/manager.py's calls, by the Role kind that grants them: its Secret (get; replace to
+    renew; never create: deploy/ ships it empty), the caBundle of its webhook configurations
+    (get, replace), and the job CRDs (get only: see the conversion test below)."""
+    from trainops.commands.webhook import DEFAULT_SECRET_NAME
+    from webhook.configurations import CONFIGURATION_NAME, TRAINING_JOB_CRDS
+
+    return {
+        "Role": {("", "secrets", verb, (DEFAULT_SECRET_NAME,)) for verb in ("get", "update")},
+        "ClusterRole": {
+            *(
+                ("admissionregistration.k8s.io", kind, verb, (CONFIGURATION_NAME,))
+                for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+                for verb in ("get", "update")
+            ),
+            (
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "get",
+                tuple(sorted(TRAINING_JOB_CRDS)),
+            ),
+        },
+    }
+
+
+def test_the_webhook_roles_grant_exactly_what_its_certificate_manager_needs(
+    docs: tuple[dict[str, Any], ...],
+) -> None:
+    expected = _webhook_rules()
+    assert _rule_set(_one(docs, "Role", "trainops-webhook-certs")["rules"]) == expected["Role"]
+    cluster_role = _one(docs, "ClusterRole", "trainops-webhook-cabundle")
+    assert _rule_set(cluster_role["rules"]) == expected["ClusterRole"]
+    assert "aggregationRule" not in cluster_role
+    # get and replace (update) as granted; create only for a missing Secret, which deploy/
+    # ships (empty), so the webhook needs no create.
+    manager = ast.parse((ROOT / "certs" / "manager.py").read_text())
+    assert _client_calls(manager) == {"get", "create", "replace"}, "certs/manager.py calls changed"
+    assert _one(docs, "Secret", "trainops-webhook-certs")["metadata"]["namespace"] == NAMESPACE
+
+
+def test_the_job_crds_have_no_conversion_webhook_so_the_webhook_only_reads_them() -> None:
+    """The manager writes a CRD only to put the CA bundle into its conversion webhook
+    (certs/inject.py `crd_with_ca_bundle`). Give a job CRD `strategy: Webhook` and this fails
+    until the webhook's ClusterRole grants `update` on it as well."""
+    from certs.inject import crd_with_ca_bundle
+    from webhook.configurations import TRAINING_JOB_CRDS
+
+    for name in TRAINING_JOB_CRDS:
+        plural, group = name.split(".", 1)
+        crd = yaml.safe_load((ROOT / "deploy" / "crds" / f"{group}_{plural}.yaml").read_text())
+        assert crd["metadata"]["name"] == name
+        assert crd_with_ca_bundle(crd, "Y2E=") is None, f"{name} has a conversion webhook"
