@@ -16,8 +16,10 @@ from typing import Any
 
 import yaml
 
-from localcluster import crdschema, openapi, patching, tables
-from localcluster.types import ResourceInfo
+from localcluster.api.types import ResourceInfo
+from localcluster.http import tables
+from localcluster.schema import crdschema, openapi
+from localcluster.write import patching
 
 REPO = Path(__file__).resolve().parents[1]
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -17,11 +17,14 @@ from pathlib import Path
 
 from aiohttp import web
 
-from localcluster import gc, kubeconfig, writes
-from localcluster.app import create_app
-from localcluster.registry import NAMESPACES
-from localcluster.server import Server
-from localcluster.storage import Storage, clone
+from localcluster import kubeconfig
+from localcluster.api.registry import NAMESPACES
+from localcluster.controllers.manager import Controllers
+from localcluster.http.app import create_app
+from localcluster.store import storage, watch
+from localcluster.store.storage import Storage, clone
+from localcluster.write import writes
+from localcluster.write.state import Server
 
 __all__ = ["DEFAULT_NAMESPACES", "ApiServerConfig", "RunningApiServer", "start_apiserver"]
 
@@ -37,7 +40,10 @@ class ApiServerConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0: reuse the port stored in data_dir if any, else pick a free one
     bookmark_interval: float = 60.0  # seconds between BOOKMARK events on idle watches
-    event_history: int = 10_000  # watch events retained for resuming from a resourceVersion
+    event_history: int = storage.DEFAULT_HISTORY  # events kept for watches from a resourceVersion
+    event_history_bytes: int = storage.DEFAULT_HISTORY_BYTES  # … and at most this many bytes
+    watch_queue_events: int = watch.MAX_BACKLOG  # a subscriber further behind is cut off (re-lists)
+    watch_queue_bytes: int = watch.MAX_BACKLOG_BYTES  # … or with this many bytes waiting
     event_ttl: float = 3600.0  # seconds an Event object lives after its last update
 
 
@@ -50,7 +56,7 @@ class RunningApiServer:
     data_dir: Path
     server: Server
     _runner: web.AppRunner = field(repr=False)
-    _controllers: gc.Controllers = field(repr=False)
+    _controllers: Controllers = field(repr=False)
 
     @property
     def port(self) -> int:
@@ -139,16 +145,21 @@ async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
     creds = kubeconfig.load_or_create_credentials(data_dir, config.host)
     sock = _bind(config.host, config.port, kubeconfig.read_port(data_dir))
     port = sock.getsockname()[1]
-    store = await Storage.open(data_dir / DB_FILE, history=config.event_history)
+    store = await Storage.open(
+        data_dir / DB_FILE, history=config.event_history, history_bytes=config.event_history_bytes
+    )
     host_in_url = f"[{config.host}]" if ":" in config.host else config.host
     srv = Server(
-        store, server_address=f"{host_in_url}:{port}", bookmark_interval=config.bookmark_interval
+        store,
+        hub=watch.Hub(max_backlog=config.watch_queue_events, max_bytes=config.watch_queue_bytes),
+        server_address=f"{host_in_url}:{port}",
+        bookmark_interval=config.bookmark_interval,
     )
     runner: web.AppRunner | None = None
-    controllers: gc.Controllers | None = None
+    controllers: Controllers | None = None
     try:
         await _bootstrap(srv, config.host, port)
-        controllers = gc.Controllers(srv, event_ttl=config.event_ttl)
+        controllers = Controllers(srv, event_ttl=config.event_ttl)
         await controllers.start()
         ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_ctx.load_cert_chain(creds.cert_file, creds.key_file)

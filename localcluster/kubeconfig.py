@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from cryptography import x509
 
 from certs import pki
 
@@ -49,8 +50,6 @@ class Credentials:
 
 
 def _serving_covers(cert_pem: bytes, host: str) -> bool:
-    from cryptography import x509
-
     cert = x509.load_pem_x509_certificate(cert_pem)
     try:
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value

@@ -1,4 +1,4 @@
-"""Generate localcluster/protoschema.py: protobuf field tables of the built-in kinds we serve.
+"""Generate localcluster/http/protoschema.py: protobuf field tables of the built-in kinds we serve.
 
 kubectl's typed commands (`kubectl create namespace|configmap|secret|deployment|service|...`)
 send request bodies as Kubernetes protobuf. Decoding needs each message's field numbers, names
@@ -7,7 +7,7 @@ Go binaries carry them as gzip-compressed FileDescriptorProto blobs. This script
 from an installed kubectl and writes a compact table of the messages reachable from the kinds
 localcluster serves. Run by hand when the served kinds change:
 
-    .venv/bin/python scripts/gen_protoschema.py /usr/bin/kubectl > localcluster/protoschema.py
+    .venv/bin/python scripts/gen_protoschema.py /usr/bin/kubectl > localcluster/http/protoschema.py
 """
 
 from __future__ import annotations

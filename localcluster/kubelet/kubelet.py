@@ -31,14 +31,14 @@ from typing import Any
 
 from kube import resources
 from kube.errors import APIError
+from localcluster.client.clock import micro_time, rfc3339, utcnow
+from localcluster.client.kube import Kube
 from localcluster.kubelet import node as nodes
-from localcluster.kubelet.clock import micro_time, rfc3339, utcnow
 from localcluster.kubelet.expansion import NodeFacts
-from localcluster.kubelet.kube import Kube
+from localcluster.kubelet.logserver import LogServer
 from localcluster.kubelet.model import BackOffPolicy
 from localcluster.kubelet.podworker import PodWorker
 from localcluster.kubelet.runtime import Runtime
-from localcluster.kubelet.server import LogServer
 
 __all__ = ["INHERITED_ENV", "Kubelet", "KubeletConfig"]
 

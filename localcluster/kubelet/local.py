@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from localcluster.kubelet.deployments import DeploymentController
-from localcluster.kubelet.kube import Kube, connect
+from localcluster.client.kube import Kube, connect
+from localcluster.controllers.deployments import DeploymentController
+from localcluster.controllers.scheduler import Scheduler
 from localcluster.kubelet.kubelet import Kubelet, KubeletConfig
 from localcluster.kubelet.model import BackOffPolicy
-from localcluster.kubelet.scheduler import Scheduler
 
 __all__ = ["RunningNode", "start_node"]
 

@@ -18,18 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kube.errors import NotFound
-from localcluster.kubelet import (
-    events,
-    hooks,
-    launch,
-    ports,
-    prober,
-    restart,
-    status,
-    stopper,
-    volumes,
-)
-from localcluster.kubelet.clock import event_suffix, rfc3339, utcnow
+from localcluster.client import events
+from localcluster.client.clock import event_suffix, rfc3339, utcnow
+from localcluster.kubelet import hooks, launch, ports, prober, restart, status, stopper, volumes
 from localcluster.kubelet.logs import parse_time
 from localcluster.kubelet.model import BackOff, ContainerView, Instance
 from localcluster.kubelet.runtime import Runtime, StartSpec, exec_problem
@@ -214,7 +205,8 @@ class PodWorker:
     async def _prepare(self, pod: dict[str, Any]) -> str | None:
         """Create the pod's root and volumes; an error message keeps the pod waiting."""
         cms, secrets = await self._fetch(pod)
-        plan = volumes.plan_volumes(pod, config_maps=cms, secrets=secrets)
+        tokens = await self._tokens(pod)
+        plan = volumes.plan_volumes(pod, config_maps=cms, secrets=secrets, tokens=tokens)
         if isinstance(plan, str):
             return plan
         pod_dir = self.runtime.pod_dir(self.uid)
@@ -224,6 +216,24 @@ class PodWorker:
         self.mount_paths = [link.mount_path for link in plan.links]
         self.prepared = True
         return None
+
+    async def _tokens(self, pod: dict[str, Any]) -> dict[str, str]:
+        """Tokens for the pod's projected serviceAccountToken sources, by TokenRequest bound to
+        the pod, as a kubelet asks for them (not refreshed: each lives `expirationSeconds`)."""
+        meta = pod["metadata"]
+        account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        tokens = {}
+        for key, audience, seconds in volumes.token_requests(pod):
+            token = await self.kubelet.kube.request_token(
+                meta.get("namespace", "default"),
+                account,
+                audience=audience,
+                expiration_seconds=seconds,
+                pod=(meta["name"], meta.get("uid", "")),
+            )
+            if token is not None:
+                tokens[key] = token
+        return tokens
 
     async def _fetch(
         self, pod: dict[str, Any], container: dict[str, Any] | None = None

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localcluster.client.clock import seconds_precision
 from localcluster.kubelet import shim
-from localcluster.kubelet.clock import seconds_precision
 from localcluster.kubelet.model import Instance
 
 __all__ = ["Runtime", "StartSpec"]

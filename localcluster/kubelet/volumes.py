@@ -10,7 +10,8 @@ elements that start with a mount path are rewritten to the mapped path (see docs
 Volume kinds: `emptyDir` (a directory; `medium: Memory` too), `configMap` and `secret` (files
 materialised from the objects, honouring `items`, `defaultMode`, `mode`, `optional`),
 `downwardAPI` (the pod's name, namespace, uid, labels, annotations, written at start),
-`projected` (configMap, secret and downwardAPI sources into one directory), `hostPath`
+`projected` (configMap, secret, downwardAPI and serviceAccountToken sources into one
+directory; the token is the one the caller got by TokenRequest, as a kubelet does), `hostPath`
 (the host path itself), `persistentVolumeClaim` (a per-claim directory under
 `DATA_DIR/volumes/<namespace>/<claim>` that outlives the pod). Anything else is refused with a
 clear message rather than silently ignored.
@@ -26,7 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-__all__ = ["MountLink", "VolumeFile", "VolumePlan", "materialise", "plan_volumes", "rewrite_path"]
+__all__ = [
+    "MountLink",
+    "VolumeFile",
+    "VolumePlan",
+    "materialise",
+    "plan_volumes",
+    "rewrite_path",
+    "token_key",
+    "token_requests",
+]
 
 
 @dataclass(frozen=True)
@@ -56,8 +66,11 @@ def plan_volumes(
     *,
     config_maps: Mapping[str, Mapping[str, Any]],
     secrets: Mapping[str, Mapping[str, Any]],
+    tokens: Mapping[str, str] | None = None,
 ) -> VolumePlan | str:
-    """The directories, files and mount links of `pod`, or an error message."""
+    """The directories, files and mount links of `pod`, or an error message. `tokens` holds the
+    service-account token of each projected `serviceAccountToken` source, by
+    `token_key(volume, path)`."""
     spec = pod.get("spec") or {}
     namespace = (pod.get("metadata") or {}).get("namespace", "default")
     volumes: list[str] = []
@@ -100,12 +113,18 @@ def plan_volumes(
                     )
                 elif "downwardAPI" in src:
                     got = _downward_files(pod, name, src["downwardAPI"] or {}, default_mode)
+                elif "serviceAccountToken" in src:
+                    path = str((src["serviceAccountToken"] or {}).get("path") or "")
+                    token = (tokens or {}).get(token_key(name, path))
+                    if token is None:
+                        return f'volume "{name}": no token for the pod\'s service account yet'
+                    got = [VolumeFile(name, path, token.encode(), default_mode)]
                 else:
                     kinds = sorted(src)
                     return (
                         f'volume "{name}": projected source {", ".join(kinds) or "<none>"} is '
-                        "not supported by the local kubelet (configMap, secret and downwardAPI "
-                        "are)"
+                        "not supported by the local kubelet (configMap, secret, downwardAPI and "
+                        "serviceAccountToken are)"
                     )
                 if isinstance(got, str):
                     return got
@@ -144,6 +163,26 @@ def plan_volumes(
                 claimed[norm] = target
                 links.append(MountLink(norm, target))
     return VolumePlan(tuple(volumes), tuple(files), tuple(links))
+
+
+def token_key(volume: str, path: str) -> str:
+    return f"{volume}/{path}"
+
+
+def token_requests(pod: Mapping[str, Any]) -> list[tuple[str, str | None, int]]:
+    """The `(token_key, audience, expirationSeconds)` of each projected serviceAccountToken
+    source of `pod` (a real API server's ServiceAccount admission adds one, `kube-api-access-*`,
+    to every pod that mounts its service account's token)."""
+    out = []
+    for vol in (pod.get("spec") or {}).get("volumes") or []:
+        for src in (vol.get("projected") or {}).get("sources") or []:
+            tok = src.get("serviceAccountToken")
+            if tok is not None:
+                key = token_key(str(vol.get("name") or ""), str(tok.get("path") or ""))
+                out.append(
+                    (key, tok.get("audience") or None, int(tok.get("expirationSeconds") or 3600))
+                )
+    return out
 
 
 def _object_files(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from localcluster.kubelet.deployments import plan_deployment, template_hash
+from localcluster.controllers.deployments import plan_deployment, template_hash
 
 NOW = "2026-01-01T00:00:00Z"
 TEMPLATE = {

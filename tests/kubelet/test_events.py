@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster.kubelet.events import pod_event
+from localcluster.client.events import pod_event
 
 POD = {
     "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7"},

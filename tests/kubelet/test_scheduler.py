@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster.kubelet.scheduler import SCHEDULER_NAMES, wants_binding
+from localcluster.controllers.scheduler import SCHEDULER_NAMES, wants_binding
 from tests.kubelet.conftest import eventually
 from tests.kubelet.test_pods import make_pod, phase_is, raw_pod, shell
 

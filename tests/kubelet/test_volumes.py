@@ -6,7 +6,7 @@ import base64
 import os
 from pathlib import Path
 
-from localcluster.kubelet.volumes import materialise, plan_volumes, rewrite_path
+from localcluster.kubelet.volumes import materialise, plan_volumes, rewrite_path, token_requests
 
 CMS = {"cfg": {"data": {"app.yaml": "a: 1\n", "other": "x"}}}
 SECRETS = {"creds": {"data": {"token": base64.b64encode(b"s3cret").decode()}}}
@@ -150,14 +150,35 @@ def test_downward_api_and_projected_volumes_write_the_pods_facts_and_objects(
     assert os.stat(root / "etc/all/o").st_mode & 0o777 == 0o440
 
 
-def test_projected_sources_the_local_kubelet_cannot_make_are_refused_by_name() -> None:
+def test_a_service_account_token_source_holds_the_token_the_kubelet_requested(
+    tmp_path: Path,
+) -> None:
+    """A real API server adds `kube-api-access-*` (token, CA, namespace) to every pod."""
     vol = [
         {
             "name": "kube-api-access",
             "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
         }
     ]
+    p = pod(vol, [{"name": "kube-api-access", "mountPath": "/var/run/secrets/sa"}])
+    assert token_requests(p) == [("kube-api-access/token", None, 3600)]
+    assert plan_volumes(p, config_maps={}, secrets={}) == (
+        'volume "kube-api-access": no token for the pod\'s service account yet'
+    )
+    plan = plan_volumes(p, config_maps={}, secrets={}, tokens={"kube-api-access/token": "jwt"})
+    assert not isinstance(plan, str)
+    materialise(plan, pod_dir=tmp_path / "pod", data_dir=tmp_path)
+    assert (tmp_path / "pod/root/var/run/secrets/sa/token").read_text() == "jwt"
+
+
+def test_projected_sources_the_local_kubelet_cannot_make_are_refused_by_name() -> None:
+    vol = [
+        {
+            "name": "bundle",
+            "projected": {"sources": [{"clusterTrustBundle": {"path": "ca.crt"}}]},
+        }
+    ]
     assert plan_volumes(pod(vol, []), config_maps={}, secrets={}) == (
-        'volume "kube-api-access": projected source serviceAccountToken is not supported by '
-        "the local kubelet (configMap, secret and downwardAPI are)"
+        'volume "bundle": projected source clusterTrustBundle is not supported by the local '
+        "kubelet (configMap, secret, downwardAPI and serviceAccountToken are)"
     )

@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 
 from certs import pki
-from localcluster import admission_match
-from localcluster.admission import AdmissionChain
-from localcluster.types import AdmissionAttributes, ApiError, ResourceInfo
+from localcluster.admission import match
+from localcluster.admission.chain import AdmissionChain
+from localcluster.api.types import AdmissionAttributes, ApiError, ResourceInfo
 
 POD = ResourceInfo("", "v1", "Pod", "pods", "pod", True, subresources=("status",))
 NAMESPACE = ResourceInfo("", "v1", "Namespace", "namespaces", "namespace", False)
@@ -88,7 +88,7 @@ def rule(resources: list[str], **extra: Any) -> dict[str, Any]:
 def test_rules_match_like_the_api_server(
     hook: dict, request_attrs: AdmissionAttributes, expected: bool
 ) -> None:
-    assert admission_match.matches_rules(hook, request_attrs) is expected
+    assert match.matches_rules(hook, request_attrs) is expected
 
 
 SELECT_PROD = {"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod"]}]}
@@ -111,7 +111,7 @@ def test_namespace_selector(
 ) -> None:
     ns = {"metadata": {"name": "team-a", "labels": namespace_labels}} if namespace_labels else None
     hook = {"namespaceSelector": SELECT_PROD}
-    assert admission_match.matches_namespace(hook, request_attrs, ns) is expected
+    assert match.matches_namespace(hook, request_attrs, ns) is expected
 
 
 @pytest.mark.parametrize(
@@ -132,7 +132,7 @@ def test_object_selector_matches_new_or_old_labels(
     selector: dict, new: dict, old: dict | None, expected: bool
 ) -> None:
     request_attrs = attrs(labels=new, old_labels=old)
-    assert admission_match.matches_object({"objectSelector": selector}, request_attrs) is expected
+    assert match.matches_object({"objectSelector": selector}, request_attrs) is expected
 
 
 def test_webhooks_run_in_configuration_name_order_then_declaration_order() -> None:
@@ -140,7 +140,7 @@ def test_webhooks_run_in_configuration_name_order_then_declaration_order() -> No
         {"metadata": {"name": "b"}, "webhooks": [{"name": "b1"}]},
         {"metadata": {"name": "a"}, "webhooks": [{"name": "a1"}, {"name": "a0"}]},
     ]
-    assert [h.name for h in admission_match.ordered_webhooks(configs)] == ["a1", "a0", "b1"]
+    assert [h.name for h in match.ordered_webhooks(configs)] == ["a1", "a0", "b1"]
 
 
 # --------------------------------------------------------------------------- calls

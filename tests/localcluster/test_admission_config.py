@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcluster.admission_config import validate_webhook_configuration
+from localcluster.admission.config import validate_webhook_configuration
 
 REPO = Path(__file__).resolve().parents[2]
 

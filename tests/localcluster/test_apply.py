@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from localcluster import fieldsets, patching
-from localcluster.types import ApiError, ResourceInfo
+from localcluster.api.types import ApiError, ResourceInfo
+from localcluster.write import fieldsets, patching
 
 DEPLOYMENT = ResourceInfo(
     "apps", "v1", "Deployment", "deployments", "deployment", True, subresources=("status",)

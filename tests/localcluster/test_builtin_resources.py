@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from localcluster.registry import resource_id
-from localcluster.types import ResourceInfo
-from localcluster.validation import canonical_quantity, validate_builtin_semantics
+from localcluster.api.registry import resource_id
+from localcluster.api.types import ResourceInfo
+from localcluster.write.validation import canonical_quantity, validate_builtin_semantics
 from tests.support.cluster import Cluster
 
 KUBECTL = shutil.which("kubectl")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 SCRIPT = """
 import json
-from localcluster import celrules
+from localcluster.schema import celrules
 schema = {"type": "object", "properties": {"flag": {"type": "boolean"}, "name": {"type": "string"}},
           "x-kubernetes-validations": [
               {"rule": "self.flag == true && !false", "message": "flag must be true"},

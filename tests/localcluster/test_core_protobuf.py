@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from localcluster import protobuf
-from localcluster.types import ApiError
+from localcluster.api.types import ApiError
+from localcluster.http import protobuf
 from tests.support.cluster import Cluster
 
 KUBECTL = shutil.which("kubectl")

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from localcluster import defaults, discovery, objectmeta
-from localcluster.registry import BUILTINS, Registry, crd_infos, crd_status
-from localcluster.routing import Target, parse_path
-from localcluster.types import ApiError
+from localcluster.api.registry import BUILTINS, Registry, crd_infos, crd_status
+from localcluster.api.types import ApiError
+from localcluster.http import discovery
+from localcluster.http.routing import Target, parse_path
+from localcluster.write import defaults, objectmeta
 
 PODS = next(i for i in BUILTINS if i.plural == "pods")
 DEPLOYMENTS = next(i for i in BUILTINS if i.plural == "deployments")

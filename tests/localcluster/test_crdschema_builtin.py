@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcluster import crdschema
-from localcluster.types import ApiError, ResourceInfo
+from localcluster.api.types import ApiError, ResourceInfo
+from localcluster.schema import crdschema
 
 DEPLOYMENT = ResourceInfo("apps", "v1", "Deployment", "deployments", "deployment", True)
 CRD_INFO = ResourceInfo(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster import crdschema
-from localcluster.types import ApiError, ResourceInfo
+from localcluster.api.types import ApiError, ResourceInfo
+from localcluster.schema import crdschema
 
 
 def info_with_rule(rule: str) -> ResourceInfo:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster.fielderrors import too_long_detail
+from localcluster.api.fielderrors import too_long_detail
 from tests.localcluster._http import Http, status_of
 from tests.support.cluster import Cluster
 
@@ -224,7 +224,9 @@ def test_an_unparsable_label_selector_is_400(http: Http, namespace: str) -> None
 def test_an_unsupported_field_selector_is_400(http: Http, namespace: str) -> None:
     reply = http.get(f"/api/v1/namespaces/{namespace}/configmaps?fieldSelector=data.a%3Db")
     assert reply.status == 400
-    assert status_of(reply)["message"] == "field label not supported: data.a"
+    assert status_of(reply)["message"] == (
+        '"data.a" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    )
 
 
 def test_a_resource_version_newer_than_the_server_is_a_504_timeout(

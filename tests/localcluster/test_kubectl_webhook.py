@@ -153,6 +153,10 @@ def test_an_unreachable_webhook_fails_the_request_with_the_api_servers_text(
         kubectl(cluster, "delete", "-f", "-", "--ignore-not-found", stdin=config)
 
 
+@pytest.mark.embedded_only(
+    "routes the webhook Service to Endpoints at 127.0.0.1; kube-apiserver refuses loopback"
+    " endpoint addresses (422) and dials the ClusterIP, which needs kube-proxy"
+)
 def test_service_references_reach_the_webhook_through_its_endpoints(
     cluster: Cluster,
     namespace: str,

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from localcluster import objectmeta, writes
-from localcluster.registry import BUILTINS
-from localcluster.types import ResourceInfo
+from localcluster.api.registry import BUILTINS
+from localcluster.api.types import ResourceInfo
+from localcluster.write import objectmeta, writes
 from tests.localcluster._http import Http
 
 DEPLOYMENTS = next(i for i in BUILTINS if i.plural == "deployments")

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from localcluster import openapi
-from localcluster.types import ResourceInfo
+from localcluster.api.types import ResourceInfo
+from localcluster.schema import openapi
 
 POD = ResourceInfo("", "v1", "Pod", "pods", "pod", True, "PodList", subresources=("status",))
 NAMESPACE = ResourceInfo("", "v1", "Namespace", "namespaces", "namespace", False, "NamespaceList")

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from localcluster import patching
-from localcluster.types import ApiError, ResourceInfo
+from localcluster.api.types import ApiError, ResourceInfo
+from localcluster.write import patching
 
 DEPLOYMENT = ResourceInfo("apps", "v1", "Deployment", "deployments", "deployment", True)
 POD = ResourceInfo("", "v1", "Pod", "pods", "pod", True)

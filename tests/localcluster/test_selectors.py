@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster.selectors import (
+from localcluster.store.selectors import (
     Selector,
     SelectorError,
     parse_field_selector,
@@ -47,6 +47,12 @@ def test_malformed_label_selectors_are_rejected(text: str) -> None:
 def test_field_selectors_know_the_fields_of_each_kind() -> None:
     assert parse_field_selector("status.phase=Running,spec.nodeName!=n1", "/pods")
     with pytest.raises(SelectorError, match=r"field label not supported: status\.phase"):
+        parse_field_selector("status.phase=Running", "/services")
+    with pytest.raises(
+        SelectorError,
+        match=r'"status\.phase" is not a known field selector: only "metadata\.name", '
+        r'"metadata\.namespace"$',
+    ):
         parse_field_selector("status.phase=Running", "/configmaps")
     pod = {"metadata": {"name": "p"}, "status": {"phase": "Running"}, "spec": {"nodeName": "n2"}}
     assert Selector(

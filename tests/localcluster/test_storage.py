@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from localcluster import storage
-from localcluster.storage import Storage
+from localcluster.store import storage
+from localcluster.store.storage import Storage
 from tests.localcluster._http import Http
 from tests.support.cluster import BackgroundApiServer, Cluster
 

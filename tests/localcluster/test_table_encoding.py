@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from localcluster.handlers import table_bytes
-from localcluster.registry import BUILTINS
-from localcluster.storage import Record, dumps
-from localcluster.tables import to_table
+from localcluster.api.registry import BUILTINS
+from localcluster.http.handlers import table_bytes
+from localcluster.http.tables import to_table
+from localcluster.store.storage import Record, dumps
 
 POD = next(i for i in BUILTINS if i.kind == "Pod")
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

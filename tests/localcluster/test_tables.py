@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from localcluster import tables
-from localcluster.types import ResourceInfo
+from localcluster.api.types import ResourceInfo
+from localcluster.http import tables
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
 CREATED = "2026-01-02T11:55:00Z"  # five minutes before NOW

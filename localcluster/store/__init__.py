@@ -1,0 +1,1 @@
+"""Storage: SQLite objects with resourceVersions, the event log, watch fan-out, list and select."""
