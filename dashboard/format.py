@@ -1,0 +1,148 @@
+"""Small pure formatters shared by every page: badges, short SHAs, times and ages.
+
+Why one module: the three pages show the same facts (a sync status, a phase, "3m ago") and a
+user compares them across pages, so each is spelled once. No clock reads: `now` is passed in.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "HEALTH_STATUSES",
+    "PHASES",
+    "SYNC_STATUSES",
+    "age",
+    "ago",
+    "as_dict",
+    "as_list",
+    "duration",
+    "health_badge",
+    "parse_time",
+    "phase_badge",
+    "short_sha",
+    "sync_badge",
+    "text",
+]
+
+SYNC_STATUSES = ("Synced", "OutOfSync", "Unknown")
+HEALTH_STATUSES = ("Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown")
+PHASES = (
+    "Pending",
+    "Running",
+    "Paused",
+    "Resuming",
+    "Succeeded",
+    "Failed",
+    "Unknown",
+)
+"""Job phases in the order a phase filter offers them (others seen in the data are appended)."""
+
+# Each status maps to (tone, icon): the tone picks the Argo CD colour in dashboard.css, the
+# icon one of the shapes in templates/_icons.html.
+_SYNC = {
+    "Synced": ("ok", "check"),
+    "OutOfSync": ("warn", "arrow-up"),
+    "Unknown": ("unknown", "question"),
+}
+_HEALTH = {
+    "Healthy": ("ok", "heart"),
+    "Progressing": ("running", "spinner"),
+    "Degraded": ("failed", "broken-heart"),
+    "Suspended": ("suspended", "pause"),
+    "Missing": ("warn", "ghost"),
+    "Unknown": ("unknown", "question"),
+}
+_PHASE = {
+    "Succeeded": ("ok", "check"),
+    "Running": ("running", "spinner"),
+    "Pending": ("unknown", "clock"),
+    "Creating": ("unknown", "clock"),
+    "Resuming": ("running", "spinner"),
+    "Paused": ("suspended", "pause"),
+    "Failed": ("failed", "cross"),
+    "Deleted": ("unknown", "cross"),
+}
+
+
+def sync_badge(status: Any) -> dict[str, str]:
+    """`{status, tone, icon}` for a sync status; anything unrecognised is `Unknown`."""
+    value = status if isinstance(status, str) and status in _SYNC else "Unknown"
+    tone, icon = _SYNC[value]
+    return {"status": value, "tone": tone, "icon": icon}
+
+
+def health_badge(status: Any) -> dict[str, str]:
+    """`{status, tone, icon}` for a health status; anything unrecognised is `Unknown`."""
+    value = status if isinstance(status, str) and status in _HEALTH else "Unknown"
+    tone, icon = _HEALTH[value]
+    return {"status": value, "tone": tone, "icon": icon}
+
+
+def phase_badge(phase: Any) -> dict[str, str]:
+    """`{status, tone, icon}` for a job or replica phase; none yet reads `Unknown`."""
+    value = phase if isinstance(phase, str) and phase else "Unknown"
+    tone, icon = _PHASE.get(value, ("unknown", "question"))
+    return {"status": value, "tone": tone, "icon": icon}
+
+
+def short_sha(sha: Any) -> str:
+    """The first 7 characters of a commit SHA ("" for none)."""
+    return sha[:7] if isinstance(sha, str) else ""
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 time as the API server writes it; None for anything else."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def duration(seconds: float) -> str:
+    """kubectl's short spelling: `45s`, `12m`, `3h4m`, `5d`."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        hours, minutes = divmod(s // 60, 60)
+        return f"{hours}h{minutes}m" if minutes and hours < 10 else f"{hours}h"
+    return f"{s // 86400}d"
+
+
+def age(value: Any, now: datetime) -> str:
+    """How long ago `value` (RFC 3339) was, kubectl-style (`3h4m`); "" when it is not a time."""
+    moment = parse_time(value)
+    if moment is None:
+        return ""
+    return duration((now - moment).total_seconds())
+
+
+def ago(value: Any, now: datetime) -> str:
+    """`3m ago` (`just now` under a second); "" when `value` is not a time."""
+    moment = parse_time(value)
+    if moment is None:
+        return ""
+    seconds = (now - moment).total_seconds()
+    return "just now" if seconds < 1 else f"{duration(seconds)} ago"
+
+
+def text(value: Any) -> str:
+    """A value as display text: strings as they are, None as "", others through str()."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

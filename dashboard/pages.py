@@ -1,0 +1,201 @@
+"""The HTML pages: `/`, a repository, its diff, a job; each also as fragments for live updates.
+
+A page and its fragments share one context builder, so what the browser swaps in on a stream
+event (`?fragment=<name>`: the same template part the page includes) is exactly what a reload
+would show. Errors are pages too: an unknown repository or job is a 404 page naming it, an
+API server that cannot be reached a 502 page saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from dashboard import jobviews, views
+from dashboard.backend import Backend, UnknownJob
+from dashboard.render import Renderer
+from gitops.hub import UnknownRepository
+from kube import errors
+
+__all__ = ["BACKEND", "CLOCK", "RENDERER", "add_routes", "error_page", "not_found_middleware"]
+
+log = logging.getLogger(__name__)
+
+BACKEND = web.AppKey("dashboard_backend", Backend)
+RENDERER = web.AppKey("dashboard_renderer", Renderer)
+Clock = Callable[[], datetime]
+CLOCK: web.AppKey[Clock] = web.AppKey("dashboard_clock")
+
+_FRAGMENTS = {
+    "front": {"repositories": "_repositories.html", "jobs": "_jobs.html"},
+    "repository": {"repository": "_repository.html"},
+    "job": {"job": "_job.html"},
+}
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/", front, name="dashboard-front")
+    app.router.add_get("/repositories/{namespace}/{name}", repository, name="dashboard-repo")
+    app.router.add_get("/repositories/{namespace}/{name}/diff", diff, name="dashboard-diff")
+    app.router.add_get("/jobs/{namespace}/{plural}/{name}", job, name="dashboard-job")
+
+
+def now(request: web.Request) -> datetime:
+    return request.app[CLOCK]()
+
+
+async def front(request: web.Request) -> web.Response:
+    backend = request.app[BACKEND]
+    moment = now(request)
+    filters = views.Filters.from_query(request.query)
+    repositories = [views.repository_row(r, moment) for r in backend.repositories()]
+    jobs = views.job_rows(backend.job_rows(), moment)
+    context = {
+        "page": "front",
+        "watch": "",
+        "title": "Overview",
+        "repositories": repositories,
+        "jobs": views.filter_jobs(jobs, filters),
+        "jobs_total": len(jobs),
+        "filters": filters,
+        "options": views.filter_options(jobs, repositories, filters),
+        "clear_filters": "/",
+    }
+    return _respond(request, "front", "front.html", context)
+
+
+async def repository(request: web.Request) -> web.Response:
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    backend = request.app[BACKEND]
+    try:
+        obj = backend.repository(namespace, name)
+        diffs = backend.diffs(namespace, name)
+    except UnknownRepository:
+        return _unknown_repository(request, namespace, name)
+    detail = views.repository_detail(obj, diffs, now(request))
+    context = {
+        "page": "repository",
+        "watch": f"repository:{namespace}/{name}",
+        "title": f"{namespace}/{name}",
+        "repo": detail,
+    }
+    return _respond(request, "repository", "repository.html", context)
+
+
+async def diff(request: web.Request) -> web.Response:
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    backend = request.app[BACKEND]
+    resource = request.query.get("resource", "")
+    try:
+        obj = backend.repository(namespace, name)
+        diffs = backend.diffs(namespace, name)
+    except UnknownRepository:
+        return _unknown_repository(request, namespace, name)
+    row = views.repository_row(obj, now(request))
+    context = {
+        "page": "repository",
+        "watch": "",
+        "title": f"diff {resource} · {namespace}/{name}",
+        "repo": row,
+        "resource": resource,
+        "diff": views.resource_diff(diffs, resource) if resource else None,
+    }
+    return request.app[RENDERER].page("diff.html", context)
+
+
+async def job(request: web.Request) -> web.Response:
+    namespace = request.match_info["namespace"]
+    plural, name = request.match_info["plural"], request.match_info["name"]
+    backend = request.app[BACKEND]
+    what = f"{plural} {namespace}/{name}"
+    try:
+        obj = await backend.job(namespace, plural, name)
+        pods = await backend.pods(namespace, name)
+        events = await backend.events(namespace, obj)
+    except UnknownJob:
+        return error_page(
+            request,
+            404,
+            f"{plural} is not a training job kind",
+            "Job pages are /jobs/<namespace>/tensorflowtrainingjobs/<name> or "
+            "/jobs/<namespace>/xgboosttrainingjobs/<name>.",
+        )
+    except errors.NotFound:
+        return error_page(
+            request,
+            404,
+            f"No {plural.removesuffix('s')} {namespace}/{name}",
+            "It may have been deleted, or not created yet. The overview lists every job.",
+        )
+    except errors.APIError as e:
+        log.warning("job page %s: %s", what, e)
+        return error_page(
+            request, 502, "The API server did not answer", f"Reading {what} failed: {e}"
+        )
+    detail = jobviews.job_detail(obj, pods, events, now(request))
+    api_path = f"/api/v1{detail['path']}" if detail["path"] else ""
+    context = {
+        "page": "job",
+        "watch": f"job:{namespace}/{name}",
+        "title": f"{namespace}/{name}",
+        "job": detail,
+        "api_path": api_path,
+    }
+    return _respond(request, "job", "job.html", context)
+
+
+def error_page(request: web.Request, status: int, title: str, message: str) -> web.Response:
+    context = {"page": "error", "watch": "", "title": title, "message": message, "status": status}
+    return request.app[RENDERER].page("error.html", context, status=status)
+
+
+def not_found_middleware() -> Any:
+    """HTML 404 pages for paths outside `/api/` (the API's own middleware answers JSON there)."""
+
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Any]
+    ) -> web.StreamResponse:
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        except web.HTTPNotFound:
+            if request.path.startswith("/api/") or request.method not in ("GET", "HEAD"):
+                raise
+            return error_page(request, 404, "Page not found", f"Nothing lives at {request.path}.")
+
+    return middleware
+
+
+def _unknown_repository(request: web.Request, namespace: str, name: str) -> web.Response:
+    return error_page(
+        request,
+        404,
+        f"No repository {namespace}/{name}",
+        f"No JobRepository {namespace}/{name} exists (kubectl get jobrepo -A lists them); "
+        "the overview shows the ones there are.",
+    )
+
+
+def _respond(
+    request: web.Request, page: str, template: str, context: Mapping[str, Any]
+) -> web.Response:
+    renderer = request.app[RENDERER]
+    fragment = request.query.get("fragment")
+    if fragment is None:
+        return renderer.page(template, context)
+    part = _FRAGMENTS[page].get(fragment)
+    if part is None:
+        known = ", ".join(sorted(_FRAGMENTS[page]))
+        return web.Response(
+            status=400, text=f"unknown fragment {fragment!r} (this page has: {known})"
+        )
+    return renderer.page(part, context)
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,446 @@
+// trainops dashboard: live updates, actions, the confirm dialog and the log viewer.
+// Our own code, no framework, no build step. It never builds HTML from strings: text goes in
+// with textContent, and live updates swap in fragments the server rendered (and escaped).
+(function () {
+  "use strict";
+
+  const body = document.body;
+  const page = body.dataset.page || "";
+  const watch = body.dataset.watch || "";
+  document.documentElement.classList.add("js");
+
+  // --- token -----------------------------------------------------------------------------
+  // A server started with an API token needs it for writes: open the dashboard once as
+  // `URL#token=<token>`; it is kept for this tab only (sessionStorage) and removed from the
+  // address bar.
+  const TOKEN_KEY = "trainops-token";
+  (function takeToken() {
+    const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+    if (!match) return;
+    try {
+      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+    } catch (e) {
+      /* storage disabled: the token is not kept */
+    }
+    history.replaceState(null, "", location.pathname + location.search);
+  })();
+  function token() {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY);
+    } catch (e) {
+      return null;
+    }
+  }
+
+  // --- notices ---------------------------------------------------------------------------
+  const notice = document.getElementById("notice");
+  let noticeTimer = 0;
+  function notify(text, isError, sticky) {
+    if (!notice) return;
+    notice.textContent = text;
+    notice.classList.toggle("error", Boolean(isError));
+    notice.hidden = false;
+    clearTimeout(noticeTimer);
+    if (!sticky) noticeTimer = setTimeout(function () { notice.hidden = true; }, isError ? 15000 : 6000);
+  }
+
+  // --- live updates ----------------------------------------------------------------------
+  const status = document.getElementById("stream-status");
+  const lostNotice = document.getElementById("stream-notice");
+  let source = null;
+  let wasLost = false;
+  let retryDelay = 1000;
+
+  function setStream(state) {
+    if (!status) return;
+    status.dataset.state = state;
+    status.textContent = state === "open" ? "live" : "reconnecting…";
+    if (lostNotice) lostNotice.hidden = state === "open";
+  }
+
+  function connect() {
+    source = new EventSource("/api/v1/stream");
+    source.onopen = function () {
+      setStream("open");
+      retryDelay = 1000;
+      if (wasLost) scheduleRefresh(); // changes may have happened while we were away
+      wasLost = false;
+    };
+    source.onerror = function () {
+      wasLost = true;
+      setStream("reconnecting");
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gave up (a non-stream answer): try again ourselves, backing off.
+        setTimeout(connect, retryDelay);
+        retryDelay = Math.min(retryDelay * 2, 15000);
+      }
+    };
+    ["repository", "job", "resync"].forEach(function (kind) {
+      source.addEventListener(kind, function (event) { onChange(kind, event.data); });
+    });
+  }
+
+  function concerns(kind, data) {
+    if (kind === "resync" || !watch) return true;
+    const sep = watch.indexOf(":");
+    const wantKind = watch.slice(0, sep);
+    const wantKey = watch.slice(sep + 1);
+    if (wantKind !== kind) return false;
+    try {
+      const meta = (JSON.parse(data).object || {}).metadata || {};
+      return meta.namespace + "/" + meta.name === wantKey;
+    } catch (e) {
+      return true;
+    }
+  }
+
+  function onChange(kind, data) {
+    if (concerns(kind, data)) scheduleRefresh();
+  }
+
+  // Refreshes are coalesced: one in flight, at most one more queued behind it.
+  let refreshTimer = 0;
+  let refreshing = false;
+  let refreshAgain = false;
+  function scheduleRefresh() {
+    if (refreshing) {
+      refreshAgain = true;
+      return;
+    }
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refresh, 60);
+  }
+
+  async function refresh() {
+    refreshing = true;
+    try {
+      const parts = Array.prototype.slice.call(document.querySelectorAll("[data-fragment]"));
+      await Promise.all(parts.map(refreshFragment));
+    } finally {
+      refreshing = false;
+      if (refreshAgain) {
+        refreshAgain = false;
+        scheduleRefresh();
+      }
+    }
+  }
+
+  function fragmentUrl(name) {
+    const params = new URLSearchParams(location.search);
+    params.set("fragment", name);
+    return location.pathname + "?" + params.toString();
+  }
+
+  async function refreshFragment(current) {
+    const name = current.dataset.fragment;
+    let response;
+    try {
+      response = await fetch(fragmentUrl(name), { credentials: "same-origin", cache: "no-store" });
+    } catch (e) {
+      return; // the stream's state already tells the user
+    }
+    if (response.status === 404 && page === "job") {
+      gone("This job no longer exists (deleted).");
+      return;
+    }
+    if (!response.ok) return;
+    if (goneShown) {
+      goneShown = false; // it is back (a repository re-created it)
+      notice.hidden = true;
+    }
+    const html = await response.text();
+    const parsed = new DOMParser().parseFromString(html, "text/html");
+    const next = parsed.querySelector('[data-fragment="' + name + '"]');
+    if (!next || !current.isConnected) return;
+    const focusKey = focusedKey(current);
+    const fresh = document.importNode(next, true);
+    current.replaceWith(fresh);
+    if (focusKey) restoreFocus(fresh, focusKey);
+    if (page === "job") syncLogReplicas(fresh);
+  }
+
+  // Keep keyboard focus on "the same" control across a swap.
+  function focusedKey(container) {
+    const el = document.activeElement;
+    if (!el || el === document.body || !container.contains(el)) return null;
+    if (el.id) return "#" + CSS.escape(el.id);
+    const attrs = ["data-action", "data-url", "data-revision", "href"];
+    const parts = attrs
+      .filter(function (a) { return el.hasAttribute(a); })
+      .map(function (a) { return "[" + a + '="' + CSS.escape(el.getAttribute(a)) + '"]'; });
+    return parts.length ? el.tagName.toLowerCase() + parts.join("") : null;
+  }
+  function restoreFocus(container, selector) {
+    const el = container.querySelector(selector);
+    if (el) el.focus();
+  }
+
+  let goneShown = false;
+  function gone(text) {
+    if (!notice) return;
+    goneShown = true;
+    notify(text + " ", true, true);
+    const link = document.createElement("a");
+    link.href = "/";
+    link.textContent = "Back to the overview";
+    notice.appendChild(link);
+  }
+
+  // --- filters (front page) --------------------------------------------------------------
+  const filters = document.getElementById("filters");
+  if (filters) {
+    filters.addEventListener("change", function () {
+      const params = new URLSearchParams();
+      ["namespace", "repository", "phase"].forEach(function (key) {
+        const select = filters.elements.namedItem(key);
+        if (select && select.value) params.set(key, select.value);
+      });
+      const query = params.toString();
+      history.replaceState(null, "", location.pathname + (query ? "?" + query : ""));
+      scheduleRefresh();
+    });
+  }
+
+  // --- confirm dialog --------------------------------------------------------------------
+  const dialog = document.getElementById("confirm-dialog");
+  function confirmAction(title, message, okLabel, danger) {
+    return new Promise(function (resolve) {
+      if (!dialog || typeof dialog.showModal !== "function") {
+        resolve(false);
+        return;
+      }
+      const ok = document.getElementById("confirm-ok");
+      const cancel = document.getElementById("confirm-cancel");
+      const opener = document.activeElement;
+      document.getElementById("confirm-title").textContent = title;
+      document.getElementById("confirm-message").textContent = message;
+      ok.textContent = okLabel;
+      ok.classList.toggle("danger", Boolean(danger));
+      ok.classList.toggle("primary", !danger);
+      let answer = false;
+      function finish(value) {
+        answer = value;
+        dialog.close();
+      }
+      function onOk() { finish(true); }
+      function onCancel() { finish(false); }
+      function onClose() {
+        ok.removeEventListener("click", onOk);
+        cancel.removeEventListener("click", onCancel);
+        dialog.removeEventListener("close", onClose);
+        if (opener && opener.isConnected && typeof opener.focus === "function") opener.focus();
+        resolve(answer);
+      }
+      ok.addEventListener("click", onOk);
+      cancel.addEventListener("click", onCancel);
+      dialog.addEventListener("close", onClose); // Escape closes it too: a cancel
+      dialog.showModal();
+      (danger ? cancel : ok).focus();
+    });
+  }
+
+  // --- actions ---------------------------------------------------------------------------
+  const ACTIONS = {
+    sync: {
+      method: "POST", path: "/sync",
+      ask: function (b) {
+        return ["Sync " + b.dataset.name + "?", "Apply what Git has at the target revision to the cluster now.", "Sync"];
+      },
+      done: function (b) { return "sync of " + b.dataset.name + " queued"; },
+    },
+    "sync-revision": {
+      method: "POST", path: "/sync",
+      body: function (b) { return { revision: b.dataset.revision }; },
+      ask: function (b) {
+        return [
+          "Sync " + b.dataset.name + " to " + b.dataset.revision.slice(0, 7) + "?",
+          "Apply the manifests of revision " + b.dataset.revision + " once. With automated sync, only the revision the target resolves to is accepted.",
+          "Sync this revision",
+        ];
+      },
+      done: function (b) { return "sync of " + b.dataset.name + " at " + b.dataset.revision.slice(0, 7) + " queued"; },
+    },
+    refresh: {
+      method: "POST", path: "/refresh",
+      done: function (b) { return "refresh of " + b.dataset.name + " queued"; },
+    },
+    pause: {
+      method: "POST", path: "/pause",
+      ask: function (b) {
+        let text = "Its replica pods are deleted (services stay) until you resume it.";
+        if (b.dataset.repository) {
+          text += " " + b.dataset.repository + " deploys this job: if its manifest sets spec.runMode.pause.enabled and the repository self-heals, the next sync undoes the pause.";
+        }
+        return ["Pause " + b.dataset.name + "?", text, "Pause"];
+      },
+      done: function (b) { return "pause requested for " + b.dataset.name; },
+    },
+    resume: {
+      method: "POST", path: "/resume",
+      ask: function (b) {
+        return ["Resume " + b.dataset.name + "?", "Its replicas are created again (with resumeSpecs when the job has them).", "Resume"];
+      },
+      done: function (b) { return "resume requested for " + b.dataset.name; },
+    },
+    delete: {
+      method: "DELETE", path: "", danger: true,
+      ask: function (b) {
+        return [
+          "Delete " + b.dataset.name + "?",
+          "The job, its pods, services and logs are deleted. A repository that deploys it creates it again on its next sync: remove it from Git instead.",
+          "Delete",
+        ];
+      },
+      done: function (b) { return "delete requested for " + b.dataset.name; },
+    },
+  };
+
+  document.addEventListener("click", async function (event) {
+    const button = event.target.closest("button[data-action]");
+    if (!button || button.disabled) return;
+    const action = ACTIONS[button.dataset.action];
+    if (!action) return;
+    event.preventDefault();
+    if (action.ask) {
+      const q = action.ask(button);
+      if (!(await confirmAction(q[0], q[1], q[2], action.danger))) return;
+    }
+    const headers = { Accept: "application/json" };
+    const init = { method: action.method, headers: headers, credentials: "same-origin" };
+    if (action.method === "POST") {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(action.body ? action.body(button) : {});
+    }
+    const secret = token();
+    if (secret) headers.Authorization = "Bearer " + secret;
+    button.classList.add("busy");
+    button.setAttribute("aria-busy", "true");
+    try {
+      const response = await fetch(button.dataset.url + action.path, init);
+      let answer = {};
+      try {
+        answer = await response.json();
+      } catch (e) {
+        /* not JSON */
+      }
+      if (response.ok) {
+        notify(action.done(button), false);
+        scheduleRefresh();
+      } else if (response.status === 401) {
+        notify("This server needs its API token for changes: open the dashboard as …/#token=<token> (the token is in DATA_DIR/api.json). " + (answer.error || ""), true);
+      } else {
+        notify("Failed: " + (answer.error || response.status + " " + response.statusText), true);
+      }
+    } catch (e) {
+      notify("Failed: the server did not answer (" + e.message + ")", true);
+    } finally {
+      button.classList.remove("busy");
+      button.removeAttribute("aria-busy");
+    }
+  });
+
+  // --- logs (job page) -------------------------------------------------------------------
+  const logSelect = document.getElementById("log-replica");
+  const logOut = document.getElementById("log-output");
+  const followButton = document.getElementById("log-follow");
+  const logControls = document.querySelector(".log-controls");
+  const LOG_LIMIT = 1000000; // characters kept in the page while following
+  let logAbort = null;
+  let logFailed = false; // e.g. the container was still starting: try again on the next change
+
+  function following() {
+    return followButton && followButton.getAttribute("aria-pressed") === "true";
+  }
+
+  function logUrl(follow) {
+    const params = new URLSearchParams({ pod: logSelect.value, tailLines: "500" });
+    if (follow) params.set("follow", "true");
+    return logControls.dataset.api + "/logs?" + params.toString();
+  }
+
+  function nearBottom() {
+    return logOut.scrollHeight - logOut.scrollTop - logOut.clientHeight < 40;
+  }
+
+  async function loadLog() {
+    if (logAbort) logAbort.abort();
+    logAbort = new AbortController();
+    const signal = logAbort.signal;
+    if (!logSelect.value) return;
+    const follow = following();
+    logFailed = false;
+    logOut.textContent = "Loading the log of " + logSelect.value + "…";
+    let response;
+    try {
+      response = await fetch(logUrl(follow), { signal: signal, credentials: "same-origin" });
+    } catch (e) {
+      if (!signal.aborted) logOut.textContent = "Could not read the log: " + e.message;
+      logFailed = true;
+      return;
+    }
+    if (!response.ok) {
+      let message = response.status + " " + response.statusText;
+      try {
+        message = (await response.json()).error || message;
+      } catch (e) {
+        /* not JSON */
+      }
+      logOut.textContent = "Could not read the log: " + message;
+      logFailed = true;
+      return;
+    }
+    if (!follow || !response.body) {
+      const text = await response.text();
+      logOut.textContent = text || "(the log is empty so far)";
+      logOut.scrollTop = logOut.scrollHeight;
+      return;
+    }
+    logOut.textContent = "";
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    try {
+      for (;;) {
+        const chunk = await reader.read();
+        if (chunk.done) break;
+        const stick = nearBottom();
+        logOut.appendChild(document.createTextNode(decoder.decode(chunk.value, { stream: true })));
+        if (logOut.textContent.length > LOG_LIMIT) {
+          logOut.textContent = logOut.textContent.slice(-LOG_LIMIT / 2);
+        }
+        if (stick) logOut.scrollTop = logOut.scrollHeight;
+      }
+      logOut.appendChild(document.createTextNode("\n[the log ended]\n"));
+    } catch (e) {
+      if (!signal.aborted) logOut.appendChild(document.createTextNode("\n[log stream lost: " + e.message + "]\n"));
+    }
+    if (!signal.aborted) setFollow(false);
+  }
+
+  function setFollow(on) {
+    followButton.setAttribute("aria-pressed", on ? "true" : "false");
+    followButton.textContent = on ? "Following (stop)" : "Follow";
+  }
+
+  // New replica pods show up in the job fragment's hidden list: offer them in the select.
+  function syncLogReplicas(fragment) {
+    if (!logSelect) return;
+    const had = logSelect.options.length;
+    fragment.querySelectorAll("#job-pods li[data-pod]").forEach(function (li) {
+      const pod = li.dataset.pod;
+      const exists = Array.prototype.some.call(logSelect.options, function (o) { return o.value === pod; });
+      if (!exists) logSelect.add(new Option(pod, pod));
+    });
+    if ((had === 0 && logSelect.options.length > 0) || (logFailed && !following())) loadLog();
+  }
+
+  if (logSelect && logOut && followButton && logControls) {
+    logSelect.addEventListener("change", loadLog);
+    followButton.addEventListener("click", function () {
+      setFollow(!following());
+      loadLog();
+    });
+    loadLog();
+  }
+
+  if (page !== "error" || document.getElementById("stream-status")) connect();
+})();

@@ -1,0 +1,394 @@
+"""The dashboard's pure view functions on fixtures (tests/fixtures/dashboard/): badges, ages,
+the deployed commit, filters, resources with file:line and diff links, the job page's
+replicas, budgets, deadline, timeline and events. `now` is fixed: no clock in these tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dashboard import format as fmt
+from dashboard import jobviews, views
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dashboard"
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def load(name: str) -> Any:
+    return yaml.safe_load((FIXTURES / name).read_text())
+
+
+# --- badges and formatting ------------------------------------------------------------------
+
+SYNC_BADGES = [
+    ("Synced", "Synced", "ok", "check"),
+    ("OutOfSync", "OutOfSync", "warn", "arrow-up"),
+    ("Unknown", "Unknown", "unknown", "question"),
+    (None, "Unknown", "unknown", "question"),
+    ("<b>", "Unknown", "unknown", "question"),
+]
+HEALTH_BADGES = [
+    ("Healthy", "ok", "heart"),
+    ("Progressing", "running", "spinner"),
+    ("Degraded", "failed", "broken-heart"),
+    ("Suspended", "suspended", "pause"),
+    ("Missing", "warn", "ghost"),
+    ("Unknown", "unknown", "question"),
+]
+
+
+@pytest.mark.parametrize(("given", "status", "tone", "icon"), SYNC_BADGES)
+def test_a_sync_status_gets_argo_cds_tone_and_icon_and_anything_else_reads_unknown(
+    given: Any, status: str, tone: str, icon: str
+) -> None:
+    assert fmt.sync_badge(given) == {"status": status, "tone": tone, "icon": icon}
+
+
+@pytest.mark.parametrize(("status", "tone", "icon"), HEALTH_BADGES)
+def test_each_health_status_has_its_own_tone_and_icon(status: str, tone: str, icon: str) -> None:
+    assert fmt.health_badge(status) == {"status": status, "tone": tone, "icon": icon}
+
+
+def test_an_unknown_health_or_a_missing_phase_reads_unknown() -> None:
+    assert fmt.health_badge("Exploded")["status"] == "Unknown"
+    assert fmt.phase_badge(None)["status"] == "Unknown"
+    assert fmt.phase_badge("Paused")["tone"] == "suspended"
+
+
+AGES = [
+    ("2026-01-01T11:59:59Z", "1s", "1s ago"),
+    ("2026-01-01T11:59:15Z", "45s", "45s ago"),
+    ("2026-01-01T11:48:00Z", "12m", "12m ago"),
+    ("2026-01-01T08:56:00Z", "3h4m", "3h4m ago"),
+    ("2025-12-31T00:00:00Z", "1d", "1d ago"),
+    ("2026-01-01T12:00:00Z", "0s", "just now"),
+    ("2026-01-01T12:00:30Z", "0s", "just now"),  # a clock a little ahead: never negative
+    ("not a time", "", ""),
+    (None, "", ""),
+]
+
+
+@pytest.mark.parametrize(("when", "age", "ago"), AGES)
+def test_ages_are_spelled_like_kubectl(when: Any, age: str, ago: str) -> None:
+    assert fmt.age(when, NOW) == age
+    assert fmt.ago(when, NOW) == ago
+
+
+def test_a_short_sha_is_seven_characters() -> None:
+    assert fmt.short_sha("0123456789abcdef") == "0123456"
+    assert fmt.short_sha(None) == ""
+
+
+# --- front page -----------------------------------------------------------------------------
+
+
+def test_a_synced_repository_row_shows_the_deployed_commit_and_the_last_sync() -> None:
+    row = views.repository_row(load("repository-synced.yaml"), NOW)
+    assert row["key"] == "default/jobs"
+    assert row["path"] == "/repositories/default/jobs"
+    assert (row["url"], row["target"], row["source_path"]) == (
+        "https://github.com/org/jobs.git",
+        "main",
+        "jobs",
+    )
+    assert row["sync"]["status"] == "Synced"
+    assert row["health"]["status"] == "Healthy"
+    assert row["revision"] == "0123456789abcdef0123456789abcdef01234567"
+    assert row["short_revision"] == "0123456"
+    assert (row["commit_message"], row["commit_author"]) == ("add mnist", "Ada <ada@example.com>")
+    assert row["commit_time"] == "1m ago"
+    assert (row["last_sync"], row["last_sync_time"]) == ("Succeeded", "1m ago")
+    assert row["automated"] is True
+
+
+def test_a_repository_never_synced_has_no_commit_and_targets_head() -> None:
+    row = views.repository_row(load("repository-comparison-error.yaml"), NOW)
+    assert row["sync"]["status"] == "Unknown"
+    assert row["target"] == "nope"
+    assert (row["commit_message"], row["short_revision"], row["last_sync"]) == ("", "", "")
+    bare = views.repository_row({"metadata": {"namespace": "a", "name": "b"}}, NOW)
+    assert (bare["target"], bare["source_path"], bare["automated"]) == ("HEAD", ".", False)
+
+
+def test_job_rows_link_to_the_job_page_by_kind_and_to_the_repository() -> None:
+    rows = views.job_rows(
+        [
+            {
+                "kind": "TensorFlowTrainingJob",
+                "namespace": "default",
+                "name": "mnist",
+                "phase": "Running",
+                "replicas": "2/3",
+                "restarts": 1,
+                "repository": "default/jobs",
+                "createdAt": "2026-01-01T11:00:00Z",
+            },
+            {
+                "kind": "XGBoostTrainingJob",
+                "namespace": "b",
+                "name": "iris",
+                "phase": None,
+                "replicas": "0/1",
+                "restarts": 0,
+                "repository": None,
+                "createdAt": None,
+            },
+        ],
+        NOW,
+    )
+    assert rows[0]["path"] == "/jobs/default/tensorflowtrainingjobs/mnist"
+    assert rows[0]["repository_path"] == "/repositories/default/jobs"
+    assert (rows[0]["age"], rows[0]["phase"], rows[0]["restarts"]) == ("1h", "Running", 1)
+    assert rows[1]["path"] == "/jobs/b/xgboosttrainingjobs/iris"
+    assert (rows[1]["phase"], rows[1]["repository_path"], rows[1]["age"]) == ("Pending", None, "")
+
+
+def _row(namespace: str, name: str, phase: str, repository: str = "") -> dict[str, Any]:
+    return {"namespace": namespace, "name": name, "phase": phase, "repository": repository}
+
+
+JOBS = [
+    _row("default", "a", "Running", "default/jobs"),
+    _row("default", "b", "Failed"),
+    _row("team-a", "c", "Running", "team-a/models"),
+]
+FILTERS = [
+    pytest.param(views.Filters(), ["a", "b", "c"], id="none"),
+    pytest.param(views.Filters(namespace="default"), ["a", "b"], id="namespace"),
+    pytest.param(views.Filters(phase="Running"), ["a", "c"], id="phase"),
+    pytest.param(views.Filters(repository="team-a/models"), ["c"], id="repository"),
+    pytest.param(views.Filters(namespace="team-a", phase="Failed"), [], id="nothing-matches"),
+]
+
+
+@pytest.mark.parametrize(("filters", "names"), FILTERS)
+def test_filters_keep_the_jobs_matching_every_one_given(
+    filters: views.Filters, names: list[str]
+) -> None:
+    assert [r["name"] for r in views.filter_jobs(JOBS, filters)] == names
+
+
+def test_filters_come_from_the_query_and_offer_every_value_seen_plus_the_chosen_one() -> None:
+    filters = views.Filters.from_query({"namespace": " team-b ", "phase": "Paused"})
+    assert filters == views.Filters(namespace="team-b", phase="Paused")
+    assert filters.active
+    repos = [{"namespace": "default", "key": "default/jobs"}]
+    options = views.filter_options(JOBS, repos, filters)
+    assert options["namespace"] == ["default", "team-a", "team-b"]
+    assert options["repository"] == ["default/jobs", "team-a/models"]
+    assert options["phase"] == ["Running", "Paused", "Failed"]  # the lifecycle's order
+    assert views.filter_query(filters) == "?namespace=team-b&phase=Paused"
+    assert views.filter_query(views.Filters()) == ""
+
+
+# --- repository page ------------------------------------------------------------------------
+
+
+def test_a_denied_resource_shows_its_message_verbatim_at_file_and_line_with_a_diff_link() -> None:
+    detail = views.repository_detail(load("repository-denied.yaml"), [], NOW)
+    denied, iris = detail["resources"]
+    assert denied["key"] == "TensorFlowTrainingJob/team-a/too-small"
+    assert denied["source"] == "bad/too-small.yaml:20"
+    assert denied["message"].startswith('admission webhook "validate.trainingjobs')
+    assert denied["message"].endswith("must be greater than or equal to cpu request of 1")
+    assert denied["sync"]["status"] == "OutOfSync"
+    assert denied["health"]["status"] == "Missing"
+    assert denied["diff_path"] == (
+        "/repositories/team-a/models/diff?resource=TensorFlowTrainingJob%2Fteam-a%2Ftoo-small"
+    )
+    assert denied["job_path"] == "/jobs/team-a/tensorflowtrainingjobs/too-small"
+    assert iris["diff_path"] is None
+    assert iris["source"] == "iris.yaml:1"
+
+
+def test_history_is_newest_first_and_marks_the_deployed_revision() -> None:
+    detail = views.repository_detail(load("repository-synced.yaml"), [], NOW)
+    assert [h["message"] for h in detail["history"]] == ["add mnist", "first"]
+    assert [h["current"] for h in detail["history"]] == [True, False]
+    assert detail["history"][0]["short_revision"] == "0123456"
+    assert detail["operation"] == {
+        "phase": "Succeeded",
+        "message": "1 applied",
+        "revision": "0123456",
+        "time": "1m ago",
+    }
+    assert detail["reconciled"] == "30s ago"
+
+
+def test_a_comparison_error_is_listed_as_a_condition() -> None:
+    detail = views.repository_detail(load("repository-comparison-error.yaml"), [], NOW)
+    assert detail["conditions"] == [
+        {
+            "type": "ComparisonError",
+            "status": "True",
+            "reason": "FetchFailed",
+            "message": "git fetch: revision nope not found",
+            "time": "30m ago",
+            "timestamp": "2026-01-01T11:30:00Z",
+        }
+    ]
+    assert detail["resources"] == [] and detail["history"] == [] and detail["operation"] is None
+
+
+def test_a_recorded_diff_also_gives_a_synced_looking_resource_a_diff_link() -> None:
+    diff = {"kind": "XGBoostTrainingJob", "namespace": "team-a", "name": "iris", "text": ""}
+    detail = views.repository_detail(load("repository-denied.yaml"), [diff], NOW)
+    assert detail["resources"][1]["diff_path"] is not None
+
+
+def test_a_diffs_lines_are_tagged_for_colour_and_keep_their_text() -> None:
+    diff = {
+        "kind": "TensorFlowTrainingJob",
+        "namespace": "default",
+        "name": "mnist",
+        "file": "jobs/mnist.yaml",
+        "line": 4,
+        "text": "--- live\n+++ desired\n@@ -1 +1 @@\n-replicas: 1\n+replicas: 2\n kind: x\n",
+    }
+    shown = views.resource_diff([diff], "TensorFlowTrainingJob/default/mnist")
+    assert shown is not None
+    assert shown["source"] == "jobs/mnist.yaml:4"
+    assert [(line["tag"], line["text"]) for line in shown["lines"]] == [
+        ("file", "--- live"),
+        ("file", "+++ desired"),
+        ("hunk", "@@ -1 +1 @@"),
+        ("del", "-replicas: 1"),
+        ("add", "+replicas: 2"),
+        ("context", " kind: x"),
+    ]
+    assert views.resource_diff([diff], "TensorFlowTrainingJob/default/other") is None
+
+
+# --- job page -------------------------------------------------------------------------------
+
+
+def test_a_running_job_shows_its_replicas_by_type_with_phase_and_restarts() -> None:
+    detail = jobviews.job_detail(
+        load("job-running.yaml"), load("pods-mnist.yaml"), load("events-mnist.yaml"), NOW
+    )
+    assert detail["path"] == "/jobs/default/tensorflowtrainingjobs/mnist"
+    assert detail["phase"]["status"] == "Running"
+    assert [(r["id"], r["phase"]["status"], r["restarts"]) for r in detail["replicas"]] == [
+        ("chief-0", "Running", 0),
+        ("worker-0", "Running", 1),
+        ("worker-1", "Pending", 0),
+    ]
+    assert detail["log_pods"] == ["mnist-chief-0", "mnist-worker-0"]  # worker-1 has no pod
+    assert detail["repository_path"] == "/repositories/default/jobs"
+    assert detail["backoff"] == "1 / 3"
+    assert detail["deadline"] == "1h left"
+    assert (detail["paused"], detail["finished"]) == (False, False)
+
+
+def test_the_condition_timeline_is_in_time_order() -> None:
+    detail = jobviews.job_detail(load("job-running.yaml"), [], [], NOW)
+    assert [(c["type"], c["status"]) for c in detail["conditions"]] == [
+        ("Initialized", "True"),
+        ("Failed", "False"),
+        ("Running", "True"),
+    ]
+    assert detail["conditions"][2]["time"] == "59m ago"
+
+
+def test_events_are_newest_first_with_their_counts() -> None:
+    detail = jobviews.job_detail(load("job-running.yaml"), [], load("events-mnist.yaml"), NOW)
+    assert [(e["reason"], e["count"], e["time"]) for e in detail["events"]] == [
+        ("Restarting", 2, "30m ago"),
+        ("SuccessfulCreate", 1, "59m ago"),
+    ]
+    assert detail["events"][0]["type"] == "Warning"
+
+
+def test_a_failed_job_shows_exit_codes_and_an_exhausted_backoff() -> None:
+    detail = jobviews.job_detail(load("job-failed.yaml"), [], [], NOW)
+    (replica,) = detail["replicas"]
+    assert (replica["id"], replica["exit_code"], replica["restarts"]) == ("worker-0", "137", 2)
+    assert detail["backoff"] == "2 / 2"
+    assert detail["deadline"] == "finished (deadline 1m)"
+    assert detail["finished"] is True
+    assert detail["tensorboard"] is None
+
+
+def test_a_paused_job_stops_its_deadline_clock() -> None:
+    detail = jobviews.job_detail(load("job-paused.yaml"), [], [], NOW)
+    assert detail["paused"] is True
+    assert detail["deadline"] == "stopped while paused (deadline 10m)"
+    assert detail["backoff"] == "0 / unlimited"
+    assert detail["replicas"][0]["phase"]["status"] == "Deleted"
+
+
+def test_a_job_without_status_lists_the_replicas_its_spec_asks_for() -> None:
+    detail = jobviews.job_detail(load("job-new.yaml"), [], [], NOW)
+    assert [r["id"] for r in detail["replicas"]] == ["chief-0", "worker-0", "worker-1"]
+    assert {r["phase"]["status"] for r in detail["replicas"]} == {"Pending"}
+    assert detail["deadline"] == "no deadline"
+    assert detail["conditions"] == [] and detail["log_pods"] == []
+
+
+DEADLINES = [
+    pytest.param({}, {}, "no deadline", id="none"),
+    pytest.param({"activeDeadlineSeconds": 600}, {}, "10m left (not started)", id="not-started"),
+    pytest.param(
+        {"activeDeadlineSeconds": 600},
+        {"startTime": "2026-01-01T11:55:00Z"},
+        "5m left",
+        id="counting",
+    ),
+    pytest.param(
+        {"activeDeadlineSeconds": 60},
+        {"startTime": "2026-01-01T11:55:00Z"},
+        "deadline exceeded",
+        id="exceeded",
+    ),
+    pytest.param(
+        {"activeDeadlineSeconds": 600},
+        {
+            "startTime": "2026-01-01T10:00:00Z",
+            "conditions": [
+                {"type": "Paused", "status": "False", "lastTransitionTime": "2026-01-01T11:58:00Z"}
+            ],
+        },
+        "8m left",
+        id="counted-again-from-the-resume",
+    ),
+]
+
+
+@pytest.mark.parametrize(("policy", "status", "shown"), DEADLINES)
+def test_time_left_to_the_deadline(
+    policy: dict[str, Any], status: dict[str, Any], shown: str
+) -> None:
+    assert jobviews.deadline({"runPolicy": policy}, status, NOW) == shown
+
+
+def test_the_tensorboard_link_goes_through_kubectl_proxy_to_the_jobs_service() -> None:
+    board = jobviews.job_detail(load("job-running.yaml"), [], [], NOW)["tensorboard"]
+    assert board == {
+        "service": "mnist-tensorboard",
+        "ready": True,
+        "note": "TensorBoard [mnist-tensorboard] is ready",
+        "url": "http://127.0.0.1:8001/api/v1/namespaces/default/services/"
+        "mnist-tensorboard:6006/proxy/",
+    }
+
+
+def test_a_pod_summary_names_container_states_and_exit_codes() -> None:
+    pod = {
+        "metadata": {"name": "p", "deletionTimestamp": "x"},
+        "spec": {"nodeName": "n"},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "c", "state": {"terminated": {"exitCode": 3}}}],
+        },
+    }
+    assert jobviews.pod_summary(pod) == {
+        "name": "p",
+        "phase": "Failed",
+        "node": "n",
+        "deleting": True,
+        "containers": [{"name": "c", "state": "terminated", "exitCode": 3}],
+    }
