@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Any
 
-from gitops.api import job_row, shown_repository
+from gitops.apishow import job_row, shown_repository
 from gitops.hub import Hub
 from kube import resources
 from kube.client import Client
@@ -96,12 +96,14 @@ class Backend:
         return data
 
     def follow(
-        self, namespace: str, pod: str, container: str, tail: int | None
+        self, namespace: str, pod: str, container: str, tail: int | None, *, limit: float
     ) -> AsyncIterator[bytes]:
-        """The log's lines as they come (`follow=true`); no idle limit, a quiet log is normal."""
+        """The log's lines as they come (`follow=true`) for at most `limit` seconds; no idle
+        limit, a quiet log is normal."""
         return self.client.stream_lines(
             resources.PODS.object_path(pod, namespace, "log"),
             query={"container": container, "tailLines": tail, "follow": True},
+            deadline_seconds=limit,
         )
 
     async def set_paused(self, namespace: str, plural: str, name: str, paused: bool) -> None:

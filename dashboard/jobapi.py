@@ -6,11 +6,11 @@
     POST   /api/v1/jobs/{namespace}/{plural}/{name}/resume   202  spec.runMode.pause.enabled)
     DELETE /api/v1/jobs/{namespace}/{plural}/{name}          202 (background propagation)
 
-Security: the API's own middleware (`gitops.api`) already refuses non-loopback `Host` names
-and cross-site browser requests for every non-GET method, DELETE included. The writes here
-add what it applies to its own sync and refresh (`gitops.apiauth`): from loopback peers only
-unless the app allows remote writes, and the bearer token whenever one is configured. Errors
-are the API's shape, `{"error": "<message>"}`.
+Security: nothing here. The API's own middleware (`gitops.api`, rules in `gitops.apiauth`)
+guards these routes as it guards sync and refresh, because it decides by method: a non-loopback
+`Host` is refused, and every POST or DELETE is a write — refused cross-site, accepted from
+loopback peers only unless the app allows remote writes, and with the bearer token whenever
+one is configured. Errors are the API's shape, `{"error": "<message>"}`.
 
 Logs are read through the API server's `pods/log` (`kube.Client`), never from local files; a
 pod must carry the job's label, so these routes cannot read any other pod of the namespace.
@@ -31,17 +31,21 @@ from aiohttp import web
 from dashboard import jobviews
 from dashboard.backend import JOB_LABEL, UnknownJob
 from dashboard.pages import BACKEND
-from gitops.api import SETTINGS, STREAMS
-from gitops.apiauth import bearer_matches, is_loopback
+from gitops.api import STREAMS
 from kube import errors
 
-__all__ = ["DEFAULT_TAIL", "MAX_TAIL", "add_routes", "write_refusal"]
+__all__ = ["DEFAULT_TAIL", "FOLLOW_LIMIT", "MAX_TAIL", "add_routes"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TAIL = 500
 MAX_TAIL = 100_000
+FOLLOW_LIMIT = 4 * 3600.0
+"""How long one follow lasts (seconds); the page says so and the user follows again."""
 _POLL = 1.0
+"""How often a follow checks that its reader is still there (seconds)."""
+_FIRST_LINE_WAIT = 2.0
+_WRITE_TIMEOUT = 30.0
 _PASSED = frozenset({400, 404, 409, 422})
 """API server answers passed on as they are (the request's fault); others are 502."""
 _JOB = "/api/v1/jobs/{namespace}/{plural}/{name}"
@@ -53,24 +57,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(_JOB + "/logs", logs, name="dashboard-job-logs")
     app.router.add_post(_JOB + "/pause", pause, name="dashboard-job-pause")
     app.router.add_post(_JOB + "/resume", resume, name="dashboard-job-resume")
-
-
-def write_refusal(request: web.Request) -> web.Response | None:
-    """The answer refusing a write (403/401), or None when it may go ahead (the same rules as
-    the API's sync and refresh)."""
-    settings = request.app[SETTINGS]
-    if not settings.allow_remote_writes and not is_loopback(request.remote or ""):
-        return _error(403, "changes are accepted from this machine only")
-    if settings.token is not None and not bearer_matches(
-        request.headers.get("Authorization"), settings.token
-    ):
-        given = "Authorization" in request.headers
-        response = _error(
-            401, "the token does not match" if given else "a bearer token is required"
-        )
-        response.headers["WWW-Authenticate"] = 'Bearer realm="trainops"'
-        return response
-    return None
 
 
 async def get_job(request: web.Request) -> web.Response:
@@ -100,9 +86,6 @@ async def resume(request: web.Request) -> web.Response:
 
 
 async def delete_job(request: web.Request) -> web.Response:
-    refusal = write_refusal(request)
-    if refusal is not None:
-        return refusal
     namespace, plural, name = _target(request)
     try:
         await request.app[BACKEND].delete(namespace, plural, name)
@@ -149,14 +132,19 @@ async def logs(request: web.Request) -> web.StreamResponse:
 async def _follow(
     request: web.Request, namespace: str, pod: str, container: str, tail: int | None
 ) -> web.StreamResponse:
-    lines = request.app[BACKEND].follow(namespace, pod, container, tail)
+    """Stream the log. Waits at most `_FIRST_LINE_WAIT` for the first line or the API server's
+    refusal (answered with its status); a quiet log starts the answer then and is followed
+    until the reader leaves (noticed within `_POLL`), stops reading (`_WRITE_TIMEOUT`), the app
+    shuts down or `FOLLOW_LIMIT` passes. However it ends, the upstream `pods/log` request is
+    closed (cancelling the pending read closes the response inside `kube`)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    lines = request.app[BACKEND].follow(namespace, pod, container, tail, limit=FOLLOW_LIMIT)
     iterator = aiter(lines)
-    try:
-        first = await anext(iterator)
-    except StopAsyncIteration:
-        first = None
-    except errors.APIError as e:
-        return _log_failure(e, pod)
+    closing = request.app[STREAMS].closing
+    ended: asyncio.Future[Any] = asyncio.ensure_future(closing.wait())
+    first: asyncio.Future[bytes] = asyncio.ensure_future(anext(iterator))
+    pending: asyncio.Future[bytes] | None = first
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/plain; charset=utf-8",
@@ -164,18 +152,19 @@ async def _follow(
             "X-Accel-Buffering": "no",
         }
     )
-    closing = request.app[STREAMS].closing
-    ended: asyncio.Future[Any] = asyncio.ensure_future(closing.wait())
-    pending: asyncio.Future[Any] | None = None
     try:
+        await asyncio.wait(
+            {first, ended}, timeout=_FIRST_LINE_WAIT, return_when=asyncio.FIRST_COMPLETED
+        )
+        if first.done() and not first.cancelled():
+            failure = first.exception()
+            if isinstance(failure, errors.APIError):
+                return _log_failure(failure, pod)
         await response.prepare(request)
-        if first is None:
-            return response
-        await response.write(first + b"\n")
         while not closing.is_set() and not _gone(request):
             if pending is None:
                 pending = asyncio.ensure_future(anext(iterator))
-            await asyncio.wait({pending, ended}, timeout=_POLL)
+            await asyncio.wait({pending, ended}, timeout=_POLL, return_when=asyncio.FIRST_COMPLETED)
             if not pending.done():
                 continue
             done, pending = pending, None
@@ -184,11 +173,19 @@ async def _follow(
             except StopAsyncIteration:
                 break
             except errors.APIError as e:
-                await response.write(f"\n[log stream ended: {e}]\n".encode())
+                if loop.time() - started >= FOLLOW_LIMIT:
+                    note = f"following stopped after {FOLLOW_LIMIT / 3600:g}h: press Follow again"
+                else:
+                    note = f"log stream ended: {e}"
+                await _write(response, f"\n[{note}]\n".encode())
                 break
-            await response.write(line + b"\n")
+            await _write(response, line + b"\n")
     except ConnectionError:
         pass
+    except TimeoutError:  # the reader stopped reading: drop the connection
+        log.info("dashboard: log reader of %s/%s stalled; closing", namespace, pod)
+        if request.transport is not None:
+            request.transport.abort()
     finally:
         ended.cancel()
         if pending is not None:
@@ -202,10 +199,12 @@ async def _follow(
     return response
 
 
+async def _write(response: web.StreamResponse, data: bytes) -> None:
+    async with asyncio.timeout(_WRITE_TIMEOUT):
+        await response.write(data)
+
+
 async def _set_paused(request: web.Request, paused: bool) -> web.Response:
-    refusal = write_refusal(request)
-    if refusal is not None:
-        return refusal
     namespace, plural, name = _target(request)
     try:
         await request.app[BACKEND].set_paused(namespace, plural, name, paused)

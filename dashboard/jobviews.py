@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from dashboard.format import (
     age,
@@ -24,7 +23,7 @@ from dashboard.format import (
     phase_badge,
     text,
 )
-from dashboard.views import JOB_PLURALS, job_path, repository_path
+from dashboard.views import JOB_PLURALS, job_path, repository_path, segment
 
 __all__ = ["REPOSITORY_ANNOTATION", "backoff", "deadline", "job_detail", "pod_summary"]
 
@@ -236,8 +235,8 @@ def _tensorboard(
         "ready": board.get("ready") is True,
         "note": text(board.get("note")),
         "url": (
-            f"http://127.0.0.1:8001/api/v1/namespaces/{quote(namespace, safe='')}"
-            f"/services/{quote(service, safe='')}:6006/proxy/"
+            f"http://127.0.0.1:8001/api/v1/namespaces/{segment(namespace)}"
+            f"/services/{segment(service)}:6006/proxy/"
         ),
     }
 

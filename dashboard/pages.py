@@ -55,6 +55,7 @@ async def front(request: web.Request) -> web.Response:
     repositories = [views.repository_row(r, moment) for r in backend.repositories()]
     jobs = views.job_rows(backend.job_rows(), moment)
     context = {
+        "now": moment.astimezone(UTC).isoformat(timespec="milliseconds"),
         "page": "front",
         "watch": "",
         "title": "Overview",
@@ -76,8 +77,10 @@ async def repository(request: web.Request) -> web.Response:
         diffs = backend.diffs(namespace, name)
     except UnknownRepository:
         return _unknown_repository(request, namespace, name)
-    detail = views.repository_detail(obj, diffs, now(request))
+    moment = now(request)
+    detail = views.repository_detail(obj, diffs, moment)
     context = {
+        "now": moment.astimezone(UTC).isoformat(timespec="milliseconds"),
         "page": "repository",
         "watch": f"repository:{namespace}/{name}",
         "title": f"{namespace}/{name}",
@@ -95,8 +98,10 @@ async def diff(request: web.Request) -> web.Response:
         diffs = backend.diffs(namespace, name)
     except UnknownRepository:
         return _unknown_repository(request, namespace, name)
-    row = views.repository_row(obj, now(request))
+    moment = now(request)
+    row = views.repository_row(obj, moment)
     context = {
+        "now": moment.astimezone(UTC).isoformat(timespec="milliseconds"),
         "page": "repository",
         "watch": "",
         "title": f"diff {resource} · {namespace}/{name}",
@@ -136,9 +141,11 @@ async def job(request: web.Request) -> web.Response:
         return error_page(
             request, 502, "The API server did not answer", f"Reading {what} failed: {e}"
         )
-    detail = jobviews.job_detail(obj, pods, events, now(request))
+    moment = now(request)
+    detail = jobviews.job_detail(obj, pods, events, moment)
     api_path = f"/api/v1{detail['path']}" if detail["path"] else ""
     context = {
+        "now": moment.astimezone(UTC).isoformat(timespec="milliseconds"),
         "page": "job",
         "watch": f"job:{namespace}/{name}",
         "title": f"{namespace}/{name}",

@@ -40,6 +40,7 @@ __all__ = [
     "repository_path",
     "repository_row",
     "resource_diff",
+    "segment",
 ]
 
 JOB_PLURALS = {
@@ -69,8 +70,16 @@ class Filters:
         return bool(self.namespace or self.repository or self.phase)
 
 
+def segment(value: str) -> str:
+    """One URL path segment of a name, whatever it holds: every reserved character quoted,
+    and `.`/`..` spelled `%2E`, which browsers do not resolve (a tracking annotation is any
+    string a Git file sets, so a link built from it must not climb to another path)."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+
+
 def repository_path(namespace: str, name: str) -> str:
-    return f"/repositories/{quote(namespace, safe='')}/{quote(name, safe='')}"
+    return f"/repositories/{segment(namespace)}/{segment(name)}"
 
 
 def job_path(namespace: str, kind: str, name: str) -> str | None:
@@ -78,7 +87,7 @@ def job_path(namespace: str, kind: str, name: str) -> str | None:
     plural = JOB_PLURALS.get(kind)
     if plural is None:
         return None
-    return f"/jobs/{quote(namespace, safe='')}/{plural}/{quote(name, safe='')}"
+    return f"/jobs/{segment(namespace)}/{plural}/{segment(name)}"
 
 
 def repository_row(obj: Mapping[str, Any], now: datetime) -> dict[str, Any]:
@@ -261,35 +270,55 @@ def repository_detail(
             "message": text(operation.get("message")),
             "revision": short_sha(as_dict(operation.get("syncResult")).get("revision")),
             "time": row["last_sync_time"],
+            "timestamp": row["last_sync_timestamp"],
         }
         if operation
         else None,
         "reconciled": ago(status.get("reconciledAt"), now),
+        "reconciled_timestamp": text(status.get("reconciledAt")),
     }
 
 
 def resource_diff(diffs: Sequence[Mapping[str, Any]], resource: str) -> dict[str, Any] | None:
-    """The diff of `Kind/namespace/name` as lines tagged add/del/hunk/context, None if none."""
+    """The diff of `Kind/namespace/name`, None if none is recorded. `kind` is "diff" (lines
+    tagged file/hunk/add/del/context) when the Hub recorded a unified diff or a removal (every
+    line `-`), else "message": what it recorded instead, e.g. the API server's refusal of a
+    manifest it never admitted, shown as that message and not dressed up as diff lines."""
     for d in diffs:
         if _diff_key(d) == resource:
-            lines = []
-            for line in text(d.get("text")).splitlines():
-                if line.startswith(("+++", "---")):
-                    tag = "file"
-                elif line.startswith("@@"):
-                    tag = "hunk"
-                elif line.startswith("+"):
-                    tag = "add"
-                elif line.startswith("-"):
-                    tag = "del"
-                else:
-                    tag = "context"
-                lines.append({"tag": tag, "text": line})
+            body = text(d.get("text"))
             source = text(d.get("file"))
             if source and isinstance(d.get("line"), int):
                 source = f"{source}:{d['line']}"
-            return {"key": resource, "source": source, "lines": lines}
+            shown: dict[str, Any] = {"key": resource, "source": source}
+            if not _is_diff(body):
+                return shown | {"kind": "message", "message": body.strip(), "lines": []}
+            return shown | {"kind": "diff", "message": "", "lines": _tagged(body)}
     return None
+
+
+def _is_diff(body: str) -> bool:
+    lines = body.splitlines()
+    if len(lines) >= 2 and lines[0].startswith("--- ") and lines[1].startswith("+++ "):
+        return True
+    return bool(lines) and all(line.startswith("-") for line in lines)
+
+
+def _tagged(body: str) -> list[dict[str, str]]:
+    lines = []
+    for line in body.splitlines():
+        if line.startswith(("+++", "---")):
+            tag = "file"
+        elif line.startswith("@@"):
+            tag = "hunk"
+        elif line.startswith("+"):
+            tag = "add"
+        elif line.startswith("-"):
+            tag = "del"
+        else:
+            tag = "context"
+        lines.append({"tag": tag, "text": line})
+    return lines
 
 
 def _diff_key(d: Mapping[str, Any]) -> str:

@@ -19,11 +19,13 @@ traceback and answered 500 `{"error": "internal error"}`. URL userinfo (a token 
 Security (the rules themselves are `gitops.apiauth`):
 - Loopback (`allow_remote_writes=False`, what `trainops up` serves on 127.0.0.1): requests whose
   `Host` is not a loopback name are refused (403; DNS rebinding), except the push hook (a
-  tunnel forwards Git hosts' pushes with its own Host). Mutating calls (sync, refresh) are
-  accepted from loopback peers only; without a token they need no credentials; with one, they
-  need `Authorization: Bearer <token>`.
+  tunnel forwards Git hosts' pushes with its own Host). Writes — every request whose method is
+  not GET, HEAD or OPTIONS, on any route of the app (sync, refresh, and the routes the dashboard
+  adds: pause, resume, delete), the push hook excepted — are accepted from loopback peers only;
+  without a token they need no credentials; with one, they need `Authorization: Bearer <token>`.
+  One rule by method, so a route added later cannot forget it.
 - Beyond loopback (`allow_remote_writes=True`): a token is mandatory (`create_app` raises
-  without one) and every mutating call needs it. `serve` refuses a non-loopback address for an
+  without one) and every write needs it. `serve` refuses a non-loopback address for an
   app built without `allow_remote_writes`.
 - Every POST, the push hook included, is refused (403) when a browser says it comes from another
   site (`Sec-Fetch-Site`, or an `Origin` that is not this `Host`): a page elsewhere cannot
@@ -36,38 +38,45 @@ Security (the rules themselves are `gitops.apiauth`):
 
 The stream (`text/event-stream`) starts with `retry: 2000`, then sends each change as
 `event: <kind>` / `data: {"type": …, "object": …}` and a `: ping` comment after `heartbeat`
-seconds (15) without one. It ends when the client goes away (noticed within a second) or the
-app shuts down (`on_shutdown` ends every open stream at once).
+seconds (15) without one. It ends when the client goes away (noticed within a second), stops
+reading (a write blocked `write_timeout`, 30 s: its connection is dropped) or the app shuts
+down (`on_shutdown` ends every open stream at once).
 
 `serve(app, host, port)` starts it (port 0: any free one). `trainops up` records where in
-`DATA_DIR/api.json` (`write_address`); `trainops repo` reads it (`read_address`).
+`DATA_DIR/api.json` (`write_address`); `trainops repo` reads it (`read_address`); both live in
+`gitops.apiaddress` and are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from gitops import names
+from gitops.apiaddress import (
+    API_FILE,
+    ApiAddress,
+    base_url,
+    read_address,
+    remove_address,
+    write_address,
+)
 from gitops.apiauth import bearer_matches, cross_site, host_name, is_loopback
+from gitops.apishow import job_row, shown_repository
 from gitops.hub import Change, Hub, UnknownRepository
 from gitops.pushhooks import PushError, parse_push
 
 __all__ = [
     "API_FILE",
     "HUB",
+    "SAFE_METHODS",
     "SETTINGS",
     "STREAMS",
     "ApiAddress",
@@ -86,8 +95,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
-API_FILE = "api.json"
-"""`DATA_DIR/api.json`: `{"url": "http://127.0.0.1:PORT", "token": null | "…"}`, mode 0600."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,7 @@ class Settings:
     body_timeout: float = 10.0
     heartbeat: float = 15.0
     retry_ms: int = 2000
+    write_timeout: float = 30.0
 
 
 @dataclass
@@ -115,7 +123,10 @@ STREAMS = web.AppKey("gitops_api_streams", Streams)
 
 _PREFIX = "/api/v1"
 _WEBHOOK_ROUTE = "git-webhook"
-_MUTATING_ROUTES = frozenset({"repository-sync", "repository-refresh"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that change nothing; every other request to the app, on any route (the API's own
+and those other packages add, e.g. the dashboard's job actions), is a write, except the push
+hook (it has its own secret and changes nothing but when Git is read)."""
 _POLL = 1.0
 """How often an idle stream checks that its client is still there (seconds)."""
 
@@ -129,6 +140,7 @@ def create_app(
     max_body_bytes: int = MiB,
     body_timeout: float = 10.0,
     heartbeat: float = 15.0,
+    write_timeout: float = 30.0,
 ) -> web.Application:
     """The API application; raises ValueError for `allow_remote_writes` without a token."""
     if token is not None and not token.strip():
@@ -144,6 +156,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         body_timeout=body_timeout,
         heartbeat=heartbeat,
+        write_timeout=write_timeout,
     )
     app = web.Application(middlewares=[_errors, _guard], client_max_size=max_body_bytes)
     app[HUB] = hub
@@ -186,70 +199,6 @@ async def serve(
             actual = int(address[1])
             break
     return runner, actual
-
-
-def base_url(host: str, port: int) -> str:
-    """`http://host:port` for a bind address (IPv6 bracketed; every interface → loopback)."""
-    if host in ("", "0.0.0.0"):
-        host = "127.0.0.1"
-    elif host == "::":
-        host = "::1"
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
-
-
-# --- api.json ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ApiAddress:
-    url: str
-    token: str | None = None
-
-
-def write_address(data_dir: Path, url: str, token: str | None) -> Path:
-    """Record where the API listens in `DATA_DIR/api.json` (atomically, mode 0600: it may
-    hold the token). Returns the file's path."""
-    path = Path(data_dir) / API_FILE
-    body = json.dumps({"url": url, "token": token}, indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".api.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(body)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def read_address(data_dir: Path) -> ApiAddress | None:
-    """The address `trainops up` recorded; None when there is none. ValueError for a file that
-    is not `{"url": str, "token": str | null}`."""
-    path = Path(data_dir) / API_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        raise ValueError(f"{path} is not valid JSON") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("url"), str) or not doc["url"]:
-        raise ValueError(f"{path} has no url")
-    token = doc.get("token")
-    if token is not None and not isinstance(token, str):
-        raise ValueError(f"{path}: token is not a string")
-    return ApiAddress(url=doc["url"], token=token or None)
-
-
-def remove_address(data_dir: Path) -> None:
-    """Forget the address (when the API stops), so clients do not try a dead one."""
-    with contextlib.suppress(FileNotFoundError):
-        (Path(data_dir) / API_FILE).unlink()
 
 
 # --- middlewares ---------------------------------------------------------------------------------
@@ -300,11 +249,12 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         host = request.headers.get("Host")
         if host is not None and not is_loopback(host_name(host)):
             raise _ApiError(403, f"host {host!r} refused: this API answers loopback names only")
-    if request.method not in ("GET", "HEAD", "OPTIONS"):
-        reason = cross_site(request.headers)
-        if reason is not None:
-            raise _ApiError(403, reason)
-    if route in _MUTATING_ROUTES:
+    if request.method in SAFE_METHODS:
+        return await handler(request)
+    reason = cross_site(request.headers)
+    if reason is not None:
+        raise _ApiError(403, reason)
+    if route != _WEBHOOK_ROUTE:
         if not settings.allow_remote_writes and not is_loopback(request.remote or ""):
             raise _ApiError(403, "changes are accepted from this machine only")
         if settings.token is not None and not bearer_matches(
@@ -422,7 +372,9 @@ async def _stream(request: web.Request) -> web.StreamResponse:
             if pending is None:
                 pending = asyncio.ensure_future(anext(iterator))
             wait = max(0.0, min(_POLL, quiet_since + settings.heartbeat - loop.time()))
-            await asyncio.wait({pending, closing}, timeout=wait)
+            await asyncio.wait(
+                {pending, closing}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+            )
             if streams.closing.is_set() or _gone(request):
                 break
             if pending.done():
@@ -431,13 +383,17 @@ async def _stream(request: web.Request) -> web.StreamResponse:
                     change = done.result()
                 except StopAsyncIteration:
                     break
-                await response.write(_event(change))
+                await _write(response, _event(change), settings.write_timeout)
                 quiet_since = loop.time()
             elif loop.time() - quiet_since >= settings.heartbeat:
-                await response.write(b": ping\n\n")
+                await _write(response, b": ping\n\n", settings.write_timeout)
                 quiet_since = loop.time()
     except ConnectionError:  # the client went away mid-write
         pass
+    except TimeoutError:  # the client stopped reading: drop it rather than wait forever
+        log.info("an event stream reader stalled for %gs; closing it", settings.write_timeout)
+        if request.transport is not None:
+            request.transport.abort()
     except Exception:
         log.exception("the change stream failed")
     finally:
@@ -456,60 +412,16 @@ async def _stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def _write(response: web.StreamResponse, data: bytes, timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        await response.write(data)
+
+
 async def _end_streams(app: web.Application) -> None:
     app[STREAMS].closing.set()
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def job_row(job: dict[str, Any]) -> dict[str, Any]:
-    """One training job as `/api/v1/jobs` lists it."""
-    meta = _dict(job.get("metadata"))
-    status = _dict(job.get("status"))
-    replicas = status.get("readyReplicas")
-    if not isinstance(replicas, str) or not replicas:
-        specs = [
-            s for s in _list(_dict(job.get("spec")).get("replicaSpecs")) if isinstance(s, dict)
-        ]
-        total = sum(s["replicas"] if isinstance(s.get("replicas"), int) else 1 for s in specs)
-        ready = sum(
-            1
-            for task in _list(status.get("tasks"))
-            for replica in _list(_dict(task).get("replicas"))
-            if _dict(replica).get("phase") == "Running"
-        )
-        replicas = f"{ready}/{total}"
-    restarts = status.get("backoffCount")
-    repository = _dict(meta.get("annotations")).get(names.REPOSITORY_ANNOTATION)
-    return {
-        "kind": job.get("kind"),
-        "namespace": meta.get("namespace"),
-        "name": meta.get("name"),
-        "phase": status.get("phase") or None,
-        "replicas": replicas,
-        "restarts": restarts if isinstance(restarts, int) else 0,
-        "repository": repository if isinstance(repository, str) and repository else None,
-        "createdAt": meta.get("creationTimestamp"),
-    }
-
-
-_USERINFO = re.compile(r"(?i)\b((?:https?|ftp|git|file)://)[^/@\s]*@")
-
-
-def shown_repository(obj: dict[str, Any]) -> dict[str, Any]:
-    """A JobRepository as the API shows it: URL userinfo (a token) masked everywhere."""
-    return _mask(obj)
-
-
-def _mask(value: Any) -> Any:
-    if isinstance(value, str):
-        return _USERINFO.sub(r"\1***@", value) if "@" in value else value
-    if isinstance(value, dict):
-        return {k: _mask(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    return value
 
 
 def _event(change: Change) -> bytes:
@@ -587,11 +499,3 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     response = _json({"error": message}, status=status)
     response.headers.update(headers or {})
     return response
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []

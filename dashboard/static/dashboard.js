@@ -44,6 +44,37 @@
     if (!sticky) noticeTimer = setTimeout(function () { notice.hidden = true; }, isError ? 15000 : 6000);
   }
 
+  // --- relative times --------------------------------------------------------------------
+  // "3m ago" and ages ("5m") are rendered by the server for the moment it answered; between
+  // stream events they would go stale, so every 30 s they are written again (as text) from
+  // each <time data-rel datetime>, counted on the server's clock (its offset from this
+  // browser's is taken once from body[data-now]). The spelling mirrors dashboard/format.py.
+  const serverNow = Date.parse(body.dataset.now || "");
+  const skew = isNaN(serverNow) ? 0 : serverNow - Date.now();
+  function duration(seconds) {
+    const s = Math.max(0, Math.floor(seconds));
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m";
+    if (s < 86400) {
+      const minutes = Math.floor(s / 60);
+      const hours = Math.floor(minutes / 60);
+      return minutes % 60 && hours < 10 ? hours + "h" + (minutes % 60) + "m" : hours + "h";
+    }
+    return Math.floor(s / 86400) + "d";
+  }
+  function renderTimes() {
+    const now = Date.now() + skew;
+    document.querySelectorAll("time[data-rel][datetime]").forEach(function (el) {
+      const at = Date.parse(el.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      const seconds = (now - at) / 1000;
+      let text = duration(seconds);
+      if (el.dataset.rel === "ago") text = seconds < 1 ? "just now" : text + " ago";
+      if (el.textContent !== text) el.textContent = text;
+    });
+  }
+  setInterval(renderTimes, 30000);
+
   // --- live updates ----------------------------------------------------------------------
   const status = document.getElementById("stream-status");
   const lostNotice = document.getElementById("stream-notice");

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from kube.client import Client
 from tests.dashboard.dom import Element, parse
 from tests.gitops import conftest as gitops_fixtures
 from tests.gitops.conftest import Remote, create_repository, repository, tf_job_yaml, wait_status
+from tests.support import kubelettls
 from tests.support.cluster import aeventually
 from tests.support.fakekubelet import set_pod_status
 from tests.support.jobs import tf_job
@@ -140,6 +142,12 @@ async def test_the_pages_show_git_and_the_cluster_with_commit_messages_and_denia
 
     raw = await (await site.get("/")).text()
     assert "<script>alert" not in raw and "&lt;script&gt;alert(" in raw
+    # Relative times carry the moment they count from, for the page to count on (every 30 s).
+    assert front.one("body").attrs["data-now"].endswith("+00:00")
+    age = cell(job_row, "age").one("time")
+    assert age.attrs["data-rel"] == "age" and age.attrs["datetime"].endswith("Z")
+    deployed = cell(repo_row, "last-sync").one("time")
+    assert deployed.attrs["data-rel"] == "ago" and deployed.attrs["datetime"]
 
     # Filters, also as query parameters.
     only = await page(site, f"/?namespace={namespace}&phase=Pending")
@@ -183,8 +191,13 @@ async def test_the_pages_show_git_and_the_cluster_with_commit_messages_and_denia
         f"/repositories/{namespace}/jobs/diff?resource=TensorFlowTrainingJob%2F{namespace}%2Fbad"
     )
     diff = await page(site, diff_href)
-    # For a resource the API server refused, what the Hub records instead of a diff is why.
-    assert "denied the request" in diff.one("pre", cls="diff").raw_text()
+    # For a resource the API server refused, what the Hub records instead of a diff is why:
+    # shown as that message, verbatim, not as diff lines.
+    refusal = diff.by_id("diff-message")
+    assert refusal.tag == "pre" and {"diff", "diff-message"} <= refusal.classes
+    assert refusal.raw_text().startswith('admission webhook "validate.trainingjobs')
+    assert "denied the request" in refusal.raw_text() and not refusal.find_all("span")
+    assert "No live object to compare" in diff.text()
 
     # Fragments: the parts the page swaps in on stream events.
     part = await page(site, "/?fragment=repositories")
@@ -236,13 +249,18 @@ class LogServer:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, str]] = []
+        self.following = 0
+        """Follow requests still open (the API server's proxy to us has not closed them)."""
+        self.speak = asyncio.Event()
+        """Set: "quiet" pods start writing a `tick` line every 0.1 s."""
         self.closing = asyncio.Event()
         self.app = web.Application()
         self.app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self.logs)
 
     async def logs(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append(dict(request.query) | {"pod": request.match_info["pod"]})
-        lines = [f"{request.match_info['pod']} line {i}\n" for i in range(1, 11)]
+        pod = request.match_info["pod"]
+        self.requests.append(dict(request.query) | {"pod": pod})
+        lines = [] if "quiet" in pod else [f"{pod} line {i}\n" for i in range(1, 11)]
         tail = int(request.query.get("tailLines", "0") or 0)
         if tail:
             lines = lines[-tail:]
@@ -250,7 +268,21 @@ class LogServer:
         await response.prepare(request)
         await response.write("".join(lines).encode())
         if request.query.get("follow") == "true":
-            await self.closing.wait()  # a quiet, running container: until the test ends
+            # A quiet, running container: open until the test ends or the reader goes away.
+            self.following += 1
+            try:
+                while not self.closing.is_set():
+                    transport = request.transport
+                    if transport is None or transport.is_closing():
+                        break
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.closing.wait(), 0.1)
+                    if "quiet" in pod and self.speak.is_set():
+                        await response.write(b"tick\n")
+            except ConnectionError:
+                pass  # the API server's proxy closed its request to us
+            finally:
+                self.following -= 1
         return response
 
 
@@ -259,7 +291,7 @@ async def node(kclient: Client, namespace: str) -> AsyncIterator[tuple[str, LogS
     logs = LogServer()
     runner = web.AppRunner(logs.app, shutdown_timeout=2)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=kubelettls.server_context())
     await site.start()
     port = runner.addresses[0][1]
     name = f"dash-{namespace}"
@@ -451,3 +483,162 @@ async def test_with_a_token_job_actions_need_it_as_the_apis_own_writes_do(
         assert (await job_spec(kclient, namespace, "guarded"))["runMode"]["pause"]["enabled"]
         # Reads stay open (the page and its fragments load without the token).
         assert (await client.get(f"/jobs/{namespace}/tensorflowtrainingjobs/guarded")).status == 200
+
+
+# --- drift -----------------------------------------------------------------------------------
+
+
+async def test_a_job_changed_in_the_cluster_shows_out_of_sync_with_a_diff_of_that_field(
+    site: TestClient[Any, Any], kclient: Client, namespace: str, remote: Remote
+) -> None:
+    labels = "\n  labels:\n    team: vision"
+    sha = remote.commit("mnist", {"mnist.yaml": tf_job_yaml("mnist", extra_meta=labels)})
+    await create_repository(kclient, repository(namespace, remote.url))  # selfHeal off
+    await wait_status(
+        kclient, namespace, lambda st: (st.get("sync") or {}).get("status") == "Synced"
+    )
+    live = await kclient.get(resources.TFJOBS, "mnist", namespace)
+    assert live["metadata"]["labels"]["team"] == "vision"
+    key = f"TensorFlowTrainingJob/{namespace}/mnist"
+    repo_path = f"/repositories/{namespace}/jobs"
+    synced = row(await page(site, repo_path), data_resource=key)
+    assert cell(synced, "sync-status").attrs["data-status"] == "Synced"
+    assert not synced.find_all("a", cls="diff-link")
+
+    # Someone edits the label by hand (a merge patch, as `kubectl label --overwrite` sends).
+    await kclient.patch(
+        resources.TFJOBS, "mnist", {"metadata": {"labels": {"team": "audio"}}}, namespace
+    )
+
+    async def drifted() -> Element | bool:
+        doc = await page(site, repo_path)
+        found = doc.find_all("tr", data_resource=key)
+        status = cell(found[0], "sync-status").attrs["data-status"] if found else ""
+        return doc if status == "OutOfSync" else False
+
+    doc: Element = await aeventually(drifted, timeout=20, interval=0.2)
+    assert doc.by_id("repo-sync-status").text() == "OutOfSync"
+    assert doc.by_id("repo-revision").attrs["title"] == sha
+    link = row(doc, data_resource=key).one("a", cls="diff-link").attrs["href"]
+    diff = await page(site, link)
+    shown = diff.one("pre", cls="diff")
+    assert "diff-message" not in shown.classes
+    lines = {
+        tag: [span.raw_text() for span in shown.find_all("span", cls=f"diff-{tag}")]
+        for tag in ("file", "del", "add")
+    }
+    assert lines["file"] == ["--- live", "+++ desired"]
+    # Only that field differs, live (-) against Git (+).
+    assert [line.replace(" ", "") for line in lines["del"]] == ["-team:audio"]
+    assert [line.replace(" ", "") for line in lines["add"]] == ["+team:vision"]
+    assert "Live state" in diff.text()
+    # Still OutOfSync: nothing put Git's value back (selfHeal is off).
+    job = await kclient.get(resources.TFJOBS, "mnist", namespace)
+    assert job["metadata"]["labels"]["team"] == "audio"
+
+
+async def test_following_a_quiet_log_answers_at_once_and_a_reader_leaving_closes_upstream(
+    site: TestClient[Any, Any], kclient: Client, namespace: str, node: tuple[str, LogServer]
+) -> None:
+    node_name, log_server = node
+    body = tf_job(name="quiet")
+    body["metadata"]["namespace"] = namespace
+    await kclient.create(resources.TFJOBS, body)
+    await replica_pod(kclient, namespace, "quiet", "quiet-worker-0", node_name)
+    path = f"/api/v1/jobs/{namespace}/tensorflowtrainingjobs/quiet/logs"
+    params = {"pod": "quiet-worker-0", "follow": "true"}
+    # No line yet: the answer still starts (else a page would wait for the first line, and
+    # its reader going away would go unnoticed).
+    async with asyncio.timeout(10):
+        response = await site.get(path, params=params)
+    assert response.status == 200
+    assert log_server.following == 1
+    log_server.speak.set()
+    async with asyncio.timeout(10):
+        assert await response.content.readline() == b"tick\n"
+    response.close()  # the reader goes away: our request to the API server is closed
+    # The embedded API server's pods/log proxy notices at its next write (a real one at once),
+    # and closes its request to the kubelet: nothing stays open.
+    await aeventually(lambda: log_server.following == 0, timeout=10, interval=0.05)
+
+
+async def test_an_unreachable_api_server_is_a_502_page_naming_what_failed(
+    gitops: GitOpsReconciler, namespace: str
+) -> None:
+    from kubernetes_asyncio.client import Configuration
+
+    with socket.socket() as sock:  # a free loopback port, closed again: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dead = Client.from_configuration(Configuration(host=f"http://127.0.0.1:{port}"), timeout=2)
+    app = api.create_app(gitops, token=None, webhook_secret=None, allow_remote_writes=False)
+    dashboard.install(app, hub=gitops, client=dead)
+    job = f"/jobs/{namespace}/tensorflowtrainingjobs/mnist"
+    try:
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            doc = await page(client, job, status=502)
+            assert doc.one("body").attrs["data-page"] == "error"
+            assert doc.one("h1").text() == "The API server did not answer"
+            message = doc.by_id("error-message").text()
+            assert message.startswith(f"Reading tensorflowtrainingjobs {namespace}/mnist failed")
+            assert "Traceback" not in message
+            for method, url in (
+                ("GET", "/api/v1" + job),
+                ("POST", "/api/v1" + job + "/pause"),
+                ("DELETE", "/api/v1" + job),
+                ("GET", "/api/v1" + job + "/logs?pod=mnist-worker-0"),
+            ):
+                response = await client.request(method, url)
+                assert response.status == 502, url
+                assert (await response.json())["error"].startswith("the API server did not answer")
+            # Pages from recorded state still work: the overview needs no API server call.
+            await page(client, "/")
+    finally:
+        await dead.close()
+
+
+async def test_a_cross_site_form_post_or_a_remote_peer_cannot_pause_a_job(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str
+) -> None:
+    body = tf_job(name="target")
+    body["metadata"]["namespace"] = namespace
+    await kclient.create(resources.TFJOBS, body)
+    path = f"/api/v1/jobs/{namespace}/tensorflowtrainingjobs/target"
+
+    @web.middleware
+    async def from_elsewhere(request: web.Request, handler: Any) -> web.StreamResponse:
+        remote = request.headers.get("X-Test-Peer")  # a played peer: tests listen on loopback
+        response: web.StreamResponse = await handler(
+            request.clone(remote=remote) if remote else request
+        )
+        return response
+
+    app = api.create_app(gitops, token=None, webhook_secret=None, allow_remote_writes=False)
+    app.middlewares.insert(0, from_elsewhere)
+    dashboard.install(app, hub=gitops, client=kclient)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        # What a <form method=post action=http://127.0.0.1:PORT/…/pause> on another site sends.
+        form = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": "https://evil.example",
+            "Sec-Fetch-Site": "cross-site",
+            "Sec-Fetch-Mode": "navigate",
+        }
+        refused = await client.post(path + "/pause", data=b"x=1", headers=form)
+        assert refused.status == 403 and "cross-site" in (await refused.json())["error"]
+        # Another local web app (same site, another port) is another origin.
+        other = {"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"}
+        assert (await client.post(path + "/pause", headers=other)).status == 403
+        for method, url in (("POST", path + "/pause"), ("DELETE", path)):
+            remote = await client.request(method, url, headers={"X-Test-Peer": "203.0.113.7"})
+            assert remote.status == 403
+            assert (await remote.json())["error"] == "changes are accepted from this machine only"
+        assert "runMode" not in await job_spec(kclient, namespace, "target")
+        # The page's own fetch (same origin) is what the guard lets through.
+        origin = str(client.make_url("")).rstrip("/")
+        own = {
+            "Origin": origin,
+            "Sec-Fetch-Site": "same-origin",
+            "Content-Type": "application/json",
+        }
+        assert (await client.post(path + "/pause", data=b"{}", headers=own)).status == 202

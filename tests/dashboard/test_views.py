@@ -215,8 +215,10 @@ def test_history_is_newest_first_and_marks_the_deployed_revision() -> None:
         "message": "1 applied",
         "revision": "0123456",
         "time": "1m ago",
+        "timestamp": "2026-01-01T11:59:00Z",
     }
     assert detail["reconciled"] == "30s ago"
+    assert detail["reconciled_timestamp"] == "2026-01-01T11:59:30Z"
 
 
 def test_a_comparison_error_is_listed_as_a_condition() -> None:
@@ -252,6 +254,7 @@ def test_a_diffs_lines_are_tagged_for_colour_and_keep_their_text() -> None:
     shown = views.resource_diff([diff], "TensorFlowTrainingJob/default/mnist")
     assert shown is not None
     assert shown["source"] == "jobs/mnist.yaml:4"
+    assert shown["kind"] == "diff"
     assert [(line["tag"], line["text"]) for line in shown["lines"]] == [
         ("file", "--- live"),
         ("file", "+++ desired"),
@@ -392,3 +395,79 @@ def test_a_pod_summary_names_container_states_and_exit_codes() -> None:
         "deleting": True,
         "containers": [{"name": "c", "state": "terminated", "exitCode": 3}],
     }
+
+
+REFUSAL = (
+    'admission webhook "validate.trainingjobs.batch.tensorstack.dev" denied the request: '
+    'spec.replicaSpecs[0]: Invalid value: "500m": must be greater than or equal to cpu request'
+)
+RECORDED = {
+    "a unified diff": ("--- live\n+++ desired\n@@ -1 +1 @@\n-a: 1\n+a: 2\n", "diff"),
+    "a prune (every line removed)": ("-apiVersion: v1\n-kind: Job\n", "diff"),
+    "a refusal": (REFUSAL, "message"),
+    "a refusal over two lines": (REFUSAL + "\n+ a hint", "message"),
+    "a missing resource's message": ("not in the cluster yet", "message"),
+}
+
+
+@pytest.mark.parametrize(("text", "kind"), RECORDED.values(), ids=RECORDED.keys())
+def test_what_the_hub_recorded_is_a_diff_only_when_it_has_diff_lines(text: str, kind: str) -> None:
+    recorded = {"kind": "TensorFlowTrainingJob", "namespace": "a", "name": "b", "text": text}
+    shown = views.resource_diff([recorded], "TensorFlowTrainingJob/a/b")
+    assert shown is not None and shown["kind"] == kind
+    if kind == "message":
+        assert shown["message"] == text.strip() and shown["lines"] == []
+    else:
+        assert [line["text"] for line in shown["lines"]] == text.splitlines()
+
+
+# --- links built from names --------------------------------------------------------------------
+
+HOSTILE = {
+    "a javascript: URL": "javascript:alert(1)",
+    "a protocol-relative URL": "//evil.example/x",
+    "markup and quotes": '"><script>x</script>',
+    "a path climbing up": "../../api/v1",
+    "a query": "a?b=c#d",
+}
+
+
+@pytest.mark.parametrize("value", HOSTILE.values(), ids=HOSTILE.keys())
+def test_links_built_from_names_stay_on_this_site_with_each_name_one_quoted_segment(
+    value: str,
+) -> None:
+    row = {
+        "kind": "TensorFlowTrainingJob",
+        "namespace": value,
+        "name": value,
+        "repository": f"{value}/{value}",  # the tracking annotation: any string a Git file sets
+        "createdAt": "2026-01-01T11:00:00Z",
+    }
+    (shown,) = views.job_rows([row], NOW)
+    job = {
+        "kind": "TensorFlowTrainingJob",
+        "metadata": {
+            "namespace": value,
+            "name": value,
+            "annotations": {jobviews.REPOSITORY_ANNOTATION: f"{value}/{value}"},
+        },
+        "spec": {"tensorboardSpec": {}},
+    }
+    detail = jobviews.job_detail(job, [], [], NOW)
+    repo = views.repository_row({"metadata": {"namespace": value, "name": value}}, NOW)
+    assert shown["path"] and detail["path"] and repo["path"]
+    for href in (
+        shown["path"],
+        shown["repository_path"],
+        detail["path"],
+        detail["repository_path"],
+        repo["path"],
+    ):
+        if href is None:  # an annotation that names no namespace/name: no link at all
+            continue
+        assert href.startswith(("/jobs/", "/repositories/")) and not href.startswith("//")
+        assert not set(href) & set("\"'<>?#:"), href
+        assert href.count("/") == (4 if href.startswith("/jobs/") else 3), href
+        assert "/../" not in href + "/" and "/./" not in href + "/"
+    assert detail["tensorboard"]["url"].startswith("http://127.0.0.1:8001/api/v1/namespaces/")
+    assert "<" not in detail["tensorboard"]["url"]

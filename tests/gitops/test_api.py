@@ -25,6 +25,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from gitops import api
@@ -35,6 +36,8 @@ from gitops.pushhooks import PushEvent
 
 SECRET = b"hook-secret"
 TOKEN = "api-token-123"
+MiB = 1024 * 1024
+EVIL = {"Origin": "https://evil.example"}
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
@@ -470,6 +473,92 @@ async def test_with_a_token_mutating_calls_need_it(remote: bool) -> None:
         assert await body(response) == {"refreshed": ["default/jobs"]}
 
 
+def from_peer(address: str) -> Any:
+    """A middleware (put first) that makes every request look as if it came from `address`:
+    tests listen on loopback only, so a remote peer is played, never reached."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+        response: web.StreamResponse = await handler(request.clone(remote=address))
+        return response
+
+    return middleware
+
+
+async def _changed(request: web.Request) -> web.Response:
+    request.app[CHANGED].append(request.method)
+    return web.json_response({"changed": True}, status=202)
+
+
+CHANGED = web.AppKey("changed", list)
+
+
+@asynccontextmanager
+async def app_with_a_route_of_its_own(
+    peer: str | None = None, **options: Any
+) -> AsyncIterator[tuple[TestClient[Any, Any], list[str]]]:
+    """The API app plus a write route another package adds (as the dashboard adds pause,
+    resume and delete): the guard must cover it without being told about it."""
+    settings: dict[str, Any] = {"token": None, "webhook_secret": None, "allow_remote_writes": False}
+    settings.update(options)
+    app = api.create_app(FakeHub(), **settings)
+    if peer is not None:
+        app.middlewares.insert(0, from_peer(peer))
+    app[CHANGED] = []
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        app.router.add_route(method, "/api/v1/things/{name}", _changed)
+    app.router.add_get("/api/v1/things/{name}", _changed)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        yield client, app[CHANGED]
+
+
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+PLAYED_PEER = "203.0.113.7"  # TEST-NET-3: a string in request.remote, never an address used
+
+
+@pytest.mark.parametrize("method", WRITES)
+async def test_any_route_written_to_is_guarded_by_method_not_by_name(method: str) -> None:
+    async with app_with_a_route_of_its_own(peer=PLAYED_PEER) as (client, changed):
+        response = await client.request(method, "/api/v1/things/x")
+        assert response.status == 403
+        assert await body(response) == {"error": "changes are accepted from this machine only"}
+        assert (await client.get("/api/v1/things/x")).status == 202  # reads stay open
+        # The push hook keeps its exemption: it has its own secret.
+        response = await client.post(
+            "/api/v1/webhooks/git",
+            json={"repository": "https://github.com/org/jobs", "branch": "main"},
+        )
+        assert response.status == 202
+    assert changed == ["GET"]
+    async with app_with_a_route_of_its_own(token=TOKEN) as (client, changed):
+        response = await client.request(method, "/api/v1/things/x")
+        assert response.status == 401
+        assert response.headers["WWW-Authenticate"] == 'Bearer realm="trainops"'
+        response = await client.request(
+            method, "/api/v1/things/x", headers={"Authorization": f"Bearer {TOKEN}", **EVIL}
+        )
+        assert response.status == 403
+        assert (await body(response))["error"].startswith("cross-site request refused")
+        response = await client.request(
+            method, "/api/v1/things/x", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert response.status == 202
+    assert changed == [method]
+
+
+async def test_sync_from_another_machine_is_refused_on_loopback_but_not_beyond() -> None:
+    async with app_with_a_route_of_its_own(peer=PLAYED_PEER) as (client, _):
+        response = await client.post("/api/v1/repositories/default/jobs/sync")
+        assert response.status == 403
+    remote = {"token": TOKEN, "allow_remote_writes": True}
+    async with app_with_a_route_of_its_own(peer=PLAYED_PEER, **remote) as (client, changed):
+        response = await client.post(
+            "/api/v1/things/x", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert response.status == 202
+    assert changed == ["POST"]
+
+
 async def test_on_loopback_without_a_token_writes_are_open() -> None:
     hub = FakeHub()
     async with client_for(hub) as client:
@@ -755,6 +844,22 @@ async def test_a_client_going_away_ends_its_subscription() -> None:
         await wait_for(lambda: not hub.subscribers and app[api.STREAMS].open == 0, 4.0)
 
 
+async def test_a_client_that_stops_reading_is_dropped_after_the_write_timeout() -> None:
+    hub = FakeHub()
+    app = api.create_app(
+        hub, token=None, webhook_secret=None, allow_remote_writes=False, write_timeout=0.5
+    )
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        response = await client.get("/api/v1/stream")
+        assert await read_event(response) == ["retry: 2000"]
+        await wait_for(lambda: len(hub.subscribers) == 1)
+        big = {"metadata": {"namespace": "default", "name": "big"}, "blob": "x" * MiB}
+        for _ in range(64):  # far more than the socket buffers hold; the client reads none
+            hub.publish(Change("job", "MODIFIED", big))
+        await wait_for(lambda: not hub.subscribers and app[api.STREAMS].open == 0, 10.0)
+        response.close()
+
+
 async def test_shutting_down_ends_open_streams_at_once() -> None:
     hub = FakeHub()
     app = api.create_app(hub, token=None, webhook_secret=None, allow_remote_writes=False)
@@ -862,3 +967,25 @@ def test_bearer_matches() -> None:
 def test_the_fake_hub_satisfies_the_protocol() -> None:
     hub: Hub = FakeHub()
     assert hub.repositories()[0]["metadata"]["name"] == "jobs"
+
+
+async def test_a_change_is_sent_as_it_happens_not_at_the_next_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stream wakes on the first of (a change, shutdown), not when both have happened:
+    with the poll and the heartbeat an hour long, changes still arrive at once, in order."""
+    import gitops.api
+
+    monkeypatch.setattr(gitops.api, "_POLL", 3600.0)
+    hub = FakeHub()
+    async with client_for(hub, heartbeat=3600.0) as client:
+        response = await client.get("/api/v1/stream")
+        assert await read_event(response) == ["retry: 2000"]
+        await wait_for(lambda: len(hub.subscribers) == 1)
+        for job in JOBS[:2]:
+            hub.publish(Change("job", "MODIFIED", job))
+        for job in JOBS[:2]:
+            event, data = await read_event(response, timeout=5.0)
+            assert event == "event: job"
+            assert json.loads(data.removeprefix("data: "))["object"] == job
+        response.close()
