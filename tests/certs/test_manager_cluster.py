@@ -141,6 +141,10 @@ async def test_replicas_racing_on_a_real_api_server_converge_on_one_secret_and_b
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl binary not installed")
+@pytest.mark.embedded_only(
+    "routes the webhook Service to Endpoints at 127.0.0.1; kube-apiserver refuses loopback"
+    " endpoint addresses (422) and dials the ClusterIP, which needs kube-proxy"
+)
 async def test_the_api_server_reaches_the_webhook_through_its_service_across_a_renewal(
     cluster: Cluster,
     kube: Client,

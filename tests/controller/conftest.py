@@ -67,8 +67,11 @@ async def controller(kclient: Client) -> AsyncIterator[Controller]:
 
 
 async def pods_of(client: Client, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    """The job's replica pods (not its TensorBoard's, which a real Deployment controller makes)."""
     body = await client.list(
-        resources.PODS, namespace, label_selector=f"batch.tensorstack.dev/job-name={job}"
+        resources.PODS,
+        namespace,
+        label_selector=f"batch.tensorstack.dev/job-name={job},batch.tensorstack.dev/replica-type",
     )
     return {p["metadata"]["name"]: p for p in body.get("items") or []}
 

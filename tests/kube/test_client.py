@@ -157,10 +157,16 @@ async def test_status_subresource_replace_changes_status_only(
             },
         },
     }
-    created = await client.create(resources.DEPLOYMENTS, deployment)
-    created["status"] = {"observedGeneration": 7}
-    created["spec"]["replicas"] = 3
-    updated = await client.replace(resources.DEPLOYMENTS, created, subresource="status")
+    await client.create(resources.DEPLOYMENTS, deployment)
+
+    async def replace_status() -> dict[str, Any]:
+        # On a real cluster the Deployment controller writes the status too: retry a conflict.
+        current = await client.get(resources.DEPLOYMENTS, "web", namespace)
+        current["status"] = {"observedGeneration": 7}
+        current["spec"]["replicas"] = 3
+        return await client.replace(resources.DEPLOYMENTS, current, subresource="status")
+
+    updated = await aeventually(replace_status, timeout=10)
     assert updated["status"]["observedGeneration"] == 7
     assert updated["spec"]["replicas"] == 0
 
