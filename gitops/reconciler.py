@@ -184,7 +184,7 @@ class Reconciler:
         kinds = set(DEFAULT_KINDS) | memo.kinds | keys.kinds_of(memo.checked)
         desired = keys.desired_keys(memo.checked, spec.destination)
         live, tracked = await self.engine.live(key, kinds, desired)
-        fingerprint = keys.fingerprint(live, tracked)
+        fingerprint: str | None = keys.fingerprint(live, tracked)
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry_at is not None and self.monotonic() >= memo.retry_at
         failing = any(
@@ -207,6 +207,10 @@ class Reconciler:
             live, tracked = await self.engine.live(key, kinds, desired)
             fingerprint = keys.fingerprint(live, tracked)
             comparison = self._compare(key, spec, memo, live, tracked, sources_of)
+            if operation.phase == "Succeeded" and spec.self_heal and _actionable(comparison):
+                # An edit landed between the apply and the re-list: the watch event it caused
+                # must not find this state memoised, or healing waits for the interval.
+                fingerprint = None
         memo.revision, memo.fingerprint, memo.generation = commit.sha, fingerprint, generation
         memo.comparison = comparison
         memo.kinds |= {(str(o.get("apiVersion")), str(o.get("kind"))) for o in live.values()}
@@ -355,9 +359,7 @@ class Reconciler:
             return False
         if sha != memo.synced_revision or retry_due:
             return True
-        actionable = any(
-            r.desired is not None and r.status != "Synced" for r in comparison.resources
-        )
+        actionable = _actionable(comparison)
         prunable = (
             spec.prune
             and comparison.prune_blocked is None
@@ -481,3 +483,8 @@ NO_KEY = ResourceKey("", "", "", "")
 def _key(r: ResourceState) -> ResourceKey:
     assert r.key is not None
     return r.key
+
+
+def _actionable(comparison: Comparison) -> bool:
+    """Whether a sync would change something: a resource in Git differs from the cluster."""
+    return any(r.desired is not None and r.status != "Synced" for r in comparison.resources)
