@@ -239,8 +239,10 @@ def test_a_call_outside_the_roles_is_refused_with_403(
     controller_identity: Identity,
     webhook_identity: Identity,
     jobs_namespace: str,
+    tmp_path: Path,
 ) -> None:
     identity = {CONTROLLER: controller_identity, WEBHOOK: webhook_identity}[account]
+    tmp_home = tmp_path
 
     def kubectl(line: str, *extra: str) -> subprocess.CompletedProcess[str]:
         words = line.replace("{ns}", jobs_namespace).split(" ")
@@ -249,7 +251,8 @@ def test_a_call_outside_the_roles_is_refused_with_403(
             capture_output=True,
             text=True,
             timeout=60,
-            env={"PATH": "/usr/bin:/bin", "KUBECONFIG": "/dev/null"},
+            # A HOME of its own: without one kubectl writes its cache under the working dir.
+            env={"PATH": "/usr/bin:/bin", "KUBECONFIG": "/dev/null", "HOME": str(tmp_home)},
         )
 
     # `auth can-i` with the bare token (how `kubectl --token` users ask) …
