@@ -110,8 +110,8 @@ class FieldError:
         return cls("FieldValueDuplicate", field, f"Duplicate value: {_go_literal(value)}")
 
     @classmethod
-    def too_long(cls, field: str, limit: int, *, at_most: bool = False) -> FieldError:
-        return cls("FieldValueTooLong", field, too_long_detail(limit, at_most=at_most))
+    def too_long(cls, field: str, limit: int) -> FieldError:
+        return cls("FieldValueTooLong", field, too_long_detail(limit))
 
     @classmethod
     def too_many(cls, field: str, count: int, limit: int) -> FieldError:
@@ -121,17 +121,13 @@ class FieldError:
         )
 
 
-def too_long_detail(limit: int, *, at_most: bool = False) -> str:
-    """`Too long: …` as Kubernetes 1.32 words it for the check at hand.
-
-    Two wordings survive: `field.TooLong` (`may not be more than N bytes`: OpenAPI maxLength
-    of custom resources) and the size checks of ObjectMeta and request options (`must have at
-    most N bytes`: total annotation size, fieldManager). One place renders both so the texts
-    cannot drift apart.
-    """
+def too_long_detail(limit: int) -> str:
+    """`Too long: …` as Kubernetes 1.32 words every size check (OpenAPI maxLength of custom
+    resources, ObjectMeta's total annotation size, a request's fieldManager), checked against
+    kube-apiserver v1.32.13 (hack/reference-cluster); later releases say `must have at most`
+    for the last two."""
     unit = "byte" if limit == 1 else "bytes"
-    phrase = "must have at most" if at_most else "may not be more than"
-    return f"Too long: {phrase} {limit} {unit}"
+    return f"Too long: may not be more than {limit} {unit}"
 
 
 def _go_literal(value: Any) -> str:
@@ -151,7 +147,7 @@ def invalid_error(kind: str, group: str, name: str, errors: Sequence[FieldError]
         "Invalid",
         f'{qualified} "{name}" is invalid: {aggregate}',
         details={
-            "name": name,
+            **({"name": name} if name else {}),
             "group": group,
             "kind": kind,
             "causes": [e.cause() for e in errors],

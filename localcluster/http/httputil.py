@@ -11,7 +11,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from localcluster.api import apierrors
-from localcluster.api.fielderrors import too_long_detail
+from localcluster.api.fielderrors import FieldError, invalid_error
 from localcluster.api.jsonyaml import YAMLError, load_yaml
 from localcluster.http import protobuf
 from localcluster.store.storage import dumps
@@ -124,6 +124,9 @@ def parse_accept(header: str | None) -> Accept:
 _FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
 
 
+_OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+
+
 def write_options(request: web.Request) -> WriteOptions:
     query = request.query
     dry = query.getall("dryRun", [])
@@ -139,7 +142,9 @@ def write_options(request: web.Request) -> WriteOptions:
         )
     manager = query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0]
     if len(manager) > 128:
-        raise apierrors.bad_request(f"fieldManager: {too_long_detail(128, at_most=True)}")
+        # Validated as the request's options object, as kube-apiserver does: a 422 naming it.
+        options = _OPTIONS_KIND.get(request.method, "CreateOptions")
+        raise invalid_error(options, "meta.k8s.io", "", [FieldError.too_long("fieldManager", 128)])
     return WriteOptions(
         dry_run=bool(dry),
         field_manager=manager,

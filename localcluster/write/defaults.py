@@ -33,7 +33,6 @@ def pod_spec_defaults(spec: dict[str, Any]) -> None:
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
-    spec.setdefault("enableServiceLinks", True)
     for field in ("initContainers", "containers"):
         for container in spec.get(field) or ():
             if not isinstance(container, dict):
@@ -86,6 +85,7 @@ def default_object(info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> 
             obj["spec"] = {"finalizers": ["kubernetes"]}
     elif rid == "/pods" and isinstance(spec, dict):
         pod_spec_defaults(spec)
+        spec.setdefault("enableServiceLinks", True)  # Pods only: templates keep it unset
         # The ServiceAccount admission plugin's part (pods only, not pod templates).
         spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
         spec.setdefault("serviceAccount", spec["serviceAccountName"])

@@ -143,9 +143,7 @@ def validate_meta(info: ResourceInfo, obj: Mapping[str, Any]) -> list[dict[str, 
     if isinstance(annotations, Mapping):
         size = sum(len(k) + len(str(v)) for k, v in annotations.items())
         if size > MAX_ANNOTATIONS:
-            causes.append(
-                FieldError.too_long("metadata.annotations", MAX_ANNOTATIONS, at_most=True).cause()
-            )
+            causes.append(FieldError.too_long("metadata.annotations", MAX_ANNOTATIONS).cause())
     return causes
 
 

@@ -156,4 +156,4 @@ def test_client_side_apply_of_a_crd_is_refused_for_its_last_applied_annotation(
         str(ROOT / "deploy" / "crds" / "batch.tensorstack.dev_xgboosttrainingjobs.yaml"),
     )
     assert done.returncode != 0
-    assert "Too long: must have at most 262144 bytes" in done.stderr
+    assert "Too long: may not be more than 262144 bytes" in done.stderr
