@@ -1,6 +1,7 @@
 """Benchmark of the job controller's own cost (run by hand; results go to docs/PERFORMANCE.md).
 
     .venv/bin/python benchmarks/bench_controller.py [--jobs 500] [--workers 4] [--rate JOBS_PER_S]
+    .venv/bin/python benchmarks/bench_controller.py --kubeconfig FILE [--jobs 500] [--rate N]
     .venv/bin/python benchmarks/bench_controller.py --up [--jobs 20]
 
 Three processes, so each one's CPU is its own: `trainops apiserver` (the embedded API server,
@@ -11,6 +12,11 @@ run — so process start-up is not what is measured. By default every job is sub
 queue backs up; what is measured is throughput); `--rate` paces submissions, so the delay
 measured is the controller's reaction time rather than time spent queued behind a saturated
 API server.
+
+`--kubeconfig FILE` runs the same against an API server already running (the reference
+kube-apiserver of `hack/reference-cluster`), in a fresh namespace; its CPU and etcd's are read
+from /proc when they run on this machine (found by the port in FILE), and the API server's own
+request counts (`apiserver_request_total` on its /metrics) are reported by verb and resource.
 
 Reports: time from the first create until every job is Succeeded (and jobs/s), the controller's
 CPU seconds per job (from /proc), and the delay from the master pod's exit being written to the
@@ -46,6 +52,7 @@ from tests.support.fakekubelet import set_pod_status  # noqa: E402
 from tests.support.jobs import replica, tf_job  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
+_SERVICE_ACCOUNTS = resources.Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 METRICS_PORT = 18089
 
 
@@ -69,24 +76,33 @@ async def _wait_file(path: Path, proc: subprocess.Popen[bytes], what: str) -> No
         await asyncio.sleep(0.1)
 
 
-def _job(i: int) -> dict[str, Any]:
+def _job(i: int, namespace: str = "default") -> dict[str, Any]:
     job = tf_job(replica("chief"), replica("worker", 2), replica("ps"), name=f"job-{i:04d}")
-    job["metadata"]["namespace"] = "default"
+    job["metadata"]["namespace"] = namespace
     job["spec"]["runPolicy"] = {"cleanUpPolicy": "None"}
     return job
 
 
-async def bench(jobs: int, workers: int, rate: float | None = None) -> dict[str, str]:
+async def bench(
+    jobs: int, workers: int, rate: float | None = None, kubeconfig: Path | None = None
+) -> dict[str, str]:
     data_dir = Path(tempfile.mkdtemp(prefix="bench-controller-"))
-    api = subprocess.Popen(
-        [sys.executable, "-m", "trainops", "apiserver", "--data-dir", str(data_dir)],
-        cwd=REPO,
-        stderr=subprocess.DEVNULL,
-    )
-    ctl: subprocess.Popen[bytes] | None = None
-    try:
+    api: subprocess.Popen[bytes] | None = None
+    namespace = "default"
+    if kubeconfig is None:
+        api = subprocess.Popen(
+            [sys.executable, "-m", "trainops", "apiserver", "--data-dir", str(data_dir)],
+            cwd=REPO,
+            stderr=subprocess.DEVNULL,
+        )
+        api_pids = {"API server": api.pid}
         kubeconfig = data_dir / "kubeconfig"
         await _wait_file(data_dir / "server.json", api, "apiserver")
+    else:
+        api_pids = _reference_pids(kubeconfig)
+        namespace = f"bench-{os.getpid()}"
+    ctl: subprocess.Popen[bytes] | None = None
+    try:
         crds = subprocess.run(
             [
                 "kubectl",
@@ -123,12 +139,21 @@ async def bench(jobs: int, workers: int, rate: float | None = None) -> dict[str,
             cwd=REPO,
         )
         client = await Client.connect(kubeconfig, timeout=60)
-        api_cpu0 = _cpu_seconds(api.pid)
+        if namespace != "default":
+            ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            await client.create(resources.NAMESPACES, ns)
+            await _wait_service_account(client, namespace)
+        api_cpu0 = {k: _cpu_seconds(pid) for k, pid in api_pids.items()}
+        requests0 = await _apiserver_requests(client) if api is None else {}
         own_cpu0 = time.process_time()
-        results = await _run(client, ctl, jobs, rate)
-        results["API server CPU"] = f"{_cpu_seconds(api.pid) - api_cpu0:.1f} s"
+        results = await _run(client, ctl, jobs, rate, namespace)
+        for what, pid in api_pids.items():
+            results[f"{what} CPU"] = f"{_cpu_seconds(pid) - api_cpu0[what]:.1f} s"
         results.update(_controller_metrics())
         results["this process's CPU (kubelet)"] = f"{time.process_time() - own_cpu0:.1f} s"
+        if api is None:
+            results.update(_request_deltas(requests0, await _apiserver_requests(client)))
+        await client.close()
         return results
     finally:
         for proc in (ctl, api):
@@ -137,15 +162,94 @@ async def bench(jobs: int, workers: int, rate: float | None = None) -> dict[str,
                 proc.wait(30)
 
 
+def _reference_pids(kubeconfig: Path) -> dict[str, int]:
+    """The kube-apiserver serving `kubeconfig`'s port and its etcd, when on this machine."""
+    import yaml
+
+    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    port = server.rsplit(":", 1)[1].rstrip("/")
+    cmdlines = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdlines[int(entry.name)] = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+    found: dict[str, int] = {}
+    etcd_urls: list[bytes] = []
+    for pid, argv in cmdlines.items():
+        if (
+            argv
+            and argv[0].endswith(b"kube-apiserver")
+            and f"--secure-port={port}".encode() in argv
+        ):
+            found["API server"] = pid
+            etcd_urls = [a.split(b"=", 1)[1] for a in argv if a.startswith(b"--etcd-servers=")]
+    for pid, argv in cmdlines.items():
+        if (
+            argv
+            and argv[0].endswith(b"etcd")
+            and any(b"--listen-client-urls=" + url in argv for url in etcd_urls)
+        ):
+            found["etcd"] = pid
+    return found
+
+
+async def _wait_service_account(client: Client, namespace: str) -> None:
+    """A real API server refuses pods until the namespace's `default` ServiceAccount exists."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            await client.get(_SERVICE_ACCOUNTS, "default", namespace)
+            return
+        except errors.NotFound:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def _apiserver_requests(client: Client) -> dict[tuple[str, str], float]:
+    """kube-apiserver's `apiserver_request_total`, summed by (verb, resource[/subresource])."""
+    text = (await client.request("GET", "/metrics", raw=True)).decode()
+    totals: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line.rpartition(" ")
+        labels = dict(
+            part.split("=", 1)
+            for part in labels_text[len("apiserver_request_total{") : -1].split(",")
+        )
+        clean = {k: v.strip('"') for k, v in labels.items()}
+        resource = clean.get("resource", "") + (
+            "/" + clean["subresource"] if clean.get("subresource") else ""
+        )
+        key = (clean.get("verb", ""), resource)
+        totals[key] = totals.get(key, 0.0) + float(value)
+    return totals
+
+
+def _request_deltas(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]
+) -> dict[str, str]:
+    deltas = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    top = sorted(((v, k) for k, v in deltas.items() if v >= 1), reverse=True)
+    total = sum(v for v, _ in top)
+    lines = {"API requests (all)": f"{total:.0f}"}
+    for value, (verb, resource) in top[:12]:
+        lines[f"  {verb} {resource}"] = f"{value:.0f}"
+    return lines
+
+
 async def _run(
-    client: Client, ctl: subprocess.Popen[bytes], jobs: int, rate: float | None
+    client: Client, ctl: subprocess.Popen[bytes], jobs: int, rate: float | None, namespace: str
 ) -> dict[str, str]:
     exited: dict[str, float] = {}  # job -> when its master's exit was written
     done: dict[str, float] = {}
     replicas_running: dict[str, int] = {}
     kubelet_queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    pods = Informer(client, resources.PODS, "default")
-    tfjobs = Informer(client, resources.TFJOBS, "default")
+    pods = Informer(client, resources.PODS, namespace)
+    tfjobs = Informer(client, resources.TFJOBS, namespace)
 
     def on_pod(event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         if event == "ADDED" and (pod.get("status") or {}).get("phase") != "Running":
@@ -172,10 +276,10 @@ async def _run(
             name = pod["metadata"]["name"]
             try:
                 if pod.get("_finish"):  # the job's replicas all run: its master exits 0
-                    await set_pod_status(client, "default", name, "Succeeded", 0)
+                    await set_pod_status(client, namespace, name, "Succeeded", 0)
                     exited[job] = time.perf_counter()
                     continue
-                await set_pod_status(client, "default", name, "Running")
+                await set_pod_status(client, namespace, name, "Running")
                 if labels.get("batch.tensorstack.dev/job-role") == "master":
                     masters[job] = name
                 replicas_running[job] = replicas_running.get(job, 0) + 1
@@ -195,7 +299,7 @@ async def _run(
         if rate:
             await asyncio.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
         async with sem:
-            await client.create(resources.TFJOBS, _job(i))
+            await client.create(resources.TFJOBS, _job(i, namespace))
 
     await asyncio.gather(*(submit(i) for i in range(jobs)))
     submitted = time.perf_counter() - t0
@@ -206,7 +310,6 @@ async def _run(
     cpu = _cpu_seconds(ctl.pid) - cpu0
     for task in [*players, *tasks]:
         task.cancel()
-    await client.close()
     delays = [done[j] - exited[j] for j in done if j in exited]
     return {
         "machine": f"{cpu_model()}, {os.cpu_count()} cores",
@@ -309,8 +412,19 @@ def main() -> None:
         "--rate", type=float, help="submit this many jobs a second (default: all at once)"
     )
     parser.add_argument("--up", action="store_true", help="the whole product, real processes")
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="use the API server in FILE (e.g. the reference kube-apiserver) instead of starting "
+        "`trainops apiserver`",
+    )
     args = parser.parse_args()
-    run = bench_up(args.jobs) if args.up else bench(args.jobs, args.workers, args.rate)
+    run = (
+        bench_up(args.jobs)
+        if args.up
+        else bench(args.jobs, args.workers, args.rate, args.kubeconfig)
+    )
     for key, value in asyncio.run(run).items():
         print(f"{key:30} {value}")
 

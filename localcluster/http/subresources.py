@@ -125,7 +125,7 @@ def _kubelet_base(srv: Server, node_name: str) -> str:
     port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
     if not port:
         raise apierrors.internal(f'node "{node_name}" has no kubelet endpoint')
-    return f"http://{address}:{port}"
+    return f"https://{address}:{port}"
 
 
 async def _log(
@@ -147,8 +147,13 @@ async def _log(
     params = {k: v for k, v in request.query.items() if k in LOG_PARAMS}
     session = request.app[CLIENT_SESSION]
     try:
+        # Kubelets serve TLS with a self-signed certificate; like kube-apiserver without
+        # --kubelet-certificate-authority, do not verify it.
         upstream = await session.get(
-            url, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_connect=5)
+            url,
+            params=params,
+            ssl=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
         )
     except aiohttp.ClientError as e:
         raise apierrors.internal(f'Get "{url}": {e}') from None
@@ -165,6 +170,13 @@ async def _log(
             pass  # `kubectl logs -f` interrupted: stop following
         except aiohttp.ClientPayloadError:
             pass  # the kubelet ended the stream early (pod stopped): end ours too
+        finally:
+            # A reader that left mid-stream: drop the kubelet's connection at once (a TLS
+            # close would wait for the kubelet's close_notify, which a quiet follow never sends).
+            if not upstream.content.at_eof() and upstream.connection is not None:
+                transport = upstream.connection.transport
+                if transport is not None:
+                    transport.abort()
         return response
 
 

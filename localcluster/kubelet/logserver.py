@@ -5,6 +5,10 @@ port is published in the Node's `status.daemonEndpoints.kubeletEndpoint.Port`). 
 `follow`, `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`, `previous`, `limitBytes`.
 Errors answer with a `Status` object carrying the messages the real components use.
 
+Served over HTTPS, as a kubelet serves it: kube-apiserver speaks only TLS to kubelets (and,
+without `--kubelet-certificate-authority`, does not verify their certificate). Like a kubelet
+started without `--tls-cert-file`, it makes a self-signed pair (`DATA_DIR/kubelet-tls/`) at start.
+
 Reads run in a worker thread; `follow` polls the file (there is no portable async file watch) and
 ends when the container instance has finished and everything it wrote was sent.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -77,10 +82,20 @@ class LogServer:
     async def start(self) -> int:
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._tls())
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         return self.port
+
+    def _tls(self) -> ssl.SSLContext:
+        from certs import pki
+
+        ca = pki.new_ca("trainops-kubelet-ca")
+        tls_dir = self.runtime.data_dir / "kubelet-tls"
+        pki.write_bundle(tls_dir, ca, pki.new_serving_cert(ca, [self.host, "localhost"]))
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls_dir / pki.CERT_FILE, tls_dir / pki.KEY_FILE)
+        return context
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.localcluster._http import Http
+from tests.support import kubelettls
 from tests.support.cluster import Cluster
 from tests.support.manifests import crd_files, documents
 
@@ -230,6 +231,7 @@ class _FakeKubelet(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake_kubelet_node(http: Http) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeKubelet)
+    server.socket = kubelettls.server_context().wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     name = f"logs-node-{server.server_address[1]}"

@@ -1,4 +1,8 @@
-"""`trainops up` as a user runs it: a subprocess, driven over its kubeconfig."""
+"""`trainops up` as a user runs it: a subprocess, driven over its kubeconfig.
+
+With `TRAINOPS_TEST_KUBECONFIG` set, `up` runs as `trainops up --kubeconfig FILE --node` on that
+cluster (`tests.support.upcluster`), and each fresh `Up` starts from a cleaned `default`
+namespace."""
 
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ from typing import Any
 import pytest
 
 from tests.kubelet.conftest import eventually, kill_strays, stray_processes
+from tests.support import upcluster
 
-__all__ = ["Up", "eventually", "stray_processes"]
+__all__ = ["Up", "eventually", "finish", "stray_processes"]
 
 
 class Up:
@@ -27,16 +32,23 @@ class Up:
         self.data_dir = data_dir
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
+        self.external = upcluster.external_kubeconfig()
+        if self.external is not None:
+            upcluster.reset_namespace(self.external)
 
     @property
     def kubeconfig(self) -> Path:
-        return self.data_dir / "kubeconfig"
+        return self.external or self.data_dir / "kubeconfig"
 
     def start(self, timeout: float = 30.0, args: tuple[str, ...] = ()) -> None:
         """Start `trainops up` (with `args` appended, e.g. `("--repo", url)`)."""
         self.output = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trainops", "up", "--data-dir", str(self.data_dir), *args],
+            [
+                *(sys.executable, "-m", "trainops", "up", "--data-dir", str(self.data_dir)),
+                *upcluster.up_args(self.external),
+                *args,
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -69,7 +81,7 @@ class Up:
         return client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
 
 
-def _finish(instance: Up) -> None:
+def finish(instance: Up) -> None:
     """Stop `up`; if a failed test left pod processes behind, kill their process groups."""
     if instance.proc is not None:
         instance.stop()
@@ -84,7 +96,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
     """A fresh `trainops up` (not started) on its own data directory."""
     instance = Up(tmp_path / "data")
     yield instance
-    _finish(instance)
+    finish(instance)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +105,7 @@ def running_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     instance = Up(tmp_path_factory.mktemp("up") / "data")
     instance.start()
     yield instance
-    _finish(instance)
+    finish(instance)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from certs import pki
-from trainops.commands.up import _usable_webhook_certs
+from trainops.commands.up_cluster import usable_webhook_certs as _usable_webhook_certs
 
 NOW = datetime.now(UTC)
 

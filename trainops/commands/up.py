@@ -1,11 +1,13 @@
-"""`trainops up`: the whole product on one machine, no cluster needed.
+"""`trainops up`: the whole product on one machine, no cluster needed (or on one you have).
 
-Starts, in one process and one event loop: the embedded API server (`localcluster`), the CRDs of
-both job kinds (from `trainops crds`' builder), the admission webhook over TLS on a loopback port
-(certificates from `certs.pki`, registered with Mutating/ValidatingWebhookConfigurations whose
-`clientConfig.url` and `caBundle` point at it), the process kubelet with its scheduler and
-Deployment controller. State lives in the data directory, so running `up` again resumes: objects,
-pod logs, the CA and the kubeconfig (`DIR/kubeconfig`).
+Starts, in one process and one event loop: the embedded API server (`localcluster`) — or, with
+`--kubeconfig FILE`, nothing of the kind: the API server in FILE is used — and then, the same
+way for either (`up_cluster`): the CRDs (from `trainops crds`' builder), the admission webhook
+over TLS on a loopback port (certificates from `certs.pki`, registered with
+Mutating/ValidatingWebhookConfigurations whose `clientConfig.url` and `caBundle` point at it),
+the process kubelet with its scheduler and Deployment controller (`--node`), the job
+controller, GitOps and the HTTP API. State lives in the data directory, so running `up` again
+resumes: objects (embedded), pod logs, the CA and the kubeconfig (`DIR/kubeconfig`).
 
 SIGINT/SIGTERM stop everything in reverse order; the kubelet ends every pod process first and
 reports how each ended, so nothing runs on after `up` returns.
@@ -24,11 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainops.commands import up_gitops
+from trainops.commands import up_cluster, up_gitops
 
 if TYPE_CHECKING:
     from kube.client import Client
-    from kube.resources import Resource
 
 __all__ = [
     "default_data_dir",
@@ -37,8 +38,6 @@ __all__ = [
     "register",
     "run",
 ]
-
-_HASH_ANNOTATION = "trainops.tensorstack.dev/applied-hash"
 
 
 def default_data_dir() -> Path:
@@ -52,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run the API server, webhook, kubelet, controller and GitOps on this machine",
         description="Run trainops locally: an embedded Kubernetes API server, the admission "
         "webhook, a kubelet that runs pods as local processes, the job controller, GitOps "
-        "(with --repo) and its HTTP API. Ctrl-C stops everything; jobs running then are "
+        "(with --repo) and its HTTP API. With --kubeconfig, the same on an existing cluster "
+        "instead of the embedded API server. Ctrl-C stops everything; jobs running then are "
         "recreated when up starts again (without using their backoffLimit).",
     )
     parser.add_argument(
@@ -69,12 +69,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="API server port (default: the one used last time, else a free one)",
     )
     parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="run on the existing cluster in FILE instead of the embedded API server: the CRDs "
+        "and webhook configurations (by URL, to this machine) are installed there, the "
+        "controller and GitOps work on it",
+    )
+    node = parser.add_mutually_exclusive_group()
+    node.add_argument(
+        "--node",
+        dest="node",
+        action="store_true",
+        default=None,
+        help="join this machine to the cluster as a node that runs pods as local processes "
+        "(the default when the API server is on a loopback address, as the embedded one is)",
+    )
+    node.add_argument(
+        "--no-node",
+        dest="node",
+        action="store_false",
+        help="run no node: the cluster's own nodes run the pods (the default when the API "
+        "server in --kubeconfig is not on a loopback address)",
+    )
+    parser.add_argument(
         "--dashboard-port",
         type=port_number(allow_zero=False),
         default=None,
         metavar="PORT",
         help="port of the HTTP API on 127.0.0.1 (default: a free one; recorded in DATA_DIR/api.json "
-        "for `trainops repo`); the dashboard, when built, is served there too",
+        "for `trainops repo`); the dashboard is served there too, at /",
     )
     parser.add_argument(
         "--repo", metavar="GIT_URL", help="sync training jobs from this Git repository"
@@ -117,6 +142,15 @@ def run(args: argparse.Namespace) -> int:
     if (args.path or args.revision) and not args.repo:
         print("trainops up: --path and --revision need --repo", file=sys.stderr)
         return 2
+    kubeconfig = getattr(args, "kubeconfig", None)
+    if kubeconfig is not None and args.port:
+        print(
+            "trainops up: --port is the embedded API server's; not with --kubeconfig",
+            file=sys.stderr,
+        )
+        return 2
+    if kubeconfig is not None:
+        args.kubeconfig = kubeconfig.expanduser().absolute()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -190,6 +224,8 @@ class Stack:
     metrics_registries: list[Any] = field(default_factory=list)
     """Prometheus registries served on the API's `/metrics`."""
     api_url: str | None = None
+    server: str | None = None
+    """The API server's URL, once connected."""
 
     async def stop(self) -> None:
         self.stopping = True
@@ -228,7 +264,7 @@ async def _main(args: argparse.Namespace, data_dir: Path) -> int:
         # arrives meanwhile stops everything right after, without announcing a running system.
         await start_stack(stack, args, data_dir)
     except Exception as e:
-        print(f"trainops up: {_describe_start_error(e, args, data_dir)}", file=sys.stderr)
+        print(f"trainops up: {_describe_start_error(e, stack, args, data_dir)}", file=sys.stderr)
         await stack.stop()
         return 1
     if stop_event.is_set():
@@ -248,15 +284,25 @@ async def _main(args: argparse.Namespace, data_dir: Path) -> int:
     return 0
 
 
-def _describe_start_error(error: Exception, args: argparse.Namespace, data_dir: Path) -> str:
+def _describe_start_error(
+    error: Exception, stack: Stack, args: argparse.Namespace, data_dir: Path
+) -> str:
     """What went wrong starting, in the user's terms (the flag to change, not an errno)."""
     import errno
     import sqlite3
+
+    from kube.errors import APIError
 
     if isinstance(error, OSError) and error.errno == errno.EADDRINUSE and args.port:
         return (
             f"--port {args.port}: the port is in use by another program; "
             "choose another, or leave --port out to pick a free one"
+        )
+    if isinstance(error, up_cluster.StartError):
+        return str(error)
+    if isinstance(error, APIError):
+        return up_cluster.describe_api_error(
+            error, stack.server or "?", stack.kubeconfig or data_dir / "kubeconfig"
         )
     if isinstance(error, sqlite3.DatabaseError):
         return (
@@ -271,31 +317,43 @@ def _describe_start_error(error: Exception, args: argparse.Namespace, data_dir: 
 
 
 async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) -> None:
-    from kube.client import Client
+    """Get a kubeconfig — the embedded API server's, or `--kubeconfig` — then run the product
+    against it; from the kubeconfig on, the steps are the same for any API server."""
+    kubeconfig: Path | None = getattr(args, "kubeconfig", None)
+    if kubeconfig is None:
+        kubeconfig = await _start_embedded(stack, args, data_dir)
+    stack.kubeconfig = kubeconfig
+    # One client for `up`'s own writes and the controller, closed after both have stopped.
+    client = await up_cluster.connect(kubeconfig)
+    stack.stops.append(client.close)
+    stack.server = client.host
+    if getattr(args, "kubeconfig", None) is not None:
+        stack.notes.append(f"API server  {client.host} (from {kubeconfig})")
+
+    await up_cluster.install_crds(client)
+    url = await up_cluster.start_webhook(stack, client, data_dir)
+    stack.notes.append(f"webhook     {url}")
+    node = getattr(args, "node", None)
+    if node is None:
+        node = up_cluster.is_loopback(client.host)
+    if node:
+        await up_cluster.start_node(stack, kubeconfig, data_dir)
+    else:
+        stack.notes.append("kubelet     none (--no-node): the cluster's own nodes run the pods")
+    await _start_controller(stack, client)
+    await up_gitops.start_gitops(stack, client, data_dir, args)
+    await up_gitops.start_api(stack, client, args, data_dir)
+
+
+async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path) -> Path:
     from localcluster.apiserver import ApiServerConfig, start_apiserver
-    from localcluster.kubelet.local import start_node
 
     api = await start_apiserver(
         ApiServerConfig(data_dir=data_dir, port=getattr(args, "port", 0) or 0)
     )
     stack.stops.append(api.stop)
     stack.notes.append(f"API server  {api.url}")
-    # One client for `up`'s own writes and the controller, closed after both have stopped.
-    client = await Client.connect(api.kubeconfig)
-    stack.stops.append(client.close)
-
-    await _install_crds(client)
-    url = await _start_webhook(stack, client, data_dir)
-    stack.notes.append(f"webhook     {url}")
-
-    node = await start_node(api.kubeconfig, data_dir)
-    stack.stops.append(node.stop)
-    stack.hurry.append(node.kubelet.force_stop)
-    stack.notes.append(f"kubelet     node {node.node_name}, logs on 127.0.0.1:{node.log_port}")
-    stack.kubeconfig = api.kubeconfig
-    await _start_controller(stack, client)
-    await up_gitops.start_gitops(stack, client, data_dir, args)
-    await up_gitops.start_api(stack, client, args, data_dir)
+    return api.kubeconfig
 
 
 async def _start_controller(stack: Stack, client: Client) -> None:
@@ -316,92 +374,12 @@ async def _start_controller(stack: Stack, client: Client) -> None:
     stack.notes.append("controller  running TensorFlowTrainingJobs and XGBoostTrainingJobs")
 
 
-async def _apply(client: Client, resource: Resource, body: dict[str, Any]) -> None:
-    """Create, or replace (keeping the stored resourceVersion) when the content changed.
-
-    The API server adds defaults to what it stores, so "changed" is decided by a hash of what
-    `up` sent, kept in an annotation. Skipping unchanged objects matters on restart: replacing
-    a CRD makes the API server rebuild its schema machinery (about a second for both kinds).
-    """
-    import hashlib
-    import json
-
-    from kube.errors import NotFound
-
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
-    annotations = {**(body["metadata"].get("annotations") or {}), _HASH_ANNOTATION: digest}
-    body = {**body, "metadata": {**body["metadata"], "annotations": annotations}}
-    try:
-        live = await client.get(resource, body["metadata"]["name"])
-    except NotFound:
-        await client.create(resource, body)
-        return
-    if (live["metadata"].get("annotations") or {}).get(_HASH_ANNOTATION) == digest:
-        return
-    meta = {**body["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]}
-    await client.replace(resource, {**body, "metadata": meta})
-
-
-async def _install_crds(client: Client) -> None:
-    from kube import resources
-    from trainops.commands.crds import all_crds
-
-    for crd in all_crds():
-        await _apply(client, resources.CRDS, crd)
-
-
-async def _start_webhook(stack: Stack, client: Client, data_dir: Path) -> str:
-    from datetime import UTC, datetime
-
-    from certs import pki
-    from certs.inject import ca_bundle_b64
-    from kube import resources
-    from webhook import configurations
-    from webhook.server import ServerConfig, start
-
-    cert_dir = data_dir / "webhook"
-    cert_dir.mkdir(parents=True, exist_ok=True)
-    ca_file, cert_file, key_file = (
-        cert_dir / n for n in (pki.CA_FILE, pki.CERT_FILE, pki.KEY_FILE)
-    )
-    if not _usable_webhook_certs(ca_file, cert_file, key_file, datetime.now(UTC)):
-        ca = pki.new_ca("trainops-local-webhook-ca")
-        pki.write_bundle(cert_dir, ca, pki.new_serving_cert(ca, ["localhost", "127.0.0.1"]))
-    running = await start(ServerConfig(cert_dir=cert_dir, host="127.0.0.1", port=0))
-    stack.stops.append(running.close)
-    url = f"https://127.0.0.1:{running.port}"
-    bundle = ca_bundle_b64(ca_file.read_bytes())
-    mutating, validating = configurations.by_url(url, bundle)
-    await _apply(client, resources.MUTATING_WEBHOOK_CONFIGURATIONS, mutating)
-    await _apply(client, resources.VALIDATING_WEBHOOK_CONFIGURATIONS, validating)
-    return url
-
-
-def _usable_webhook_certs(ca_file: Path, cert_file: Path, key_file: Path, now: Any) -> bool:
-    """Whether the webhook's certificates from an earlier run can serve again: all three
-    readable, the serving pair matching and signed by the CA, valid for 30 more days. They
-    are `up`'s own, so anything else (a truncated or edited file) just means new ones."""
-    from datetime import timedelta
-
-    from cryptography import x509
-
-    from certs import pki
-
-    try:
-        pair = pki.load_keypair(cert_file, key_file)
-        cert = pair.certificate()
-        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_file.read_bytes()))
-        matching = cert.public_key() == pair.private_key().public_key()
-    except Exception:  # OSError, ValueError, cryptography's InvalidSignature, ...
-        return False
-    return matching and pair.not_after - now > timedelta(days=30)
-
-
 def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
     kubeconfig = stack.kubeconfig or stack.data_dir / "kubeconfig"
     lines = [f"trainops is up ({seconds:.1f}s), data in {stack.data_dir}", ""]
     lines += [f"  {n}" for n in stack.notes]
-    lines.append("  dashboard   not available yet (the API above serves its data)")
+    if stack.api_url:
+        lines.append(f"  dashboard   {stack.api_url}/")
     lines += [
         "",
         "Use it:",

@@ -108,10 +108,12 @@ async def start_api(stack: Any, client: Client, args: argparse.Namespace, data_d
     from prometheus_client import CONTENT_TYPE_LATEST
     from prometheus_client.exposition import generate_latest
 
+    import dashboard
     from gitops import api
 
     secret = await _webhook_secret(client, args.git_webhook_secret)
     app = api.create_app(stack.gitops, token=None, webhook_secret=secret, allow_remote_writes=False)
+    dashboard.install(app, hub=stack.gitops, client=client)
     registries = [r for r in stack.metrics_registries if r is not None]
 
     async def metrics(_: web.Request) -> web.Response:
