@@ -75,6 +75,9 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "replicaset-controller",
     "deployment-controller",
+    # Publishes kube-root-ca.crt in every namespace: a real kubelet mounts it into each pod's
+    # service-account token volume, and our process kubelet waits for it as one does.
+    "root-ca-certificate-publisher-controller",
 )
 SERVICE_CIDR = "10.0.0.0/24"
 SERVICE_IP = "10.0.0.1"

@@ -361,10 +361,17 @@ def _enum(
     return node
 
 
+INT32_MAX = 2**31 - 1
+
+
 def _int(description: str, *, minimum: int | None = None, fmt: str = "int32") -> Schema:
     node: Schema = {"description": description, "type": "integer", "format": fmt}
     if minimum is not None:
         node["minimum"] = minimum
+    if fmt == "int32":
+        # kube-apiserver does not enforce `format: int32` on custom resources: without a
+        # maximum, `replicas: 2147483648` would be stored and the controller would act on it.
+        node["maximum"] = INT32_MAX
     return node
 
 

@@ -145,8 +145,9 @@ def node_status(
             cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
         ],
         "addresses": [
+            # Only the loopback address: kube-apiserver prefers a Hostname address to reach the
+            # kubelet (logs, exec), and this machine's name may resolve to another interface.
             {"type": "InternalIP", "address": "127.0.0.1"},
-            {"type": "Hostname", "address": facts.hostname or "localhost"},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
         "nodeInfo": {

@@ -337,3 +337,28 @@ def test_the_jobrepository_spec_requires_a_url_and_defaults_the_rest() -> None:
 def test_the_interval_pattern_accepts_go_durations(text: str, ok: bool) -> None:
     pattern = JOBREPO_SCHEMA["properties"]["spec"]["properties"]["interval"]["pattern"]
     assert bool(re.fullmatch(pattern, text)) is ok
+
+
+def _int32_nodes(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, dict):
+        if node.get("type") == "integer" and node.get("format") == "int32":
+            found.append((path, node))
+        for key, value in node.items():
+            found.extend(_int32_nodes(value, f"{path}.{key}"))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found.extend(_int32_nodes(value, f"{path}[{i}]"))
+    return found
+
+
+@pytest.mark.parametrize("kind", ["TensorFlowTrainingJob", "XGBoostTrainingJob"])
+def test_the_job_fields_trainops_declares_int32_carry_a_maximum(kind: str) -> None:
+    """kube-apiserver does not enforce `format: int32` on custom resources (v1.32.13 stored
+    `replicas: 2147483648`); the schema's maximum makes it refuse what the controller can't run."""
+    schema = CRDS[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    replica = schema["properties"]["spec"]["properties"]
+    specs = replica["replicaSpecs"]
+    assert specs["items"]["properties"]["replicas"]["maximum"] == 2**31 - 1
+    ours = [(p, n) for p, n in _int32_nodes(schema["properties"]["status"]) if "maximum" not in n]
+    assert ours == []
