@@ -160,10 +160,7 @@ async def test_the_api_server_reaches_the_webhook_through_its_service_across_a_r
         code, _, err = await _kubectl(cluster, "apply", "--server-side", "-f", str(path))
         assert code == 0, err
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
-        code, _, err = await _kubectl(
-            cluster, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=20s"
-        )
-        assert code == 0, err
+        await asyncio.to_thread(cluster.wait_established, name)
 
     # Renew on every pass, so the second pass below rotates the serving pair.
     manager = _manager(

@@ -35,13 +35,9 @@ def crds(cluster: Cluster) -> None:
         "-f",
         str(ROOT / "deploy" / "crds"),
     )
-    for name in ("tensorflowtrainingjobs", "xgboosttrainingjobs"):
-        cluster.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            f"crd/{name}.batch.tensorstack.dev",
-        )
+    cluster.wait_established(
+        "tensorflowtrainingjobs.batch.tensorstack.dev", "xgboosttrainingjobs.batch.tensorstack.dev"
+    )
 
 
 @pytest.fixture

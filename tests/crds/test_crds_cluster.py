@@ -52,11 +52,7 @@ def crds(cluster: Cluster) -> None:
         str(ROOT / "deploy" / "crds"),
     )
     assert done.returncode == 0, done.stderr
-    for name in CRD_NAMES:
-        wait = kubectl(
-            cluster, "wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}"
-        )
-        assert wait.returncode == 0, wait.stderr
+    cluster.wait_established(*CRD_NAMES)
 
 
 def tf_job(name: str, **spec: Any) -> dict[str, Any]:

@@ -116,12 +116,7 @@ def remote(tmp_path: Path) -> Remote:
 
 @pytest.fixture(scope="session")
 def repo_crd(cluster: Cluster, crds: None) -> None:  # noqa: F811
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/jobrepositories.gitops.trainops.dev",
-    )
+    cluster.wait_established("jobrepositories.gitops.trainops.dev")
 
 
 @pytest.fixture

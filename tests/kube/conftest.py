@@ -14,6 +14,10 @@ import pytest
 from kube import Client
 from tests.support.cluster import Cluster
 
+NOT_PUBLISHED = "metadata.name!=kube-root-ca.crt"
+"""A field selector leaving out the ConfigMap a real cluster's controller manager publishes in
+every namespace, for tests that list every ConfigMap of their namespace."""
+
 
 @pytest.fixture
 async def client(cluster: Cluster) -> AsyncIterator[Client]:

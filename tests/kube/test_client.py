@@ -14,7 +14,7 @@ import pytest
 
 from kube import Client, errors, resources
 from kube.errors import AlreadyExists, Conflict, Gone, Invalid, NotFound, Unavailable
-from tests.kube.conftest import PrivateServer
+from tests.kube.conftest import NOT_PUBLISHED, PrivateServer
 from tests.support.cluster import Cluster, aeventually
 
 
@@ -40,7 +40,7 @@ async def test_create_get_list_replace_delete_round_trip_plain_dicts(
     replaced = await client.replace(resources.CONFIGMAPS, got)
     assert replaced["data"] == {"k": "w"}
 
-    listed = await client.list(resources.CONFIGMAPS, namespace)
+    listed = await client.list(resources.CONFIGMAPS, namespace, field_selector=NOT_PUBLISHED)
     assert [i["metadata"]["name"] for i in listed["items"]] == ["a"]
     assert listed["metadata"]["resourceVersion"]
 
@@ -59,10 +59,16 @@ async def test_list_selects_by_label_and_pages_with_continue(
     even = await client.list(resources.CONFIGMAPS, namespace, label_selector="parity=even")
     assert sorted(i["metadata"]["name"] for i in even["items"]) == ["c0", "c2", "c4"]
 
-    first = await client.list(resources.CONFIGMAPS, namespace, limit=2)
+    first = await client.list(
+        resources.CONFIGMAPS, namespace, limit=2, field_selector=NOT_PUBLISHED
+    )
     assert len(first["items"]) == 2 and first["metadata"]["continue"]
     rest = await client.list(
-        resources.CONFIGMAPS, namespace, limit=10, continue_token=first["metadata"]["continue"]
+        resources.CONFIGMAPS,
+        namespace,
+        limit=10,
+        continue_token=first["metadata"]["continue"],
+        field_selector=NOT_PUBLISHED,
     )
     names = [i["metadata"]["name"] for i in first["items"] + rest["items"]]
     assert sorted(names) == [f"c{i}" for i in range(5)]
@@ -360,7 +366,7 @@ async def test_stream_lines_follows_a_streamed_answer_line_by_line(
     await client.create(resources.CONFIGMAPS, _cm("s2", namespace))
     lines = client.stream_lines(
         resources.CONFIGMAPS.collection_path(namespace),
-        query={"watch": True, "timeoutSeconds": 1},
+        query={"watch": True, "timeoutSeconds": 1, "fieldSelector": NOT_PUBLISHED},
         idle_timeout=5,
     )
     names = []

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kube import Client, Informer, resources
-from tests.kube.conftest import PrivateServer
+from tests.kube.conftest import NOT_PUBLISHED, PrivateServer
 from tests.support.cluster import aeventually
 
 
@@ -60,6 +60,7 @@ async def test_an_informer_lists_then_sees_adds_changes_and_deletes(
         client,
         resources.CONFIGMAPS,
         namespace,
+        field_selector=NOT_PUBLISHED,
         indexers={"team": lambda o: [o["metadata"].get("labels", {}).get("team", "")]},
     )
     recorder = Recorder()
@@ -199,6 +200,8 @@ async def test_an_informer_converges_after_the_api_server_restarts(
 async def test_an_informer_lists_in_pages(client: Client, namespace: str) -> None:
     for i in range(5):
         await client.create(resources.CONFIGMAPS, _cm(f"p{i}", namespace))
-    informer = Informer(client, resources.CONFIGMAPS, namespace, page_size=2)
+    informer = Informer(
+        client, resources.CONFIGMAPS, namespace, page_size=2, field_selector=NOT_PUBLISHED
+    )
     async with running(informer):
         assert sorted(informer.keys()) == [f"{namespace}/p{i}" for i in range(5)]

@@ -38,4 +38,4 @@ def training_crds(cluster: Cluster) -> None:
     for path in sorted(CRDS.glob("*.yaml")):
         kubectl(cluster, "apply", "--server-side", "-f", str(path))
         name = documents(path)[0]["metadata"]["name"]
-        kubectl(cluster, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=20s")
+        cluster.wait_established(name)

@@ -121,6 +121,19 @@ class Cluster:
             assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
         return out
 
+    def wait_established(self, *crds: str, timeout: float = 30.0) -> None:
+        """Wait until each CRD is Established. (`kubectl wait --for=condition=Established`
+        fails at once, rather than waiting, on a CRD a real API server has not given any
+        condition yet.)"""
+        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+
+        def established(crd: str) -> bool:
+            got = self.kubectl("get", f"crd/{crd}", "-o", f"jsonpath={jsonpath}", check=False)
+            return got.stdout == "True"
+
+        for crd in crds:
+            eventually(lambda: established(crd), timeout=timeout, interval=0.2)  # noqa: B023
+
 
 def _from_kubeconfig(path: Path) -> Cluster:
     """A Cluster for an existing kubeconfig (token auth; the CA is written to a temp file)."""
