@@ -47,28 +47,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine import cpu_model  # noqa: E402
-from tests.dashboard.conftest import api_url, launch_chromium  # noqa: E402
+from tests.dashboard.conftest import api_url, launch_chromium, short_job  # noqa: E402
 from tests.gitops.conftest import Remote  # noqa: E402
 from tests.up.conftest import Up, eventually, finish  # noqa: E402
 
 NAMESPACES = ("default", "vision", "speech", "ranking")
 GROUP, VERSION = "batch.tensorstack.dev", "v1beta1"
 
-RUNNING = """\
-apiVersion: batch.tensorstack.dev/v1beta1
-kind: TensorFlowTrainingJob
-metadata:
-  name: {name}
-spec:
-  replicaSpecs:
-    - type: chief
-      template:
-        spec:
-          containers:
-            - name: tensorflow
-              image: tensorflow/tensorflow:2.11.0
-              command: ["python3", "-c", "print('step 100 loss 0.1')"]
-"""
 PAUSED = """\
 apiVersion: batch.tensorstack.dev/v1beta1
 kind: {kind}
@@ -137,7 +122,7 @@ LISTEN = """(() => {
 def _manifest(repo: int, index: int) -> tuple[str, str]:
     name = f"r{repo:02d}-job-{index}"
     if index < 4:
-        return name, RUNNING.format(name=name)
+        return name, short_job(name, "step 100 loss 0.1")
     if index % 2:
         return name, PAUSED.format(
             name=name, kind="XGBoostTrainingJob", first="master", main="xgboost"

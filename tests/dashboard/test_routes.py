@@ -28,7 +28,14 @@ from kube import errors, resources
 from kube.client import Client
 from tests.dashboard.dom import Element, parse
 from tests.gitops import conftest as gitops_fixtures
-from tests.gitops.conftest import Remote, create_repository, repository, tf_job_yaml, wait_status
+from tests.gitops.conftest import (
+    BAD_JOB,
+    Remote,
+    create_repository,
+    repository,
+    tf_job_yaml,
+    wait_status,
+)
 from tests.support import kubelettls
 from tests.support.cluster import aeventually
 from tests.support.fakekubelet import set_pod_status
@@ -45,23 +52,6 @@ CONTRACT_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
-BAD_JOB = """\
-apiVersion: batch.tensorstack.dev/v1beta1
-kind: TensorFlowTrainingJob
-metadata:
-  name: bad
-spec:
-  replicaSpecs:
-    - type: chief
-      template:
-        spec:
-          containers:
-            - name: tensorflow
-              image: busybox
-              resources:
-                requests: {cpu: "2"}
-                limits: {cpu: "1"}
-"""
 MESSAGE = "<script>alert('pwned')</script> two jobs"
 EVIL = {"Origin": "http://evil.example"}
 

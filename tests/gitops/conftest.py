@@ -36,6 +36,26 @@ GIT_ENV = {
 }
 
 
+# A job the admission webhook denies: its cpu request is above its limit.
+BAD_JOB = """\
+apiVersion: batch.tensorstack.dev/v1beta1
+kind: TensorFlowTrainingJob
+metadata:
+  name: bad
+spec:
+  replicaSpecs:
+    - type: chief
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: busybox
+              resources:
+                requests: {cpu: "2"}
+                limits: {cpu: "1"}
+"""
+
+
 def tf_job_yaml(
     name: str, *, workers: int = 1, extra_meta: str = "", image: str = "busybox"
 ) -> str:

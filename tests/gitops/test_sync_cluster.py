@@ -13,6 +13,7 @@ from gitops.manager import GitOpsReconciler
 from kube import resources
 from kube.client import Client
 from tests.gitops.conftest import (
+    BAD_JOB,
     Remote,
     create_repository,
     get_or_none,
@@ -25,23 +26,6 @@ from tests.support.cluster import aeventually
 
 TF = resources.TFJOBS
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  lr: '0.1'\n"
-BAD_JOB = """\
-apiVersion: batch.tensorstack.dev/v1beta1
-kind: TensorFlowTrainingJob
-metadata:
-  name: bad
-spec:
-  replicaSpecs:
-    - type: chief
-      template:
-        spec:
-          containers:
-            - name: tensorflow
-              image: busybox
-              resources:
-                requests: {cpu: "2"}
-                limits: {cpu: "1"}
-"""
 
 
 def synced(revision: str) -> object:
