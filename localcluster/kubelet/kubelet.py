@@ -25,6 +25,7 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,12 @@ class KubeletConfig:
     resync_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
     shutdown_grace_seconds: float = 10.0
+
+
+# How long `stop` waits, after the pods are ended, for their shims to exit (twice at most:
+# before and after killing what still runs) and for the last events to be recorded.
+SHIMS_SECONDS = 5.0
+EVENTS_SECONDS = 5.0
 
 
 class Kubelet:
@@ -124,7 +131,9 @@ class Kubelet:
             w.poke()
 
     async def stop(self) -> None:
-        """Stop every container, report final states, stop serving logs."""
+        """Stop every container, report final states, stop serving logs. Every wait is
+        bounded and what it gives up on is logged (WARNING); a container process still running
+        at the end is killed."""
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -136,13 +145,59 @@ class Kubelet:
             w.poke()
             if w.task is None or w.task.done():
                 self._spawn(w)
-        tasks = [w.task for w in self.workers.values() if w.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=self.config.shutdown_grace_seconds + 10)
-        await self.runtime.wait_watchers()
+        await self._wait_workers(self.config.shutdown_grace_seconds + 10)
+        await self._wait_shims()
         if self._events:
-            await asyncio.wait(list(self._events), timeout=5)
+            _, pending = await asyncio.wait(list(self._events), timeout=EVENTS_SECONDS)
+            if pending:
+                log.warning("stopping: gave up recording %d event(s)", len(pending))
         await self.logs.stop()
+
+    async def _wait_workers(self, timeout: float) -> None:
+        workers = [w for w in self.workers.values() if w.task is not None]
+        if not workers:
+            return
+        await asyncio.wait([w.task for w in workers if w.task is not None], timeout=timeout)
+        late = [w for w in workers if w.task is not None and not w.task.done()]
+        if late:
+            log.warning(
+                "stopping: gave up after %.0f s on ending pod(s) %s; their final state is not "
+                "reported",
+                timeout,
+                ", ".join(self._pod_name(w.uid) for w in late),
+            )
+            for w in late:
+                if w.task is not None:
+                    w.task.cancel()
+            await asyncio.wait([w.task for w in late if w.task is not None], timeout=1)
+
+    async def _wait_shims(self) -> None:
+        """Wait for the shims of the ended containers to exit. One still running here was
+        missed by its pod's stop; it is killed, since nothing may run on after `stop`."""
+        left = await self.runtime.wait_watchers(timeout=SHIMS_SECONDS)
+        if not left:
+            return
+        log.warning(
+            "stopping: container(s) still running after their pods were ended, killing: %s",
+            ", ".join(f"{self._pod_name(uid)} container {c} #{a}" for uid, c, a in left),
+        )
+        for uid, container, attempt in left:
+            await self.runtime.signal(uid, container, attempt, signal.SIGKILL)
+        left = await self.runtime.wait_watchers(timeout=SHIMS_SECONDS)
+        if left:
+            log.warning(
+                "stopping: gave up waiting for container(s) to exit: %s",
+                ", ".join(f"{self._pod_name(uid)} container {c} #{a}" for uid, c, a in left),
+            )
+
+    def _pod_name(self, uid: str) -> str:
+        w = self.workers.get(uid)
+        meta = ((w.pod if w is not None else None) or {}).get("metadata") or {}
+        if meta.get("name"):
+            return f"{meta.get('namespace', 'default')}/{meta['name']}"
+        return next(
+            (f"{ns}/{name}" for (ns, name), u in self.by_name.items() if u == uid), f"uid {uid}"
+        )
 
     # -- pods ------------------------------------------------------------------------------
     async def _watch_pods(self) -> None:

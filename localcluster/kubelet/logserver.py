@@ -30,6 +30,7 @@ from localcluster.kubelet.runtime import Runtime
 __all__ = ["LogServer"]
 
 FOLLOW_POLL_SECONDS = 0.1
+SHUTDOWN_SECONDS = 2.0
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
@@ -80,7 +81,9 @@ class LogServer:
         return app
 
     async def start(self) -> int:
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        # A request still streaming when the kubelet stops is cut after this (aiohttp's
+        # default is 60 s): `up` must not wait on a `kubectl logs -f` it is shutting down.
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._tls())
         await site.start()

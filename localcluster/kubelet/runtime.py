@@ -13,7 +13,9 @@ Everything the kubelet needs to know about an instance is on disk, so a new kube
 sees exactly what the old one saw: an instance with `exit.json` has finished; one whose shim is
 alive (same pid and same process start time, which rules out pid reuse) is running; one whose
 shim vanished without an exit record is lost (reported as `ContainerStatusUnknown`, exit 137,
-after killing whatever is left of its process group).
+after killing whatever is left of its process group). An instance this runtime is starting has
+its records before its shim has a pid: it counts as running (not yet signalable) meanwhile, since
+reads come from elsewhere too (the log server, asked by the API server as soon as the pod is bound).
 
 Disk reads are small and run in a worker thread (`asyncio.to_thread`), never on the event loop.
 """
@@ -126,7 +128,9 @@ class Runtime:
         self.pods_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.pods_dir, 0o700)
         self._on_exit = on_exit or (lambda uid: None)
-        self._watchers: set[asyncio.Task[None]] = set()
+        # One task per shim this runtime started, waiting for it to exit: (uid, container, attempt).
+        self._watchers: dict[asyncio.Task[None], tuple[str, str, int]] = {}
+        self._starting: set[Path] = set()  # instance directories whose shim has no record yet
 
     # -- paths ---------------------------------------------------------------------------
     def pod_dir(self, uid: str) -> Path:
@@ -175,9 +179,11 @@ class Runtime:
             return None
         cid = meta["containerID"]
         started = meta["startedAt"]
+        # Checked before shim.json: `start` records the shim, then stops counting it as starting.
+        starting = path in self._starting
         ext = _read_json(path / "exit.json")
         if ext is None:
-            if _alive(_read_json(path / "shim.json")):
+            if starting or _alive(_read_json(path / "shim.json")):
                 pid = _read_json(path / "pid.json")
                 return Instance(
                     attempt, cid, seconds_precision((pid or {}).get("startedAt") or started)
@@ -243,26 +249,33 @@ class Runtime:
         """Start one instance through the shim; returns once the shim is recorded."""
         path = self.instance_dir(spec.uid, spec.container, spec.attempt)
         log = self.log_path(spec.uid, spec.container, spec.attempt)
-        await asyncio.to_thread(self._prepare, path, log, spec, now)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            shim.__file__,
-            str(path / "spec.json"),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=open(path / "shim.err", "ab"),  # noqa: SIM115 - inherited by the shim
-            start_new_session=True,
-        )
-        await asyncio.to_thread(
-            shim.write_json,
-            str(path / "shim.json"),
-            {"pid": proc.pid, "start": shim.proc_start_ticks(proc.pid)},
-        )
-        task = asyncio.create_task(self._reap(proc, spec.uid))
-        self._watchers.add(task)
-        task.add_done_callback(self._watchers.discard)
+        self._starting.add(path)
+        try:
+            await asyncio.to_thread(self._prepare, path, log, spec, now)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-I",
+                "-S",
+                shim.__file__,
+                str(path / "spec.json"),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=open(path / "shim.err", "ab"),  # noqa: SIM115 - inherited by the shim
+                start_new_session=True,
+            )
+            task = asyncio.create_task(self._reap(proc, spec.uid))
+            self._watchers[task] = (spec.uid, spec.container, spec.attempt)
+            task.add_done_callback(self._unwatch)
+            await asyncio.to_thread(
+                shim.write_json,
+                str(path / "shim.json"),
+                {"pid": proc.pid, "start": shim.proc_start_ticks(proc.pid)},
+            )
+        finally:
+            self._starting.discard(path)
+
+    def _unwatch(self, task: asyncio.Task[None]) -> None:
+        self._watchers.pop(task, None)
 
     def _prepare(self, path: Path, log: Path, spec: StartSpec, now: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
@@ -287,9 +300,12 @@ class Runtime:
         await proc.wait()
         self._on_exit(uid)
 
-    async def wait_watchers(self) -> None:
+    async def wait_watchers(self, timeout: float | None = None) -> list[tuple[str, str, int]]:
+        """Wait until every shim this runtime started has exited, at most `timeout` seconds;
+        the instances (uid, container, attempt) whose shims still run then."""
         if self._watchers:
-            await asyncio.gather(*self._watchers, return_exceptions=True)
+            await asyncio.wait(list(self._watchers), timeout=timeout)
+        return sorted(v for t, v in self._watchers.items() if not t.done())
 
     async def signal(self, uid: str, container: str, attempt: int, sig: int) -> bool:
         """Signal the instance's process group; False when it is not (yet) known."""

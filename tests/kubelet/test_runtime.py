@@ -177,3 +177,43 @@ def test_exec_problems_are_known_before_the_start_as_the_shim_words_them(
     spec = StartSpec("uid", "c", 0, [program], {"PATH": "/usr/bin:/bin"}, str(tmp_path))
     expected = f'exec: "{program}": {problem}' if problem else ""
     assert exec_problem(spec) == expected
+
+
+async def test_an_instance_read_while_its_shim_is_being_started_is_not_lost(
+    tmp_path: Path,
+) -> None:
+    """Anything may read the instances while one starts: kube-apiserver asks the kubelet for
+    `pods/log` as soon as the pod is bound. A read between the instance's first record and its
+    shim's must not declare it lost: its process would run on, unknown to every stop."""
+    rt = Runtime(tmp_path)
+    start = asyncio.create_task(_run(rt, ["sh", "-c", "echo up; sleep 30"]))
+    path = rt.instance_dir("uid-1", "c", 0)
+    reads_between = []
+    while not start.done():  # one read per turn of the event loop, as the log server's are
+        recorded = (path / "meta.json").exists()
+        read = rt.instances("uid-1", "c")
+        if recorded and not (path / "shim.json").exists():
+            reads_between.append([(i.running, i.reason) for i in read])
+        await asyncio.sleep(0)
+    await start
+    assert reads_between, "no read fell between the instance's records"
+    assert all(r == [(True, "")] for r in reads_between)
+    assert rt.running_instances("uid-1") == [("c", 0)]
+    deadline = time.monotonic() + 10
+    while not await rt.signal("uid-1", "c", 0, signal.SIGTERM):  # no pid until the shim runs it
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+    inst = await _until(lambda: _finished(rt))
+    assert (inst.exit_code, inst.signal, inst.reason) == (143, 15, "Error")
+    assert await rt.wait_watchers(timeout=10) == []
+
+
+async def test_waiting_for_shims_is_bounded_and_names_those_still_running(
+    tmp_path: Path,
+) -> None:
+    rt = Runtime(tmp_path)
+    await _run(rt, ["sh", "-c", "sleep 30"])
+    assert await rt.wait_watchers(timeout=0.2) == [("uid-1", "c", 0)]
+    await _until(lambda: (rt.instance_dir("uid-1", "c", 0) / "pid.json").exists())
+    assert await rt.signal("uid-1", "c", 0, signal.SIGKILL)
+    assert await rt.wait_watchers(timeout=10) == []
