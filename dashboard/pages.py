@@ -130,12 +130,15 @@ async def job(request: web.Request) -> web.Response:
             "/jobs/<namespace>/xgboosttrainingjobs/<name>.",
         )
     except errors.NotFound:
-        return error_page(
-            request,
-            404,
-            f"No {plural.removesuffix('s')} {namespace}/{name}",
-            "It may have been deleted, or not created yet. The overview lists every job.",
-        )
+        title = f"No {plural.removesuffix('s')} {namespace}/{name}"
+        message = "It may have been deleted, or not created yet. The overview lists every job."
+        if request.query.get("fragment") == "job":
+            # The open page's live refresh asks for this: a 404 would be a console error in
+            # the browser (every 4xx fetch is), so the fragment says "gone" with a 200 and
+            # the page shows its notice. The page itself stays a 404.
+            gone = {"title": title, "message": message}
+            return request.app[RENDERER].page("_job_gone.html", gone)
+        return error_page(request, 404, title, message)
     except errors.APIError as e:
         log.warning("job page %s: %s", what, e)
         return error_page(

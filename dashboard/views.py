@@ -112,7 +112,7 @@ def repository_row(obj: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         "source_path": text(spec.get("path")) or ".",
         "sync": sync_badge(sync.get("status")),
         "health": health_badge(health.get("status")),
-        "health_message": text(health.get("message")),
+        "health_message": _health_message(health, as_list(status.get("resources"))),
         "revision": revision,
         "short_revision": short_sha(revision),
         "commit_message": text(commit.get("message")),
@@ -217,6 +217,9 @@ def repository_detail(
         sync = sync_badge(r.get("status"))
         health = health_badge(r.get("health")) if r.get("health") else None
         diffable = sync["status"] == "OutOfSync" or key in diff_keys
+        # Missing means no live object (gitops.health.assess(None)), and no health means a
+        # document that could not be read: either way there is no job page to link to.
+        live = health is not None and health["status"] != "Missing"
         resources.append(
             {
                 "key": key,
@@ -230,8 +233,10 @@ def repository_detail(
                 "diff_path": (
                     f"{row['path']}/diff?{urlencode({'resource': key})}" if diffable else None
                 ),
-                "job_path": job_path(
-                    text(r.get("namespace")), text(r.get("kind")), text(r.get("name"))
+                "job_path": (
+                    job_path(text(r.get("namespace")), text(r.get("kind")), text(r.get("name")))
+                    if live
+                    else None
                 ),
             }
         )
@@ -259,6 +264,17 @@ def repository_detail(
         }
         for h in reversed([as_dict(h) for h in as_list(status.get("history"))])
     ]
+    if row["automated"]:
+        # The API refuses any other revision under automated sync (gitops.manager.sync).
+        blocked = (
+            f"Automated sync follows the target revision ({row['target']}): change "
+            "spec.targetRevision, or turn automated sync off, to sync another revision"
+        )
+        for h in history:
+            h["sync_blocked"] = "" if h["current"] else blocked
+    else:
+        for h in history:
+            h["sync_blocked"] = ""
     operation = as_dict(status.get("operationState"))
     return {
         **row,
@@ -319,6 +335,29 @@ def _tagged(body: str) -> list[dict[str, str]]:
             tag = "context"
         lines.append({"tag": tag, "text": line})
     return lines
+
+
+MISSING_NAMED = 3
+"""How many missing resources the repository's health message names before "and N more"."""
+
+
+def _health_message(health: Mapping[str, Any], resources: Sequence[Any]) -> str:
+    """The repository's health message; for Missing, which resources do not exist
+    (`Missing: TensorFlowTrainingJob team-a/too-small`), not only the worst one's "the object
+    does not exist", which names nothing."""
+    message = text(health.get("message"))
+    if health.get("status") != "Missing":
+        return message
+    missing = []
+    for r in map(as_dict, resources):
+        if r.get("health") == "Missing":
+            namespace, name = text(r.get("namespace")), text(r.get("name"))
+            missing.append(f"{text(r.get('kind'))} {f'{namespace}/' if namespace else ''}{name}")
+    if not missing:
+        return message
+    named = ", ".join(missing[:MISSING_NAMED])
+    more = len(missing) - MISSING_NAMED
+    return f"Missing: {named}" + (f" and {more} more" if more > 0 else "")
 
 
 def _diff_key(d: Mapping[str, Any]) -> str:

@@ -37,6 +37,7 @@
   let noticeTimer = 0;
   function notify(text, isError, sticky) {
     if (!notice) return;
+    delete notice.dataset.gone;
     notice.textContent = text;
     notice.classList.toggle("error", Boolean(isError));
     notice.hidden = false;
@@ -94,7 +95,7 @@
     source.onopen = function () {
       setStream("open");
       retryDelay = 1000;
-      if (wasLost) scheduleRefresh(); // changes may have happened while we were away
+      if (wasLost) scheduleRefresh(true); // changes may have happened while we were away
       wasLost = false;
     };
     source.onerror = function () {
@@ -125,15 +126,34 @@
     }
   }
 
+  function eventType(data) {
+    try {
+      return JSON.parse(data).type || "";
+    } catch (e) {
+      return "";
+    }
+  }
+
   function onChange(kind, data) {
-    if (concerns(kind, data)) scheduleRefresh();
+    if (!concerns(kind, data)) return;
+    if (page === "job" && kind === "job") {
+      const type = eventType(data);
+      if (type === "DELETED") {
+        markGone();
+        return;
+      }
+      if (type === "ADDED") unmarkGone(); // a repository created it again
+    }
+    scheduleRefresh(kind === "resync");
   }
 
   // Refreshes are coalesced: one in flight, at most one more queued behind it.
   let refreshTimer = 0;
   let refreshing = false;
   let refreshAgain = false;
-  function scheduleRefresh() {
+  let catchUp = false; // after a lost stream or a resync: events may have been missed
+  function scheduleRefresh(missed) {
+    if (missed) catchUp = true;
     if (refreshing) {
       refreshAgain = true;
       return;
@@ -144,9 +164,17 @@
 
   async function refresh() {
     refreshing = true;
+    // A deleted job's fragment is not fetched again on its stream events (it would only say
+    // "gone"); after missed events it is, once, in case the job was created again.
+    const recheck = catchUp;
+    catchUp = false;
     try {
       const parts = Array.prototype.slice.call(document.querySelectorAll("[data-fragment]"));
-      await Promise.all(parts.map(refreshFragment));
+      await Promise.all(
+        parts
+          .filter(function (part) { return !(jobGone && part.dataset.fragment === "job" && !recheck); })
+          .map(refreshFragment)
+      );
     } finally {
       refreshing = false;
       if (refreshAgain) {
@@ -171,18 +199,19 @@
       return; // the stream's state already tells the user
     }
     if (response.status === 404 && page === "job") {
-      gone("This job no longer exists (deleted).");
+      markGone(); // the server answers a "gone" fragment instead; kept for safety
       return;
     }
     if (!response.ok) return;
-    if (goneShown) {
-      goneShown = false; // it is back (a repository re-created it)
-      notice.hidden = true;
-    }
     const html = await response.text();
     const parsed = new DOMParser().parseFromString(html, "text/html");
     const next = parsed.querySelector('[data-fragment="' + name + '"]');
     if (!next || !current.isConnected) return;
+    if (next.dataset.gone) {
+      markGone(); // keep what the page last showed, under the notice
+      return;
+    }
+    if (name === "job") unmarkGone();
     const focusKey = focusedKey(current);
     const fresh = document.importNode(next, true);
     current.replaceWith(fresh);
@@ -206,15 +235,32 @@
     if (el) el.focus();
   }
 
-  let goneShown = false;
-  function gone(text) {
+  // --- a deleted job (job page) ---------------------------------------------------------
+  // After a confirmed Delete, a stream event saying the job was deleted, or a fragment saying
+  // it is gone: a notice with a link to the overview, the job's actions disabled, and no more
+  // fetches of its fragment (see refresh).
+  let jobGone = false;
+  function markGone() {
+    if (jobGone) return;
+    jobGone = true;
+    document.querySelectorAll('[data-fragment="job"] button[data-action]').forEach(function (b) {
+      b.disabled = true;
+    });
     if (!notice) return;
-    goneShown = true;
-    notify(text + " ", true, true);
+    const job = document.querySelector('[data-fragment="job"] button[data-action="delete"]');
+    const name = job ? job.dataset.name + " " : "This job ";
+    notify(name + "was deleted; ", false, true);
+    notice.dataset.gone = "true";
     const link = document.createElement("a");
+    link.id = "notice-overview";
     link.href = "/";
-    link.textContent = "Back to the overview";
+    link.textContent = "back to the overview";
     notice.appendChild(link);
+  }
+  function unmarkGone() {
+    if (!jobGone) return;
+    jobGone = false;
+    if (notice && notice.dataset.gone) notify("It exists again (created again, e.g. by its repository's sync).", false);
   }
 
   // --- filters (front page) --------------------------------------------------------------
@@ -354,7 +400,9 @@
       } catch (e) {
         /* not JSON */
       }
-      if (response.ok) {
+      if (response.ok && button.dataset.action === "delete" && page === "job") {
+        markGone();
+      } else if (response.ok) {
         notify(action.done(button), false);
         scheduleRefresh();
       } else if (response.status === 401) {

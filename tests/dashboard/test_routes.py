@@ -163,7 +163,18 @@ async def test_the_pages_show_git_and_the_cluster_with_commit_messages_and_denia
         )
     )
     assert "limits.cpu" in cell(bad, "message").text()
+    # Refused, so it does not exist: its name is text (a link would be a 404), and the
+    # repository's Missing health names it.
+    assert not cell(bad, "resource-name").find_all("a")
+    assert cell(bad, "resource-name").text().startswith("bad")
+    assert repo.by_id("repo-health-status").text() == "Missing"
+    assert repo.by_id("repo-health-message").text() == (
+        f"Missing: TensorFlowTrainingJob {namespace}/bad"
+    )
     good = row(repo, data_resource=f"TensorFlowTrainingJob/{namespace}/a")
+    assert cell(good, "resource-name").one("a").attrs["href"] == (
+        f"/jobs/{namespace}/tensorflowtrainingjobs/a"
+    )
     assert cell(good, "sync-status").attrs["data-status"] == "Synced"
     assert not good.find_all("a", cls="diff-link")
     (entry,) = repo.find_all("tr", cls="history-entry")
@@ -197,6 +208,30 @@ async def test_the_pages_show_git_and_the_cluster_with_commit_messages_and_denia
         "tr", data_resource=f"TensorFlowTrainingJob/{namespace}/bad"
     )
     assert (await site.get("/?fragment=nope")).status == 400
+
+    # Under automated sync the API syncs no other revision than the target's: an older
+    # history entry's "Sync this revision" is disabled, saying why.
+    fixed = remote.commit("drop bad", {"bad.yaml": None})
+
+    async def two_entries() -> Element | bool:
+        doc = await page(site, f"/repositories/{namespace}/jobs")
+        entries = doc.find_all("tr", cls="history-entry")
+        return doc if len(entries) == 2 and "current" in entries[0].classes else False
+
+    repo = await aeventually(two_entries, timeout=20, interval=0.2)
+    newest, older = repo.find_all("tr", cls="history-entry")
+    assert newest.one("button").attrs["data-revision"] == fixed
+    assert "disabled" not in newest.one("button").attrs
+    assert older.one("button").attrs["data-revision"] == sha
+    assert "disabled" in older.one("button").attrs
+    assert (
+        older.one("button")
+        .attrs["title"]
+        .startswith("Automated sync follows the target revision (HEAD)")
+    )
+    assert "only it can be synced here" in repo.by_id("history-automated").text()
+    refused = await site.post(f"/api/v1/repositories/{namespace}/jobs/sync", json={"revision": sha})
+    assert refused.status == 400 and "automated sync policy" in (await refused.json())["error"]
 
 
 async def test_unknown_pages_are_404_pages_naming_what_is_missing(
@@ -450,6 +485,10 @@ async def test_the_job_page_shows_replicas_events_and_logs_and_its_actions_chang
 
     await aeventually(gone, timeout=10, interval=0.1)
     await page(site, path, status=404)
+    # The open page's live refresh gets a fragment saying so, not a 404 (a console error).
+    gone_part = (await page(site, path + "?fragment=job")).one(data_fragment="job")
+    assert gone_part.attrs["data-gone"] == "true"
+    assert gone_part.by_id("error-message").text().startswith("It may have been deleted")
     assert (await site.post(api_path + "/pause")).status == 404
 
 

@@ -200,9 +200,66 @@ def test_a_denied_resource_shows_its_message_verbatim_at_file_and_line_with_a_di
     assert denied["diff_path"] == (
         "/repositories/team-a/models/diff?resource=TensorFlowTrainingJob%2Fteam-a%2Ftoo-small"
     )
-    assert denied["job_path"] == "/jobs/team-a/tensorflowtrainingjobs/too-small"
+    assert denied["job_path"] is None  # denied: no live object, so no job page to link to
+    assert iris["job_path"] == "/jobs/team-a/xgboosttrainingjobs/iris"
     assert iris["diff_path"] is None
     assert iris["source"] == "iris.yaml:1"
+
+
+LINKS = [
+    ("Healthy", "/jobs/default/tensorflowtrainingjobs/mnist"),
+    ("Progressing", "/jobs/default/tensorflowtrainingjobs/mnist"),
+    ("Degraded", "/jobs/default/tensorflowtrainingjobs/mnist"),
+    ("Suspended", "/jobs/default/tensorflowtrainingjobs/mnist"),
+    ("Missing", None),  # gitops.health: the object does not exist
+    (None, None),  # a document that could not be read: no object either
+]
+
+
+@pytest.mark.parametrize(("health", "path"), LINKS)
+def test_a_resource_links_to_its_job_page_only_when_the_job_exists(
+    health: str | None, path: str | None
+) -> None:
+    resource = {"kind": "TensorFlowTrainingJob", "namespace": "default", "name": "mnist"}
+    if health is not None:
+        resource["health"] = health
+    obj = {
+        "metadata": {"namespace": "default", "name": "jobs"},
+        "status": {"resources": [resource]},
+    }
+    (shown,) = views.repository_detail(obj, [], NOW)["resources"]
+    assert shown["job_path"] == path
+
+
+def test_a_missing_repository_names_the_resources_that_do_not_exist() -> None:
+    detail = views.repository_detail(load("repository-denied.yaml"), [], NOW)
+    assert detail["health"]["status"] == "Missing"
+    assert detail["health_message"] == "Missing: TensorFlowTrainingJob team-a/too-small"
+    row = views.repository_row(load("repository-denied.yaml"), NOW)  # the front page's title
+    assert row["health_message"] == detail["health_message"]
+
+
+def test_many_missing_resources_are_named_up_to_three_then_counted() -> None:
+    resources = [
+        {"kind": "XGBoostTrainingJob", "namespace": "a", "name": f"j{i}", "health": "Missing"}
+        for i in range(5)
+    ] + [{"kind": "Namespace", "name": "team", "health": "Missing"}]
+    obj: dict[str, Any] = {
+        "metadata": {"namespace": "a", "name": "r"},
+        "status": {
+            "health": {"status": "Missing", "message": "the object does not exist"},
+            "resources": [{"kind": "X", "name": "ok", "health": "Healthy"}, *resources],
+        },
+    }
+    assert views.repository_row(obj, NOW)["health_message"] == (
+        "Missing: XGBoostTrainingJob a/j0, XGBoostTrainingJob a/j1, XGBoostTrainingJob a/j2"
+        " and 3 more"
+    )
+    obj["status"]["resources"] = resources[-1:]  # cluster-scoped: no namespace to show
+    assert views.repository_row(obj, NOW)["health_message"] == "Missing: Namespace team"
+    degraded = {"status": "Degraded", "message": "the job failed"}
+    obj["status"]["health"] = degraded  # other healths keep the message recorded
+    assert views.repository_row(obj, NOW)["health_message"] == "the job failed"
 
 
 def test_history_is_newest_first_and_marks_the_deployed_revision() -> None:
@@ -219,6 +276,18 @@ def test_history_is_newest_first_and_marks_the_deployed_revision() -> None:
     }
     assert detail["reconciled"] == "30s ago"
     assert detail["reconciled_timestamp"] == "2026-01-01T11:59:30Z"
+
+
+def test_under_automated_sync_only_the_deployed_revision_can_be_synced_again() -> None:
+    obj = load("repository-synced.yaml")  # automated, targetRevision main
+    old, deployed = reversed(views.repository_detail(obj, [], NOW)["history"])
+    assert deployed["current"] and deployed["sync_blocked"] == ""
+    assert old["sync_blocked"].startswith("Automated sync follows the target revision (main)")
+    obj["spec"]["syncPolicy"] = {}  # manual: any revision, once
+    assert [h["sync_blocked"] for h in views.repository_detail(obj, [], NOW)["history"]] == [
+        "",
+        "",
+    ]
 
 
 def test_a_comparison_error_is_listed_as_a_condition() -> None:
