@@ -29,6 +29,7 @@ class Event:
     type: Literal["Normal", "Warning"]
     reason: str
     message: str
+    created: tuple[str, ...] = ()  # the pods this event reports created (the shell drops refused)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from controller.lifecycle import (
     replica_failure,
     with_condition,
 )
+from controller.refusals import keep_failed_create, refused_before
 from controller.replicas import Mode, pod_body, service_body
 from controller.restarts import (
     Budget,
@@ -364,6 +365,8 @@ class _Round:
                     [] if pausing and outcome is None else self._failures(outcome is not None)
                 ),
             )
+            creating = "Creating" in self.phases.values()
+            conditions = keep_failed_create(conditions, old_conditions, creating=creating)
         status = self._status(conditions, phase, outcome, finished_before)
         self._events(status, outcome)
         tb_status, tb_actions, tb_events = tb.plan_tensorboard(
@@ -429,11 +432,15 @@ class _Round:
 
     def _events(self, status: dict[str, Any], outcome: Outcome | None) -> None:
         old_phase = {n: e.get("phase") for n, e in self.old_entries.items()}
-        created = [n for n, p in self.phases.items() if p == "Creating" and old_phase.get(n) != p]
+        again = refused_before(self.old.get("conditions") or [])  # retries: reported again
+        created = [
+            n
+            for n, p in self.phases.items()
+            if p == "Creating" and (again or old_phase.get(n) != p)
+        ]
         if created:
-            self.events.append(
-                Event("Normal", "SuccessfulCreate", "created pod " + ", ".join(created))
-            )
+            message = "created pod " + ", ".join(created)
+            self.events.append(Event("Normal", "SuccessfulCreate", message, tuple(created)))
         limit = self.job.backoff_limit
         budget = "no backoffLimit" if limit is None else f"backoffLimit {limit}"
         for r in self.replicas:

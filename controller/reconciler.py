@@ -27,7 +27,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller import plan as planning
+from controller import refusals
 from controller.metrics import ControllerMetrics
+from controller.status import fmt_time
 from kube import errors, resources
 from kube.client import Client
 from kube.informer import Informer
@@ -115,11 +117,12 @@ class Reconciler:
         pods = self.children.pods.by_index(OWNER_INDEX, uid)
         services = self.children.services.by_index(OWNER_INDEX, uid)
         tensorboards = self.children.deployments.by_index(OWNER_INDEX, uid)
+        now = self.clock()
         result = planning.plan(
             job,
             pods,
             services,
-            self.clock(),
+            now,
             tensorboard=tensorboards[0] if tensorboards else None,
         )
         if result.status != (job.get("status") or {}):
@@ -130,11 +133,23 @@ class Reconciler:
         outcomes = await asyncio.gather(
             *(self._execute(job, a) for a in result.actions), return_exceptions=True
         )
-        for event in result.events:
+        # SuccessfulCreate names only the pods created; those the API server refused as Invalid
+        # are named, with its reason, in the status.
+        creates = [
+            (a.name, o)
+            for a, o in zip(result.actions, outcomes, strict=True)
+            if a.kind == "Pod" and a.verb == "create"
+        ]
+        refused = {name: o for name, o in creates if isinstance(o, str)}
+        not_created = {name for name, o in creates if o is not True}
+        for event in refusals.confirmed_events(result.events, not_created):
             self.emit(job, event)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+        status = refusals.with_refused_creates(result.status, refused, fmt_time(now))
+        if status != (job.get("status") or {}):
+            await self._write_status(resource, job, status)
         return result.requeue_after
 
     async def _write_status(
@@ -154,7 +169,9 @@ class Reconciler:
         }
         return await self.client.replace(resource, body, subresource="status")
 
-    async def _execute(self, job: dict[str, Any], action: planning.Action) -> None:
+    async def _execute(self, job: dict[str, Any], action: planning.Action) -> bool | str:
+        """Carry out `action`: True if done, False if there was nothing to do, the API server's
+        message if it refused a create as Invalid."""
         namespace = str(job["metadata"].get("namespace", ""))
         resource = _CHILD_RESOURCES[action.kind]
         if action.verb == "create":
@@ -162,14 +179,14 @@ class Reconciler:
             try:
                 await self.client.create(resource, action.body, namespace)
             except errors.AlreadyExists:
-                return  # created before (a stale cache or a crash): names are deterministic
+                return False  # created before (a stale cache or a crash): names are deterministic
             except errors.Invalid as exc:
                 # Retrying the same object cannot help: say so on the job, as the Job and
                 # ReplicaSet controllers do (FailedCreate), and wait for the job to change.
                 message = f"creating {action.kind} {action.name}: {exc.message}"
                 log.warning("%s/%s: %s", namespace, job["metadata"]["name"], message)
                 self.emit(job, planning.Event("Warning", "FailedCreate", message))
-                return
+                return exc.message
         else:
             preconditions = {"uid": action.uid} if action.uid else None
             try:
@@ -181,6 +198,7 @@ class Reconciler:
                     propagation_policy="Background",
                 )
             except (errors.NotFound, errors.Conflict):
-                return  # gone already, or a newer object of that name (uid precondition)
+                return False  # gone already, or a newer object of that name (uid precondition)
         self.metrics.actions.labels(action.verb, action.kind).inc()
         log.info("%s %s %s/%s: %s", action.verb, action.kind, namespace, action.name, action.reason)
+        return True

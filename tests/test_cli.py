@@ -73,3 +73,34 @@ def test_repo_without_a_known_server_says_how_to_start_one(tmp_path: Path) -> No
         f"trainops repo: no trainops API is running for {tmp_path} (no api.json there): start "
         "it with `trainops up --repo GIT_URL` or pass --server URL\n"
     )
+
+
+def _up_usage(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainops", "up", "--data-dir", str(tmp_path / "d"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_up_no_node_without_kubeconfig_is_refused_before_starting(tmp_path: Path) -> None:
+    result = _up_usage(tmp_path, "--no-node")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "trainops up: --no-node needs --kubeconfig: the embedded API server has no other node"
+    )
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("ref", ["only-a-name", "/name", "ns/", "a/b/c"])
+def test_up_git_webhook_secret_of_the_wrong_form_is_a_usage_error(tmp_path: Path, ref: str) -> None:
+    result = _up_usage(tmp_path, "--git-webhook-secret", ref)
+    assert result.returncode == 2
+    assert f"argument --git-webhook-secret: {ref!r}: name the Secret as NAMESPACE/NAME" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
+    assert "starting" not in result.stderr
+    assert not (tmp_path / "d").exists()

@@ -95,6 +95,7 @@ def test_the_banner_names_the_cluster_and_its_kubeconfig(on_target: Up, target: 
     assert f"API server  {server} (from {target})" in text
     assert f"export KUBECONFIG={target}" in text
     assert "kubelet     node trainops" in text
+    assert f"run `trainops up --kubeconfig {target}` again to resume" in text
 
 
 def test_the_crds_are_installed_on_the_cluster_and_established(kubectl: Kubectl) -> None:
@@ -281,6 +282,21 @@ def test_credentials_the_server_refuses_are_one_line_naming_the_file(
         f"trainops up: the API server {server} refused the credentials in {config} "
         "(401 Unauthorized)"
     )
+
+
+def test_a_missing_git_webhook_secret_stops_up_before_anything_starts(
+    target: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "d"
+    ref = "default/no-such-hook-secret"
+    done = _up("--data-dir", str(data), "--kubeconfig", str(target), "--git-webhook-secret", ref)
+    assert _one_line(done) == (
+        f"trainops up: --git-webhook-secret {ref}: no such Secret; create it with "
+        "`kubectl create secret generic no-such-hook-secret -n default --from-literal=secret=…`"
+    )
+    # Read right after connecting: no webhook, node or API was started (nor left behind).
+    assert not (data / "api.json").exists()
+    assert not (data / "webhook").exists()  # the webhook's certificates
 
 
 @pytest.mark.skipif(

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 
 from trainops.commands.up import port_number
 
@@ -83,13 +84,18 @@ async def _main(args: argparse.Namespace) -> int:
 
     from controller.manager import Controller, ControllerSettings
     from controller.server import create_app
-    from kube import errors
-    from kube.client import Client
+    from trainops.commands import kubeconnect
 
     try:
-        client = await Client.connect(args.kubeconfig)
-    except (errors.APIError, OSError, ValueError) as exc:
-        print(f"trainops controller: cannot load the cluster configuration: {exc}", file=sys.stderr)
+        # Checked once at start (a wrong file or server is one line); later outages are retried.
+        client = await kubeconnect.connect(
+            Path(args.kubeconfig).expanduser() if args.kubeconfig else None,
+            field_manager="trainops",
+            probe="/api/v1/pods",
+            command="trainops controller",
+        )
+    except kubeconnect.StartError as exc:
+        print(f"trainops controller: {exc}", file=sys.stderr)
         return 1
     controller = Controller(
         client,

@@ -90,8 +90,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-node",
         dest="node",
         action="store_false",
-        help="run no node: the cluster's own nodes run the pods (the default when the API "
-        "server in --kubeconfig is not on a loopback address)",
+        help="run no node, with --kubeconfig only: the cluster's own nodes run the pods (the "
+        "default when the API server in --kubeconfig is not on a loopback address)",
     )
     parser.add_argument(
         "--dashboard-port",
@@ -113,6 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--git-webhook-secret",
         metavar="NAMESPACE/NAME",
+        type=up_gitops.secret_ref,
         help="a Secret whose key `secret` push webhooks must be signed with (GitHub, Gitea) or "
         "carry (GitLab) at /api/v1/webhooks/git, read when up starts (restart up after "
         "changing it); without it pushes are accepted unsigned",
@@ -146,6 +147,12 @@ def run(args: argparse.Namespace) -> int:
     if kubeconfig is not None and args.port:
         print(
             "trainops up: --port is the embedded API server's; not with --kubeconfig",
+            file=sys.stderr,
+        )
+        return 2
+    if kubeconfig is None and getattr(args, "node", None) is False:
+        print(
+            "trainops up: --no-node needs --kubeconfig: the embedded API server has no other node",
             file=sys.stderr,
         )
         return 2
@@ -208,6 +215,11 @@ def lock_data_dir(data_dir: Path, command: str = "up") -> Any:
     return f
 
 
+STOP_STEP_SECONDS = 45.0
+"""The most one stop step may take. Above the node's own bounds (pods' grace periods capped at
+10 s, their last reports, the shims' exits), which are what normally ends a step."""
+
+
 @dataclass
 class Stack:
     """Everything `up` started, in start order (stopped in reverse)."""
@@ -228,14 +240,23 @@ class Stack:
     """The API server's URL, once connected."""
 
     async def stop(self) -> None:
+        """Run the stop steps in reverse start order, each for `STOP_STEP_SECONDS` at most: a
+        step that hangs (a server that never answers) is cancelled and named, and the rest still
+        run, so `up` always exits."""
         self.stopping = True
         log = logging.getLogger("trainops.up")
         for stop in reversed(self.stops):
-            log.debug("stopping: %s", getattr(stop, "__qualname__", stop))
+            name = getattr(stop, "__qualname__", stop)
+            log.debug("stopping: %s", name)
+            limit = asyncio.timeout(STOP_STEP_SECONDS)
             try:
-                await stop()
+                async with limit:
+                    await stop()
             except Exception as e:  # keep stopping the rest
-                logging.getLogger("trainops.up").warning("stopping: %s", e)
+                if limit.expired():
+                    log.warning("stopping: gave up on %s after %g s", name, STOP_STEP_SECONDS)
+                else:
+                    log.warning("stopping: %s: %s", name, e)
         self.stops.clear()
 
 
@@ -327,6 +348,7 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
     client = await up_cluster.connect(kubeconfig)
     stack.stops.append(client.close)
     stack.server = client.host
+    secret = await up_gitops.webhook_secret(client, getattr(args, "git_webhook_secret", None))
     if getattr(args, "kubeconfig", None) is not None:
         stack.notes.append(f"API server  {client.host} (from {kubeconfig})")
 
@@ -342,7 +364,7 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
         stack.notes.append("kubelet     none (--no-node): the cluster's own nodes run the pods")
     await _start_controller(stack, client)
     await up_gitops.start_gitops(stack, client, data_dir, args)
-    await up_gitops.start_api(stack, client, args, data_dir)
+    await up_gitops.start_api(stack, client, args, data_dir, secret)
 
 
 async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path) -> Path:
@@ -386,6 +408,12 @@ def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
         f"  export KUBECONFIG={kubeconfig}",
         "  kubectl get nodes",
         "",
-        "Stop with Ctrl-C (or SIGTERM); run `trainops up` again to resume.",
+        f"Stop with Ctrl-C (or SIGTERM); run `{_resume_command(args)}` again to resume.",
     ]
     print("\n".join(lines), flush=True)
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """`up` as it was started: with `--kubeconfig FILE` when that names the cluster."""
+    kubeconfig = getattr(args, "kubeconfig", None)
+    return "trainops up" if kubeconfig is None else f"trainops up --kubeconfig {kubeconfig}"

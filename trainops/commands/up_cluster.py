@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from trainops.commands import kubeconnect
+from trainops.commands.kubeconnect import CONNECT_TIMEOUT, StartError, describe_api_error
+
 if TYPE_CHECKING:
     from kube.client import Client
     from kube.resources import Resource
@@ -30,6 +33,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "StartError",
     "connect",
+    "describe_api_error",
     "install_crds",
     "is_loopback",
     "start_node",
@@ -39,14 +43,8 @@ __all__ = [
 
 log = logging.getLogger("trainops.up")
 
-CONNECT_TIMEOUT = 10.0
-"""Seconds to wait for the API server's first answer before calling it unreachable."""
 _ESTABLISHED_TIMEOUT = 30.0
 _HASH_ANNOTATION = "trainops.tensorstack.dev/applied-hash"
-
-
-class StartError(RuntimeError):
-    """A reason `up` cannot start, already worded for the user (one line)."""
 
 
 def is_loopback(server_url: str) -> bool:
@@ -62,50 +60,8 @@ def is_loopback(server_url: str) -> bool:
 
 
 async def connect(kubeconfig: Path) -> Client:
-    """A client for `kubeconfig` that has been answered once: `StartError` naming the file or
-    the server when the file is unusable, the server unreachable or the credentials refused."""
-    from kube import errors
-    from kube.client import Client
-
-    try:
-        # Read first: the client library logs a missing file at WARNING before failing.
-        kubeconfig.read_bytes()
-        client = await Client.connect(kubeconfig, field_manager="trainops-up")
-    except OSError as e:
-        raise StartError(f"--kubeconfig {kubeconfig}: {e.strerror or e}") from None
-    except Exception as e:  # yaml errors, kubernetes_asyncio's ConfigException, ...
-        detail = " ".join(str(e).split()) or type(e).__name__
-        raise StartError(f"--kubeconfig {kubeconfig}: not a usable kubeconfig ({detail})") from None
-    server = client.host
-    try:
-        await client.request("GET", "/version", timeout=CONNECT_TIMEOUT)
-        # /version is public; a namespace read proves the credentials are accepted.
-        await client.request(
-            "GET", "/api/v1/namespaces", query={"limit": 1}, timeout=CONNECT_TIMEOUT
-        )
-    except errors.APIError as e:
-        await client.close()
-        raise StartError(describe_api_error(e, server, kubeconfig)) from None
-    return client
-
-
-def describe_api_error(error: Any, server: str, kubeconfig: Path) -> str:
-    """One line for an `kube.errors.APIError` met while starting, naming server and file."""
-    from kube import errors
-
-    if isinstance(error, errors.Unavailable) and error.status == 0:
-        return (
-            f"cannot reach the API server {server} (from {kubeconfig}) within "
-            f"{CONNECT_TIMEOUT:.0f} s: {error.message}"
-        )
-    if isinstance(error, errors.Unauthorized):
-        return f"the API server {server} refused the credentials in {kubeconfig} (401 Unauthorized)"
-    if isinstance(error, errors.Forbidden):
-        return (
-            f"the credentials in {kubeconfig} lack a permission trainops up needs on {server}: "
-            f"{error.message}"
-        )
-    return f"the API server {server} (from {kubeconfig}) answered {error.status}: {error.message}"
+    """A client for `kubeconfig` that has been answered once (`kubeconnect.connect`)."""
+    return await kubeconnect.connect(kubeconfig, field_manager="trainops-up")
 
 
 async def install_crds(client: Client) -> None:

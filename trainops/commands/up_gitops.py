@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kube.client import Client
 
-__all__ = ["gitops_logging", "repository_name", "start_api", "start_gitops"]
+__all__ = [
+    "gitops_logging",
+    "repository_name",
+    "secret_ref",
+    "start_api",
+    "start_gitops",
+    "webhook_secret",
+]
 
 GITOPS_LOGGER = "trainops.gitops"
 UP_REPO_INTERVAL = "10s"
@@ -98,7 +105,9 @@ async def start_gitops(
     stack.notes.append(f"gitops      default/{name} syncing {what} (kubectl get jobrepo)")
 
 
-async def start_api(stack: Any, client: Client, args: argparse.Namespace, data_dir: Path) -> None:
+async def start_api(
+    stack: Any, client: Client, args: argparse.Namespace, data_dir: Path, secret: bytes | None
+) -> None:
     """The HTTP API on 127.0.0.1 (`--dashboard-port`, else a free port), its address in
     `DATA_DIR/api.json` for `trainops repo`, and `/metrics` for the controller and GitOps.
 
@@ -111,7 +120,6 @@ async def start_api(stack: Any, client: Client, args: argparse.Namespace, data_d
     import dashboard
     from gitops import api
 
-    secret = await _webhook_secret(client, args.git_webhook_secret)
     app = api.create_app(stack.gitops, token=None, webhook_secret=secret, allow_remote_writes=False)
     dashboard.install(app, hub=stack.gitops, client=client)
     registries = [r for r in stack.metrics_registries if r is not None]
@@ -142,8 +150,18 @@ async def start_api(stack: Any, client: Client, args: argparse.Namespace, data_d
     stack.notes.append(f"API         {url}/api/v1/repositories, /api/v1/jobs, /metrics")
 
 
-async def _webhook_secret(client: Client, ref: str | None) -> bytes | None:
-    """The `secret` key of the Secret `NAMESPACE/NAME` (`--git-webhook-secret`)."""
+def secret_ref(text: str) -> str:
+    """An argparse type for `--git-webhook-secret NAMESPACE/NAME`: the form is a usage error
+    before anything starts (the Secret itself is read once the API server is up)."""
+    namespace, slash, name = text.partition("/")
+    if not slash or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r}: name the Secret as NAMESPACE/NAME")
+    return text
+
+
+async def webhook_secret(client: Client, ref: str | None) -> bytes | None:
+    """The `secret` key of the Secret `NAMESPACE/NAME` (`--git-webhook-secret`), read by `up`
+    right after connecting: a missing Secret stops it before anything else has started."""
     import base64
 
     from kube import errors, resources

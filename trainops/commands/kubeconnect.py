@@ -1,0 +1,95 @@
+"""Connecting a command to its API server: one line naming the file or server when it cannot.
+
+`trainops up` and `trainops controller` both start by connecting here. The kubeconfig is read,
+the server asked for `/version` and one list the command needs (credentials accepted and
+allowed), each within `CONNECT_TIMEOUT`: a wrong file, server or token is then one line before
+anything starts, not a traceback or an endless retry later.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kube.client import Client
+
+__all__ = ["CONNECT_TIMEOUT", "StartError", "connect", "default_kubeconfig", "describe_api_error"]
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for the API server's first answer before calling it unreachable."""
+
+
+class StartError(RuntimeError):
+    """A reason a command cannot start, already worded for the user (one line)."""
+
+
+def default_kubeconfig() -> Path | None:
+    """The kubeconfig a command without `--kubeconfig` uses, as the client library picks it:
+    None in a pod (in-cluster credentials), else the first of $KUBECONFIG or ~/.kube/config."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return Path(paths[0]).expanduser() if paths else Path.home() / ".kube" / "config"
+
+
+async def connect(
+    kubeconfig: Path | None,
+    *,
+    field_manager: str,
+    probe: str = "/api/v1/namespaces",
+    command: str = "trainops up",
+) -> Client:
+    """A client that has been answered once, from `kubeconfig` (None: `default_kubeconfig()`).
+
+    `probe` is a list the command's credentials must be allowed (`/version` is public).
+    `StartError` names the file or the server when the file is unusable, the server unreachable
+    or the credentials refused."""
+    from kube import errors
+    from kube.client import Client
+
+    flag = "--kubeconfig" if kubeconfig is not None else "kubeconfig"
+    if kubeconfig is None:
+        kubeconfig = default_kubeconfig()
+    try:
+        if kubeconfig is not None:
+            # Read first: the client library logs a missing file at WARNING before failing.
+            kubeconfig.read_bytes()
+        client = await Client.connect(kubeconfig, field_manager=field_manager)
+    except OSError as e:
+        raise StartError(f"{flag} {kubeconfig}: {e.strerror or e}") from None
+    except Exception as e:  # yaml errors, kubernetes_asyncio's ConfigException, ...
+        detail = " ".join(str(e).split()) or type(e).__name__
+        if kubeconfig is None:
+            raise StartError(f"in-cluster credentials: not usable ({detail})") from None
+        raise StartError(f"{flag} {kubeconfig}: not a usable kubeconfig ({detail})") from None
+    source = kubeconfig if kubeconfig is not None else "in-cluster credentials"
+    try:
+        await client.request("GET", "/version", timeout=CONNECT_TIMEOUT)
+        await client.request("GET", probe, query={"limit": 1}, timeout=CONNECT_TIMEOUT)
+    except errors.APIError as e:
+        await client.close()
+        raise StartError(describe_api_error(e, client.host, source, command=command)) from None
+    return client
+
+
+def describe_api_error(
+    error: Any, server: str, kubeconfig: Path | str, *, command: str = "trainops up"
+) -> str:
+    """One line for an `kube.errors.APIError` met while starting, naming server and file."""
+    from kube import errors
+
+    if isinstance(error, errors.Unavailable) and error.status == 0:
+        return (
+            f"cannot reach the API server {server} (from {kubeconfig}) within "
+            f"{CONNECT_TIMEOUT:.0f} s: {error.message}"
+        )
+    if isinstance(error, errors.Unauthorized):
+        return f"the API server {server} refused the credentials in {kubeconfig} (401 Unauthorized)"
+    if isinstance(error, errors.Forbidden):
+        return (
+            f"the credentials in {kubeconfig} lack a permission {command} needs on {server}: "
+            f"{error.message}"
+        )
+    return f"the API server {server} (from {kubeconfig}) answered {error.status}: {error.message}"
