@@ -5,6 +5,7 @@ this module is transport only. Routes (docs/GITOPS.md, "HTTP API and CLI"):
 
     GET  /api/v1/repositories                          {"items": [JobRepository]}
     GET  /api/v1/repositories/{namespace}/{name}       JobRepository (404 unknown)
+    DELETE /api/v1/repositories/{namespace}/{name}     → 200 deleted (its jobs stay)
     POST /api/v1/repositories/{namespace}/{name}/sync  body {"revision"?: str} → 202 queued
     POST /api/v1/repositories/{namespace}/{name}/refresh                       → 202 queued
     GET  /api/v1/repositories/{namespace}/{name}/diff  {"items": [ResourceDiff]}
@@ -20,10 +21,11 @@ Security (the rules themselves are `gitops.apiauth`):
 - Loopback (`allow_remote_writes=False`, what `trainops up` serves on 127.0.0.1): requests whose
   `Host` is not a loopback name are refused (403; DNS rebinding), except the push hook (a
   tunnel forwards Git hosts' pushes with its own Host). Writes — every request whose method is
-  not GET, HEAD or OPTIONS, on any route of the app (sync, refresh, and the routes the dashboard
-  adds: pause, resume, delete), the push hook excepted — are accepted from loopback peers only;
-  without a token they need no credentials; with one, they need `Authorization: Bearer <token>`.
-  One rule by method, so a route added later cannot forget it.
+  not GET, HEAD or OPTIONS, on any route of the app (sync, refresh, a repository's delete, and
+  the routes the dashboard adds: pause, resume, a job's delete), the push hook excepted — are
+  accepted from loopback peers only; without a token they need no credentials; with one, they
+  need `Authorization: Bearer <token>`. One rule by method, so a route added later cannot
+  forget it.
 - Beyond loopback (`allow_remote_writes=True`): a token is mandatory (`create_app` raises
   without one) and every write needs it. `serve` refuses a non-loopback address for an
   app built without `allow_remote_writes`.
@@ -166,6 +168,7 @@ def create_app(
     repo = _PREFIX + "/repositories/{namespace}/{name}"
     app.router.add_get(_PREFIX + "/repositories", _list_repositories)
     app.router.add_get(repo, _get_repository)
+    app.router.add_delete(repo, _delete_repository, name="repository-delete")
     app.router.add_post(repo + "/sync", _sync, name="repository-sync")
     app.router.add_post(repo + "/refresh", _refresh, name="repository-refresh")
     app.router.add_get(repo + "/diff", _diff)
@@ -284,6 +287,16 @@ async def _get_repository(request: web.Request) -> web.Response:
     except UnknownRepository:
         raise _not_found(namespace, name) from None
     return _json(shown_repository(obj))
+
+
+async def _delete_repository(request: web.Request) -> web.Response:
+    namespace, name = _target(request)
+    await _read_body(request)  # capped, and ignored
+    try:
+        await request.app[HUB].delete(namespace, name)
+    except UnknownRepository:
+        raise _not_found(namespace, name) from None
+    return _json({"status": "deleted", "repository": f"{namespace}/{name}"})
 
 
 async def _sync(request: web.Request) -> web.Response:

@@ -138,7 +138,7 @@ def compare(
             out.append(_failed(c, key, current, c.error or "not an object"))
             continue
         body = apply_body(c.desired, key, repository)
-        result = diff(_without_tracking(body), current, pointers_for(key, rules))
+        result = diff(body, current, pointers_for(key, rules))
         status = OUT_OF_SYNC if result.modified else SYNCED
         message = "" if current is not None else "missing"
         out.append(
@@ -233,19 +233,3 @@ def _intended_keys(
 def _named(obj: Mapping[str, Any]) -> bool:
     meta = obj.get("metadata")
     return bool(obj.get("kind")) and isinstance(meta, dict) and bool(meta.get("name"))
-
-
-def _without_tracking(body: dict[str, Any]) -> dict[str, Any]:
-    """What the diff compares: the tracking keys are ours, never drift (diff drops them from
-    live too)."""
-    out = copy.deepcopy(body)
-    meta = out["metadata"]
-    for field, key in (
-        ("labels", names.MANAGED_LABEL),
-        ("annotations", names.REPOSITORY_ANNOTATION),
-    ):
-        values = meta.get(field) or {}
-        values.pop(key, None)
-        if not values:
-            meta.pop(field, None)
-    return out

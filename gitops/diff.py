@@ -10,8 +10,11 @@ container, such as `terminationMessagePath`, are not drift; one container more o
 
 Before that, `normalize_live` drops what only the server writes (`status`, `managedFields`,
 `resourceVersion`, `uid`, `generation`, `creationTimestamp`, `selfLink`, `deletionTimestamp`,
-`deletionGracePeriodSeconds`), kubectl's last-applied annotation, and our tracking label and
-annotation; `ignoreDifferences` pointers (RFC 6901) are removed from both sides.
+`deletionGracePeriodSeconds`) and kubectl's last-applied annotation; `ignoreDifferences`
+pointers (RFC 6901) are removed from both sides. Our tracking label and annotation stay: they
+are part of what is desired (Argo CD's label tracking), so a live object without them, or with
+another repository's, differs and the sync applies them (adoption), after which prune can
+find it.
 
 Scalars compare as JSON values, with one allowance for YAML: a number and the string of that
 number are equal (`cpu: 1` in Git, `cpu: "1"` live). Training jobs are already defaulted by
@@ -28,7 +31,6 @@ from typing import Any
 
 import yaml
 
-from gitops import names
 from gitops.pairing import ResourceKey
 
 __all__ = [
@@ -64,7 +66,7 @@ class DiffResult:
 
 
 def normalize_live(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """`obj` without what the server and the sync machinery write.
+    """`obj` without what only the server writes (and kubectl's last-applied annotation).
 
     Copied only where it changes (the top level, metadata, labels and annotations): the rest
     is shared with `obj`, so callers must not modify it in place. (A deep copy here was most of
@@ -77,8 +79,6 @@ def normalize_live(obj: Mapping[str, Any]) -> dict[str, Any]:
         for key in _SERVER_METADATA:
             meta.pop(key, None)
         _drop_key(meta, "annotations", _LAST_APPLIED)
-        _drop_key(meta, "annotations", names.REPOSITORY_ANNOTATION)
-        _drop_key(meta, "labels", names.MANAGED_LABEL)
     return out
 
 

@@ -73,6 +73,12 @@ class Hub(Protocol):
         UnknownRepository; ValueError for a revision that is not a valid ref or sha). Queued."""
         ...
 
+    async def delete(self, namespace: str, name: str) -> None:
+        """Delete the JobRepository object (raises UnknownRepository). What it applied stays in
+        the cluster, as an Argo CD Application deleted without its resources finalizer leaves
+        its resources."""
+        ...
+
     async def push(self, event: PushEvent) -> list[str]:
         """Refresh every repository whose normalized repoURL and branch match the push; the
         `namespace/name` of each one refreshed."""

@@ -37,7 +37,7 @@ from gitops.metrics import GitOpsMetrics
 from gitops.pushhooks import PushEvent
 from gitops.reconciler import JOB_REPOSITORIES, LOGGER, Memo, Reconciler
 from gitops.spec import read_spec, repo_id
-from kube import resources
+from kube import errors, resources
 from kube.client import Client
 from kube.events import EventBuffer, EventRecorder
 from kube.informer import Informer, unsynced, wait_synced
@@ -196,6 +196,13 @@ class GitOpsReconciler:
                 )
         memo.sync_requested, memo.sync_revision = True, revision
         self.queue.add(key)
+
+    async def delete(self, namespace: str, name: str) -> None:
+        self.repository(namespace, name)
+        try:
+            await self.client.delete(JOB_REPOSITORIES, name, namespace)
+        except errors.NotFound:
+            raise UnknownRepository(f"{namespace}/{name}") from None
 
     async def push(self, event: PushEvent) -> list[str]:
         if event.ignored:

@@ -29,7 +29,7 @@ from kube.resources import Resource
 from kube.transport import JSON as _JSON
 from kube.transport import Transport
 
-__all__ = ["PATCH_CONTENT_TYPES", "Client", "PatchType"]
+__all__ = ["PATCH_CONTENT_TYPES", "USER_AGENT", "Client", "PatchType"]
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
 
@@ -41,6 +41,19 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
 }
 
 _ANY = "application/json, */*"
+
+
+def _user_agent() -> str:
+    from importlib import metadata
+
+    try:
+        return f"trainops/{metadata.version('trainops')}"
+    except metadata.PackageNotFoundError:
+        return "trainops"
+
+
+USER_AGENT = _user_agent()
+"""What every request says it comes from (the API server's audit log and metrics show it)."""
 _Query = Mapping[str, str | int | float | bool | None]
 
 
@@ -51,6 +64,7 @@ class Client:
     def __init__(
         self, api_client: Any, *, timeout: float = 30.0, field_manager: str = "trainops"
     ) -> None:
+        api_client.user_agent = USER_AGENT
         self._http = Transport(api_client)
         self.timeout = timeout
         self.field_manager = field_manager
@@ -176,7 +190,7 @@ class Client:
             path = resource.object_path(_meta(body).get("name", ""), ns, subresource)
         else:
             path = resource.collection_path(ns)
-        query = {"fieldManager": field_manager}
+        query = {"fieldManager": field_manager or self.field_manager}
         return await self._json("POST", path, query=query, body=body, timeout=timeout)
 
     async def replace(
@@ -195,7 +209,7 @@ class Client:
         path = resource.object_path(
             meta.get("name", ""), namespace or meta.get("namespace"), subresource
         )
-        query = {"fieldManager": field_manager}
+        query = {"fieldManager": field_manager or self.field_manager}
         return await self._json("PUT", path, query=query, body=body, timeout=timeout)
 
     async def patch(
@@ -212,15 +226,14 @@ class Client:
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """PATCH with the Content-Type of `patch_type`. `apply` is server-side apply: the
-        body is the applied configuration, `field_manager` defaults to the client's, and
-        `force` takes over conflicting fields."""
+        body is the applied configuration and `force` takes over conflicting fields. Every
+        write names `field_manager`, by default the client's."""
         try:
             content_type = PATCH_CONTENT_TYPES[patch_type]
         except KeyError:
             raise ValueError(f"unknown patch type {patch_type!r}") from None
-        query: dict[str, Any] = {"fieldManager": field_manager}
+        query: dict[str, Any] = {"fieldManager": field_manager or self.field_manager}
         if patch_type == "apply":
-            query["fieldManager"] = field_manager or self.field_manager
             query["force"] = force
         elif force is not None:
             raise ValueError("force is only meaningful for server-side apply")

@@ -11,6 +11,8 @@ read raw (`_preload_content=False`) and parsed here, never through the generated
 from __future__ import annotations
 
 import asyncio
+import os
+import ssl
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -18,7 +20,7 @@ import aiohttp
 
 from kube.errors import Unavailable, from_response
 
-__all__ = ["JSON", "Transport", "query_params"]
+__all__ = ["JSON", "Transport", "describe", "query_params"]
 
 JSON = "application/json"
 
@@ -69,7 +71,7 @@ class Transport:
                 0, "Timeout", f"{method} {path}: no answer within {timeout:g}s"
             ) from e
         except (aiohttp.ClientError, OSError) as e:
-            raise Unavailable(0, "ConnectionError", f"{method} {path}: {e!r}") from e
+            raise Unavailable(0, "ConnectionError", f"{method} {path}: {describe(e)}") from e
         if not 200 <= resp.status <= 299:
             raise from_response(resp.status, data)
         return data
@@ -113,7 +115,7 @@ class Transport:
                 0, "Timeout", f"GET {path}: no answer within {open_timeout:g}s"
             ) from e
         except (aiohttp.ClientError, OSError) as e:
-            raise Unavailable(0, "ConnectionError", f"GET {path}: {e!r}") from e
+            raise Unavailable(0, "ConnectionError", f"GET {path}: {describe(e)}") from e
         buffer = b""
         try:
             while True:
@@ -127,7 +129,7 @@ class Transport:
                 except TimeoutError as e:
                     raise Unavailable(0, "Timeout", f"GET {path}: stream stalled") from e
                 except (aiohttp.ClientError, OSError) as e:
-                    raise Unavailable(0, "ConnectionError", f"GET {path}: {e!r}") from e
+                    raise Unavailable(0, "ConnectionError", f"GET {path}: {describe(e)}") from e
                 if not chunk:
                     if buffer.strip():
                         yield buffer
@@ -179,3 +181,23 @@ def query_params(query: Mapping[str, Any]) -> list[tuple[str, str]]:
         else:
             params.append((key, str(value)))
     return params
+
+
+def describe(e: BaseException) -> str:
+    """A connection failure in words: `cannot connect to 127.0.0.1:1: connection refused`,
+    never an aiohttp repr (ConnectionKey and all)."""
+    if isinstance(e, aiohttp.ClientConnectorError):
+        return f"cannot connect to {e.host}:{e.port}: {_reason(e.os_error)}"
+    if isinstance(e, OSError):
+        return _reason(e)
+    return str(e) or type(e).__name__
+
+
+def _reason(e: OSError) -> str:
+    """`connection refused`: the errno's words (asyncio's strerror names the address again),
+    else the exception's own text (a TLS failure's: ssl's errno is not the system's)."""
+    if isinstance(e, ssl.SSLError):
+        return str(getattr(e, "verify_message", None) or e.reason or e)
+    if e.errno:
+        return os.strerror(e.errno).lower()
+    return str(e.strerror or e or type(e).__name__)

@@ -165,6 +165,11 @@ class FakeHub:
         self._known(namespace, name)
         self.calls.append(("refresh", namespace, name))
 
+    async def delete(self, namespace: str, name: str) -> None:
+        self._known(namespace, name)
+        del self.repos[(namespace, name)]
+        self.calls.append(("delete", namespace, name))
+
     async def sync(self, namespace: str, name: str, revision: str | None = None) -> None:
         self._known(namespace, name)
         try:
@@ -375,6 +380,25 @@ async def test_refresh_queues_and_404_for_an_unknown_repository() -> None:
         response = await client.post("/api/v1/repositories/default/gone/refresh")
         assert response.status == 404
     assert hub.calls == [("refresh", "default", "private")]
+
+
+async def test_delete_removes_the_repository_404_for_an_unknown_one_and_needs_the_token() -> None:
+    hub = FakeHub()
+    async with client_for(hub, token=TOKEN) as client:
+        path = "/api/v1/repositories/default/private"
+        response = await client.delete(path)
+        assert response.status == 401
+        response = await client.delete(path, headers={"Origin": "https://evil.example"})
+        assert response.status == 403
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        response = await client.delete(path, headers=auth)
+        assert response.status == 200
+        assert await body(response) == {"status": "deleted", "repository": "default/private"}
+        assert (await client.get(path)).status == 404
+        response = await client.delete(path, headers=auth)
+        assert response.status == 404
+        assert await body(response) == {"error": "jobrepository default/private not found"}
+    assert hub.calls == [("delete", "default", "private")]
 
 
 async def test_bodies_over_the_cap_get_413_whatever_content_length_says() -> None:

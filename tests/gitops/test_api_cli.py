@@ -151,6 +151,17 @@ async def test_sync_and_refresh_are_requested(tmp_path: Path) -> None:
     ]
 
 
+async def test_delete_removes_a_repository_and_names_an_unknown_one(tmp_path: Path) -> None:
+    hub = FakeHub()
+    async with server(hub) as url:
+        deleted = await trainops(tmp_path, "delete", "private", "--server", url)
+        again = await trainops(tmp_path, "delete", "default/private", "--server", url)
+    assert (deleted.returncode, deleted.stdout) == (0, "jobrepository default/private deleted\n")
+    assert again.returncode == 1
+    assert again.stderr.strip() == "trainops repo: jobrepository default/private not found"
+    assert hub.calls == [("delete", "default", "private")]
+
+
 async def test_diff_prints_headers_and_diffs_and_exits_like_kubectl_diff(tmp_path: Path) -> None:
     async with server(FakeHub()) as url:
         differs = await trainops(tmp_path, "diff", "private", "--server", url)

@@ -76,15 +76,45 @@ def test_an_absent_live_object_is_modified() -> None:
     assert result.modified and result.live_norm is None
 
 
-def test_normalize_live_drops_server_fields_and_our_tracking() -> None:
+def test_normalize_live_drops_server_fields_but_keeps_our_tracking() -> None:
     live = normalize_live(load("server-defaults-live.yaml"))
     meta = live["metadata"]
     assert "status" not in live
     assert not {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"} & set(
         meta
     )
-    assert "annotations" not in meta
-    assert meta["labels"] == {"app": "web", "extra": "by-someone-else"}
+    assert meta["annotations"] == {"gitops.trainops.dev/repository": "ns/repo"}
+    assert meta["labels"] == {
+        "app": "web",
+        "gitops.trainops.dev/managed": "true",
+        "extra": "by-someone-else",
+    }
+
+
+def test_a_live_object_without_our_tracking_label_differs_and_the_diff_shows_it() -> None:
+    desired = {
+        "kind": "X",
+        "metadata": {
+            "name": "a",
+            "labels": {"gitops.trainops.dev/managed": "true"},
+            "annotations": {"gitops.trainops.dev/repository": "ns/repo"},
+        },
+        "spec": {"x": 1},
+    }
+    unlabelled = {"kind": "X", "metadata": {"name": "a", "uid": "u"}, "spec": {"x": 1}}
+    result = diff(desired, unlabelled)
+    assert result.modified
+    assert "+    gitops.trainops.dev/managed: 'true'" in result.text
+    assert "+    gitops.trainops.dev/repository: ns/repo" in result.text
+    other = {
+        **unlabelled,
+        "metadata": {
+            **desired["metadata"],
+            "annotations": {"gitops.trainops.dev/repository": "ns/b"},
+        },
+    }
+    assert diff(desired, other).modified
+    assert not diff(desired, {**unlabelled, "metadata": desired["metadata"]}).modified
 
 
 def test_a_number_in_git_equals_its_string_live() -> None:

@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+import policies
+from gitops.hub import UnknownRepository
 from gitops.manager import GitOpsReconciler, GitOpsSettings
+from gitops.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
 from tests.gitops.conftest import (
@@ -269,3 +273,72 @@ async def test_a_failed_apply_is_retried_with_back_off_and_succeeds_once_its_cau
         assert st["sync"]["status"] == "Synced"
     finally:
         await kclient.delete(resources.NAMESPACES, later)
+
+
+async def test_a_job_that_existed_before_gitops_is_adopted_then_pruned_when_it_leaves_git(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    # `kubectl apply -f job.yaml` first (defaulted as the webhook would; none runs here), then a
+    # repository holding the same manifest.
+    before = policies.admit(yaml.safe_load(tf_job_yaml("a"))).obj
+    before["metadata"]["namespace"] = namespace
+    await kclient.create(TF, before)
+    sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
+    body = repository(namespace, remote.url)
+    del body["spec"]["syncPolicy"]["automated"]
+    await create_repository(kclient, body)
+    st = await wait_status(
+        kclient, namespace, lambda s: (s.get("sync") or {}).get("revision") == sha
+    )
+    assert resource_entry(st, "a")["status"] == "OutOfSync"
+    (diff,) = gitops.diff(namespace, "jobs")
+    changed = [
+        line
+        for line in diff.text.splitlines()
+        if line[:1] in "+-" and not line.startswith(("---", "+++"))
+    ]
+    assert changed == [
+        "+  annotations:",
+        f"+    gitops.trainops.dev/repository: {namespace}/jobs",
+        "+  labels:",
+        "+    gitops.trainops.dev/managed: 'true'",
+    ]
+    # Sync with prune: the job is adopted (labelled), in place.
+    uid = (await kclient.get(TF, "a", namespace))["metadata"]["uid"]
+    obj = await kclient.get(JOB_REPOSITORIES, "jobs", namespace)
+    obj["spec"]["syncPolicy"]["automated"] = {"prune": True}
+    await kclient.replace(JOB_REPOSITORIES, obj)
+    st = await wait_status(
+        kclient,
+        namespace,
+        lambda s: (s.get("operationState") or {}).get("syncResult", {}).get("revision") == sha,
+    )
+    applied = st["operationState"]["syncResult"]["resources"]
+    assert [(r["name"], r["status"], r["message"]) for r in applied] == [
+        ("a", "Synced", "configured")
+    ]
+    assert st["sync"]["status"] == "Synced" and gitops.diff(namespace, "jobs") == []
+    job = await kclient.get(TF, "a", namespace)
+    assert job["metadata"]["uid"] == uid
+    assert job["metadata"]["labels"]["gitops.trainops.dev/managed"] == "true"
+    assert job["metadata"]["annotations"]["gitops.trainops.dev/repository"] == f"{namespace}/jobs"
+    # Removed from Git: pruned like any job the repository created.
+    remote.commit("drop a", {"a.yaml": None, "keep.txt": "x"})
+    await aeventually(lambda: _absent(kclient, "a", namespace))
+
+
+async def _absent(client: Client, name: str, namespace: str) -> bool:
+    return await get_or_none(client, TF, name, namespace) is None
+
+
+async def test_deleting_a_repository_removes_the_object_and_leaves_its_jobs(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
+    await create_repository(kclient, repository(namespace, remote.url, automated=PRUNE))
+    await wait_status(kclient, namespace, synced(sha))
+    await gitops.delete(namespace, "jobs")
+    assert await get_or_none(kclient, JOB_REPOSITORIES, "jobs", namespace) is None
+    assert await get_or_none(kclient, TF, "a", namespace) is not None
+    with pytest.raises(UnknownRepository):
+        await gitops.delete(namespace, "nope")

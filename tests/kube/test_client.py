@@ -343,6 +343,10 @@ async def test_a_refused_connection_is_unavailable_with_status_zero() -> None:
         with pytest.raises(Unavailable) as e:
             await client.get(resources.PODS, "p", "ns")
         assert e.value.status == 0
+        assert e.value.message == (
+            f"GET /api/v1/namespaces/ns/pods/p: cannot connect to 127.0.0.1:{port}: "
+            "connection refused"
+        )
     finally:
         await client.close()
 
@@ -374,3 +378,44 @@ async def test_stream_lines_follows_a_streamed_answer_line_by_line(
         async for line in lines:
             names.append(orjson.loads(line)["object"]["metadata"]["name"])
     assert sorted(names) == ["s1", "s2"]
+
+
+async def test_every_write_names_the_clients_field_manager(
+    cluster: Cluster, namespace: str
+) -> None:
+    async with await Client.connect(cluster.kubeconfig, field_manager="trainops-test") as client:
+        await client.create(resources.CONFIGMAPS, _cm("fm", namespace, a="1"))
+        got = await client.get(resources.CONFIGMAPS, "fm", namespace)
+        got["data"]["a"] = "2"
+        await client.replace(resources.CONFIGMAPS, got)
+        await client.patch(resources.CONFIGMAPS, "fm", {"data": {"b": "3"}}, namespace)
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "fm", "namespace": namespace},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "fm"}},
+                "template": {
+                    "metadata": {"labels": {"app": "fm"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            },
+        }
+        await client.create(resources.DEPLOYMENTS, deployment)
+
+        async def replace_status() -> dict[str, Any]:
+            current = await client.get(resources.DEPLOYMENTS, "fm", namespace)
+            current["status"] = {"observedGeneration": 7}
+            return await client.replace(resources.DEPLOYMENTS, current, subresource="status")
+
+        status = await aeventually(replace_status, timeout=10)
+        cm = await client.get(resources.CONFIGMAPS, "fm", namespace)
+    for obj in (cm, status):
+        managers = {m["manager"] for m in obj["metadata"]["managedFields"]}
+        assert "trainops-test" in managers
+        assert not any(m.startswith("OpenAPI-Generator") for m in managers)
+    subresources = {
+        (m["manager"], m.get("subresource", "")) for m in status["metadata"]["managedFields"]
+    }
+    assert ("trainops-test", "status") in subresources

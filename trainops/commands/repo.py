@@ -38,9 +38,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     parser = subparsers.add_parser(
         "repo",
-        help="list, inspect, sync and diff JobRepositories (GitOps)",
+        help="list, inspect, sync, diff and delete JobRepositories (GitOps)",
         description="Talk to the GitOps HTTP API of `trainops up` (or of --server): list "
-        "JobRepositories, show one, request a sync or a refresh, show what differs from Git.",
+        "JobRepositories, show one, request a sync or a refresh, show what differs from Git, "
+        "delete one.",
     )
     _common(parser, default_data_dir(), suppress=False)
     sub = parser.add_subparsers(dest="repo_command", metavar="COMMAND")
@@ -66,6 +67,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = add("refresh", "compare a JobRepository with Git now (and sync it if automated)")
     p.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME")
     p = add("diff", "show how the live objects differ from Git (exit 1 when they do)")
+    p.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME")
+    p = add(
+        "delete",
+        "delete a JobRepository (e.g. one `trainops up --repo` made with a mistyped URL); the "
+        "jobs it applied keep running",
+    )
     p.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME")
     parser.set_defaults(func=_usage(parser))
 
@@ -244,6 +251,10 @@ async def _command(
         await client.post(path + "/refresh", {}, namespace=namespace, name=name)
         print(f"refresh of {namespace}/{name} requested")
         return EXIT_OK
+    if command == "delete":
+        await client.delete(path, namespace=namespace, name=name)
+        print(f"jobrepository {namespace}/{name} deleted")
+        return EXIT_OK
     if command == "diff":
         answer = await client.get(path + "/diff", namespace=namespace, name=name)
         if answer.get("comparisonError"):
@@ -267,6 +278,10 @@ class _Client:
 
     async def get(self, path: str, **target: str) -> Any:
         async with self.session.get(self.base + path) as response:
+            return await self._answer(response, target)
+
+    async def delete(self, path: str, **target: str) -> Any:
+        async with self.session.delete(self.base + path) as response:
             return await self._answer(response, target)
 
     async def post(self, path: str, body: dict[str, Any], **target: str) -> Any:
