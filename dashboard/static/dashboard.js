@@ -95,7 +95,9 @@
     source.onopen = function () {
       setStream("open");
       retryDelay = 1000;
-      if (wasLost) scheduleRefresh(true); // changes may have happened while we were away
+      // Changes between the page's rendering (or the stream's loss) and this subscription
+      // reach no event: fetch the fragments once now.
+      scheduleRefresh(wasLost);
       wasLost = false;
     };
     source.onerror = function () {
