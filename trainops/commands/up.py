@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import logging
 import os
+import shlex
 import signal
 import sys
 import time
@@ -414,6 +415,10 @@ def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
 
 
 def _resume_command(args: argparse.Namespace) -> str:
-    """`up` as it was started: with `--kubeconfig FILE` when that names the cluster."""
-    kubeconfig = getattr(args, "kubeconfig", None)
-    return "trainops up" if kubeconfig is None else f"trainops up --kubeconfig {kubeconfig}"
+    """`up` on the same data directory and cluster: `--data-dir` and `--kubeconfig` as given."""
+    words = ["trainops", "up"]
+    if getattr(args, "data_dir", None) is not None:
+        words += ["--data-dir", str(args.data_dir)]
+    if getattr(args, "kubeconfig", None) is not None:
+        words += ["--kubeconfig", str(args.kubeconfig)]
+    return shlex.join(words)
