@@ -106,10 +106,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--repo", metavar="GIT_URL", help="sync training jobs from this Git repository"
     )
     parser.add_argument(
-        "--path", metavar="DIR", help="directory of the repository to sync (with --repo)"
+        "--path",
+        metavar="DIR",
+        help="directory of the repository to sync (with --repo; default: the repository's root)",
     )
     parser.add_argument(
-        "--revision", metavar="REF", help="branch, tag or commit to sync (with --repo)"
+        "--revision",
+        metavar="REF",
+        help="branch, tag or commit to sync (with --repo; default: the remote's HEAD branch)",
     )
     parser.add_argument(
         "--git-webhook-secret",
