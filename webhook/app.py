@@ -167,6 +167,8 @@ async def _read_body(request: web.Request, settings: Settings) -> bytes:
     except web.HTTPRequestEntityTooLarge:
         text = f"request body larger than the limit of {settings.max_body_bytes} bytes"
         raise _Refused("too_large", _plain(413, text, True)) from None
+    except ConnectionResetError:  # the client went away mid-body: nobody to answer, no error
+        raise _Refused("client_gone", _plain(400, "connection closed mid-body", True)) from None
 
 
 def _respond(
