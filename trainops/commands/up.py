@@ -99,8 +99,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=port_number(allow_zero=False),
         default=None,
         metavar="PORT",
-        help="port of the HTTP API on 127.0.0.1 (default: a free one; recorded in DATA_DIR/api.json "
-        "for `trainops repo`); the dashboard is served there too, at /",
+        help="port of the HTTP API on 127.0.0.1 (default: the one the last `up` on this data "
+        "directory used, else a free one; recorded in DATA_DIR/api.json for `trainops repo`); "
+        "the dashboard is served there too, at /",
     )
     parser.add_argument(
         "--repo", metavar="GIT_URL", help="sync training jobs from this Git repository"
