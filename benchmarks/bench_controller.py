@@ -38,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,26 @@ def _job(i: int, namespace: str = "default") -> dict[str, Any]:
     job["metadata"]["namespace"] = namespace
     job["spec"]["runPolicy"] = {"cleanUpPolicy": "None"}
     return job
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """What the simulated kubelet and the clock need to know of a controller's jobs and pods."""
+
+    resource: resources.Resource
+    make_job: Callable[[int, str], dict[str, Any]]
+    label_prefix: str
+    """Pods carry `<prefix>/job-name` and, on the replica whose exit ends the job,
+    `<prefix>/job-role: master`."""
+    succeeded: Callable[[dict[str, Any]], bool]
+
+
+TRAINOPS = Flavor(
+    resources.TFJOBS,
+    _job,
+    "batch.tensorstack.dev",
+    lambda job: (job.get("status") or {}).get("phase") == "Succeeded",
+)
 
 
 async def bench(
@@ -242,14 +264,19 @@ def _request_deltas(
 
 
 async def _run(
-    client: Client, ctl: subprocess.Popen[bytes], jobs: int, rate: float | None, namespace: str
+    client: Client,
+    ctl: subprocess.Popen[bytes],
+    jobs: int,
+    rate: float | None,
+    namespace: str,
+    flavor: Flavor = TRAINOPS,
 ) -> dict[str, str]:
     exited: dict[str, float] = {}  # job -> when its master's exit was written
     done: dict[str, float] = {}
     replicas_running: dict[str, int] = {}
     kubelet_queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     pods = Informer(client, resources.PODS, namespace)
-    tfjobs = Informer(client, resources.TFJOBS, namespace)
+    tfjobs = Informer(client, flavor.resource, namespace)
 
     def on_pod(event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         if event == "ADDED" and (pod.get("status") or {}).get("phase") != "Running":
@@ -257,7 +284,7 @@ async def _run(
 
     def on_job(event: str, job: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = job["metadata"]["name"]
-        if (job.get("status") or {}).get("phase") == "Succeeded" and name not in done:
+        if flavor.succeeded(job) and name not in done:
             done[name] = time.perf_counter()
 
     pods.add_handler(on_pod)
@@ -272,7 +299,7 @@ async def _run(
         while True:
             pod = await kubelet_queue.get()
             labels = pod["metadata"].get("labels") or {}
-            job = labels.get("batch.tensorstack.dev/job-name", "")
+            job = labels.get(f"{flavor.label_prefix}/job-name", "")
             name = pod["metadata"]["name"]
             try:
                 if pod.get("_finish"):  # the job's replicas all run: its master exits 0
@@ -280,7 +307,7 @@ async def _run(
                     exited[job] = time.perf_counter()
                     continue
                 await set_pod_status(client, namespace, name, "Running")
-                if labels.get("batch.tensorstack.dev/job-role") == "master":
+                if labels.get(f"{flavor.label_prefix}/job-role") == "master":
                     masters[job] = name
                 replicas_running[job] = replicas_running.get(job, 0) + 1
                 if replicas_running[job] == 4:
@@ -299,7 +326,7 @@ async def _run(
         if rate:
             await asyncio.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
         async with sem:
-            await client.create(resources.TFJOBS, _job(i, namespace))
+            await client.create(flavor.resource, flavor.make_job(i, namespace))
 
     await asyncio.gather(*(submit(i) for i in range(jobs)))
     submitted = time.perf_counter() - t0

@@ -1,0 +1,343 @@
+"""trainops' job controller side by side with Kubeflow's training-operator (run by hand; results
+go to docs/PERFORMANCE.md).
+
+    .venv/bin/python benchmarks/bench_peer.py --kubeconfig FILE [--jobs 200] [--rates 5,10]
+                                              [--rounds 2] [--paced-jobs 100]
+
+The peer is `github.com/kubeflow/training-operator/cmd/training-operator.v1@v1.9.3`, built with
+`go install` from the Go module proxy into ~/.cache/trainops/peer/ (once; its TFJob CRD comes
+from the module cache's `manifests/base/crds/`). Both run against the same API server (the
+reference kube-apiserver of `hack/reference-cluster`), each in turn, fresh for every
+measurement and in a fresh namespace that is deleted afterwards; the same simulated kubelet
+(benchmarks/bench_controller.py) sets every pod Running and, once a job's four replicas run,
+its chief Succeeded. Same job shape for both: a chief, two workers and a parameter server.
+
+The peer runs with its TFJob scheme only, no leader election, its client limit raised
+(`--kube-api-qps 1000 --kube-api-burst 2000`, as most tuned installs) and one worker thread (its
+default); trainops runs `trainops controller` with its defaults (4 workers).
+
+For each controller and round: jobs/s with every job submitted at once; p50/p99 from the chief's
+exit to the job's Succeeded at each paced rate; controller CPU per job (from /proc, paced run at
+the first rate); peak RSS (VmHWM); API requests per job by verb and resource (kube-apiserver's
+`apiserver_request_total`, the simulated kubelet's and the submissions' included: they are the
+same for both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks import bench_controller as bc  # noqa: E402
+from benchmarks.machine import cpu_model  # noqa: E402
+from certs import pki  # noqa: E402
+from kube import errors, resources  # noqa: E402
+from kube.client import Client  # noqa: E402
+
+PEER_MODULE = "github.com/kubeflow/training-operator"
+PEER_COMMAND = f"{PEER_MODULE}/cmd/training-operator.v1"
+PEER_VERSION = "v1.9.3"
+PEER_BIN = Path.home() / ".cache" / "trainops" / "peer" / PEER_VERSION
+PEER_NAMESPACE = "kubeflow"
+PEER_SECRET = "training-operator-webhook-cert"
+PEER_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+PEER_METRICS = 18090
+LOGS = Path(tempfile.gettempdir()) / "bench-peer-logs"
+TFJOBS_V1 = resources.Resource("kubeflow.org", "v1", "tfjobs", "TFJob", True)
+
+
+# --- the peer -------------------------------------------------------------------------------
+
+
+def install_peer() -> Path:
+    """The peer's binary, built once with `go install` (Go module proxy)."""
+    binary = PEER_BIN / "training-operator.v1"
+    if not binary.exists():
+        PEER_BIN.mkdir(parents=True, exist_ok=True)
+        print(f"building {PEER_COMMAND}@{PEER_VERSION} (once)...", file=sys.stderr)
+        subprocess.run(
+            ["go", "install", f"{PEER_COMMAND}@{PEER_VERSION}"],
+            env={**os.environ, "GOBIN": str(PEER_BIN)},
+            check=True,
+            cwd=tempfile.gettempdir(),
+        )
+    return binary
+
+
+def peer_crd() -> Path:
+    cache = subprocess.run(
+        ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return (
+        Path(cache)
+        / f"{PEER_MODULE}@{PEER_VERSION}"
+        / "manifests"
+        / "base"
+        / "crds"
+        / "kubeflow.org_tfjobs.yaml"
+    )
+
+
+def _peer_job(i: int, namespace: str) -> dict[str, Any]:
+    def replica(count: int) -> dict[str, Any]:
+        return {
+            "replicas": count,
+            "restartPolicy": "Never",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": "tensorflow/tensorflow:2.21.0",
+                            "command": ["python3", "-c", "print('done')"],
+                            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                        }
+                    ]
+                }
+            },
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": f"job-{i:04d}", "namespace": namespace},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "None"},
+            "tfReplicaSpecs": {"Chief": replica(1), "Worker": replica(2), "PS": replica(1)},
+        },
+    }
+
+
+def _peer_succeeded(job: dict[str, Any]) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Succeeded" and c.get("status") == "True" for c in conditions)
+
+
+PEER = bc.Flavor(TFJOBS_V1, _peer_job, "training.kubeflow.org", _peer_succeeded)
+
+
+async def _prepare_peer(client: Client, kubeconfig: Path, work: Path) -> None:
+    """Its CRD, its namespace, and the webhook certificate it insists on (Secret + files)."""
+    _kubectl(kubeconfig, "apply", "--server-side", "-f", str(peer_crd()))
+    await _ensure_namespace(client, PEER_NAMESPACE)
+    ca = pki.new_ca("bench-peer-ca")
+    service = f"training-operator.{PEER_NAMESPACE}.svc"
+    cert = pki.new_serving_cert(ca, [service, "localhost", "127.0.0.1"])
+    files = {"tls.crt": cert.cert_pem, "tls.key": cert.key_pem, "ca.crt": ca.cert_pem}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": PEER_SECRET, "namespace": PEER_NAMESPACE},
+        "type": "kubernetes.io/tls",
+        "data": {k: base64.b64encode(v).decode() for k, v in files.items()},
+    }
+    with contextlib.suppress(errors.AlreadyExists):
+        await client.create(resources.SECRETS, secret)
+    PEER_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (PEER_CERT_DIR / name).write_bytes(data)
+    (work / "peer-ready").touch()
+
+
+def _start_peer(kubeconfig: Path) -> subprocess.Popen[bytes]:
+    log = open(LOGS / "training-operator.log", "ab")  # noqa: SIM115 (the child keeps it)
+    return subprocess.Popen(
+        [
+            str(install_peer()),
+            f"--kubeconfig={kubeconfig}",
+            "--enable-scheme=tfjob",
+            "--leader-elect=false",
+            f"--metrics-bind-address=127.0.0.1:{PEER_METRICS}",
+            "--health-probe-bind-address=127.0.0.1:0",
+            "--kube-api-qps=1000",
+            "--kube-api-burst=2000",
+            "--controller-threads=1",
+        ],
+        env={k: v for k, v in os.environ.items() if k != "KUBEFLOW_NAMESPACE"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _start_trainops(kubeconfig: Path) -> subprocess.Popen[bytes]:
+    log = open(LOGS / "trainops.log", "ab")  # noqa: SIM115 (the child keeps it)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            *("-m", "trainops", "controller", "--kubeconfig", str(kubeconfig)),
+            *("--no-leader-elect", "--port", str(bc.METRICS_PORT), "--bind", "127.0.0.1"),
+            *("--log-level", "WARNING"),
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+# --- one measurement ------------------------------------------------------------------------
+
+
+async def measure(
+    name: str, kubeconfig: Path, jobs: int, rate: float | None
+) -> dict[str, float | str]:
+    """One controller, fresh, in a fresh namespace: the figures of one run."""
+    flavor = PEER if name == "training-operator" else bc.TRAINOPS
+    client = await Client.connect(kubeconfig, timeout=60)
+    namespace = f"peer-{name[:8]}-{int(time.time() * 1000) % 10**9}"
+    await _ensure_namespace(client, namespace)
+    await bc._wait_service_account(client, namespace)
+    proc = _start_peer(kubeconfig) if name == "training-operator" else _start_trainops(kubeconfig)
+    try:
+        await _settle(proc, name)
+        requests0 = await bc._apiserver_requests(client)
+        out = await bc._run(client, proc, jobs, rate, namespace, flavor)
+        deltas = {
+            k: v - requests0.get(k, 0.0) for k, v in (await bc._apiserver_requests(client)).items()
+        }
+        figures: dict[str, float | str] = {
+            "jobs/s": float(out["all Succeeded"].split("(")[1].split()[0]),
+            "latency": out["master exit → job Succeeded"],
+            "cpu_ms_per_job": float(out["controller CPU"].split("(")[1].split()[0]),
+            "rss_mib": _peak_rss_mib(proc.pid),
+            "requests_per_job": sum(deltas.values()) / jobs,
+            "requests": _by_verb(deltas, jobs),
+        }
+        return figures
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        await _delete_namespace(client, namespace)
+        await client.close()
+
+
+async def _settle(proc: subprocess.Popen[bytes], name: str) -> None:
+    """Give the controller time to list and watch (both log nothing we could wait on)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{name} exited with {proc.returncode}")
+        await asyncio.sleep(0.25)
+
+
+def _peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _by_verb(deltas: dict[tuple[str, str], float], jobs: int) -> str:
+    top = sorted(((v, k) for k, v in deltas.items() if v / jobs >= 0.1), reverse=True)
+    return ", ".join(f"{verb} {resource} {v / jobs:.1f}" for v, (verb, resource) in top[:8])
+
+
+async def _ensure_namespace(client: Client, name: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    with contextlib.suppress(errors.AlreadyExists):
+        await client.create(resources.NAMESPACES, body)
+
+
+async def _delete_namespace(client: Client, name: str) -> None:
+    try:
+        await client.delete(resources.NAMESPACES, name)
+    except errors.NotFound:
+        return
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            await client.get(resources.NAMESPACES, name)
+        except errors.NotFound:
+            return
+        await asyncio.sleep(0.5)
+
+
+def _kubectl(kubeconfig: Path, *args: str) -> None:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+
+
+# --- the table ------------------------------------------------------------------------------
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    kubeconfig: Path = args.kubeconfig
+    install_peer()
+    LOGS.mkdir(exist_ok=True)
+    print(f"controller logs in {LOGS}", file=sys.stderr)
+    _kubectl(kubeconfig, "apply", "--server-side", "-f", str(REPO / "deploy" / "crds"))
+    client = await Client.connect(kubeconfig, timeout=60)
+    work = Path(tempfile.mkdtemp(prefix="bench-peer-"))
+    await _prepare_peer(client, kubeconfig, work)
+    await client.close()
+    rates = [float(r) for r in args.rates.split(",") if r]
+    names = tuple(args.only.split(",")) if args.only else ("trainops", "training-operator")
+    # rows[name][round] = {"burst": figures, "5": figures, "10": figures}
+    rows: dict[str, list[dict[str, dict[str, Any]]]] = {name: [] for name in names}
+    for round_ in range(args.rounds):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            row = {"burst": await measure(name, kubeconfig, args.jobs, None)}
+            for rate in rates:
+                row[f"{rate:g}"] = await measure(name, kubeconfig, args.paced_jobs, rate)
+            rows[name].append(row)
+            print(f"round {round_ + 1} {name}: done", file=sys.stderr)
+
+    def cells(run: str, figure: str, fmt: str = "{}") -> str:
+        per_name = [" / ".join(fmt.format(r[run][figure]) for r in rows[n]) for n in names]
+        return " | ".join(per_name)
+
+    load = os.getloadavg()
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores; load {load[0]:.1f} {load[1]:.1f}")
+    print(f"at: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; rounds alternate")
+    print(f"burst: {args.jobs} jobs at once; paced: {args.paced_jobs} jobs at {args.rates} jobs/s")
+    print()
+    print("| figure (one value per round) | trainops | training-operator v1.9.3 (tuned) |")
+    print("|---|---|---|")
+    print(f"| {args.jobs} jobs at once, jobs/s | {cells('burst', 'jobs/s', '{:.1f}')} |")
+    for rate in rates:
+        print(f"| chief exit → Succeeded at {rate:g} jobs/s | {cells(f'{rate:g}', 'latency')} |")
+    first = f"{rates[0]:g}" if rates else "burst"
+    print(
+        f"| controller CPU per job at {first}/s, ms | {cells(first, 'cpu_ms_per_job', '{:.1f}')} |"
+    )
+    print(f"| peak RSS (burst run), MiB | {cells('burst', 'rss_mib', '{:.0f}')} |")
+    print(f"| API requests per job at {first}/s | {cells(first, 'requests_per_job', '{:.1f}')} |")
+    print()
+    for name in names:
+        for i, row in enumerate(rows[name]):
+            print(f"requests per job, {name}, round {i + 1}: {row[first]['requests']}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kubeconfig", type=Path, required=True, metavar="FILE")
+    parser.add_argument("--jobs", type=int, default=200, help="jobs submitted at once")
+    parser.add_argument("--paced-jobs", type=int, default=100, help="jobs per paced run")
+    parser.add_argument("--rates", default="5,10", help="paced rates, jobs/s (comma-separated)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument("--only", help="trainops or training-operator: measure just that one")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
