@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,7 @@ def test_masking_is_idempotent() -> None:
 
 
 def test_redact_value_masks_every_string_in_nested_data_and_leaves_the_input_alone() -> None:
-    obj = {
+    obj: dict[str, Any] = {
         "spec": {"repoURL": "https://u:SECRET@h/r", "interval": 30},
         "status": {"conditions": [{"message": "git failed: https://h/r?private_token=SECRET"}]},
     }

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitops.redact import RedactingFormatter, redact
 from trainops.commands import up_cluster, up_gitops
 
 if TYPE_CHECKING:
@@ -158,9 +159,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if kubeconfig is not None:
         args.kubeconfig = kubeconfig.expanduser().absolute()
+    # Every line masked (`gitops.redact`): a --repo URL may carry a token, and git echoes it.
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        level=logging.DEBUG if args.verbose else logging.WARNING, handlers=[handler]
     )
     up_gitops.gitops_logging(args.verbose)
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
@@ -285,7 +288,8 @@ async def _main(args: argparse.Namespace, data_dir: Path) -> int:
         # arrives meanwhile stops everything right after, without announcing a running system.
         await start_stack(stack, args, data_dir)
     except Exception as e:
-        print(f"trainops up: {_describe_start_error(e, stack, args, data_dir)}", file=sys.stderr)
+        message = redact(_describe_start_error(e, stack, args, data_dir))
+        print(f"trainops up: {message}", file=sys.stderr)
         await stack.stop()
         return 1
     if stop_event.is_set():
