@@ -1,7 +1,7 @@
 """Credentials kept in the data directory, and the kubeconfig that points clients at them.
 
-Layout of DATA_DIR: `pki/ca.crt`, `pki/ca.key`, `pki/tls.crt`, `pki/tls.key`, `token`
-(mode 0600), `server.json` (the port last served on) and `kubeconfig`. All of it is created on
+Layout of DATA_DIR: `pki/` (0700: `ca.crt`, `ca.key` 0600, `tls.crt`, `tls.key` 0600), `token`
+(0600), `server.json` (the port last served on) and `kubeconfig` (0600: it holds the token). All of it is created on
 first start and reused afterwards, so a kubeconfig handed out once keeps working across
 restarts: same CA, same token, same port.
 """
@@ -20,6 +20,7 @@ import yaml
 from cryptography import x509
 
 from certs import pki
+from localcluster import datadir
 
 __all__ = [
     "CONTEXT",
@@ -68,6 +69,7 @@ def load_or_create_credentials(data_dir: Path, host: str) -> Credentials:
     them, and it is rewritten at every start.
     """
     pki_dir = data_dir / "pki"
+    datadir.make_private_dir(pki_dir)
     ca_file, ca_key = pki_dir / pki.CA_FILE, pki_dir / "ca.key"
     cert_file, key_file = pki_dir / pki.CERT_FILE, pki_dir / pki.KEY_FILE
     ca = _load(ca_file, ca_key, "the CA")
@@ -113,7 +115,8 @@ def read_port(data_dir: Path) -> int:
 
 
 def write_port(data_dir: Path, port: int) -> None:
-    pki.atomic_write(data_dir / "server.json", json.dumps({"port": port}).encode() + b"\n")
+    body = json.dumps({"port": port}).encode() + b"\n"
+    pki.atomic_write(data_dir / "server.json", body, datadir.PRIVATE_FILE)
 
 
 def render_kubeconfig(url: str, ca_pem: bytes, token: str, namespace: str = "default") -> str:

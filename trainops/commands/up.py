@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitops.redact import RedactingFormatter, redact
+from localcluster import datadir
 from trainops.commands import up_cluster, up_gitops
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ __all__ = [
     "port_number",
     "register",
     "run",
+    "secure_data_dir",
 ]
 
 
@@ -170,8 +172,10 @@ def run(args: argparse.Namespace) -> int:
     if data_dir.exists() and not data_dir.is_dir():
         print(f"trainops up: --data-dir {data_dir} is not a directory", file=sys.stderr)
         return 2
+    # Everything up writes (and git, the shims) is its user's alone; containers get 0022 back.
+    os.umask(0o077)
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        datadir.make_private_dir(data_dir)
     except OSError as e:
         print(f"trainops up: cannot create {data_dir}: {e.strerror}", file=sys.stderr)
         return 2
@@ -183,12 +187,25 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(lock, str):
         print(f"trainops up: {lock}", file=sys.stderr)
         return 1
+    secure_data_dir(data_dir)
     try:
         return asyncio.run(_main(args, data_dir))
     except KeyboardInterrupt:
         return 130
     finally:
         lock.close()
+
+
+def secure_data_dir(data_dir: Path) -> None:
+    """Tighten a data directory an older version left readable by other users (it holds every
+    Secret, the admin token and keys), and say so in the log."""
+    changed = datadir.secure(data_dir)
+    if changed:
+        logging.getLogger("trainops.up").warning(
+            "%s was readable by other local users; tightened (group/other access removed): %s",
+            data_dir,
+            datadir.describe(changed),
+        )
 
 
 def lock_data_dir(data_dir: Path, command: str = "up") -> Any:
@@ -200,7 +217,8 @@ def lock_data_dir(data_dir: Path, command: str = "up") -> Any:
     import fcntl
 
     path = data_dir / "up.lock"
-    f = open(path, "a+")  # noqa: SIM115 - held open for the lifetime of the command
+    # Held open for the lifetime of the command; 0600 like everything in the data directory.
+    f = open(path, "a+", opener=lambda p, flags: os.open(p, flags, 0o600))  # noqa: SIM115
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

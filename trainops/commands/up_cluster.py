@@ -92,11 +92,12 @@ async def start_webhook(stack: Any, client: Client, data_dir: Path) -> str:
     from certs import pki
     from certs.inject import ca_bundle_b64
     from kube import errors, resources
+    from localcluster import datadir
     from webhook import configurations
     from webhook.server import ServerConfig, start
 
     cert_dir = data_dir / "webhook"
-    cert_dir.mkdir(parents=True, exist_ok=True)
+    datadir.make_private_dir(cert_dir)  # the serving key
     ca_file, cert_file, key_file = (
         cert_dir / n for n in (pki.CA_FILE, pki.CERT_FILE, pki.KEY_FILE)
     )
