@@ -9,9 +9,11 @@ directory left by an older version (0755 and 0644 were the umask's defaults) at 
 returning what it changed so the caller logs it.
 
 What `secure` walks: the whole directory, never following a symlink (a pod's root holds links
-to host paths) and skipping the persistent-volume claims' data under `volumes/` (user data,
-possibly large; the 0700 data directory above it is what protects it) and the pods' `root/`
-link farms. Only group and other permission bits are removed; the owner's are kept.
+to host paths), but not into what the pods' processes write — the persistent-volume claims'
+data under `volumes/` (user data, possibly large), each pod's `root/` (links to host paths) and
+`volumes/` (emptyDirs; the kubelet writes Secret and token files there without other users'
+bits): those directories themselves are tightened, and being 0700 is what protects their
+contents. Only group and other permission bits are removed; the owner's are kept.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ PRIVATE_FILE = 0o600
 _GROUP_OTHER = 0o077
 _SKIPPED_TOP = frozenset({"volumes"})
 """Top-level directories whose contents `secure` leaves alone (itself is tightened)."""
+_SKIPPED_IN_POD = frozenset({"root", "volumes"})
+"""The same in each `pods/<uid>/`: what the pod's processes write (with their umask, 0022)."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +85,10 @@ def secure(data_dir: Path) -> list[Tightened]:
             for d in set(dirnames) - set(keep):
                 _tighten(top, here / d, changed)
             dirnames[:] = keep
-        elif len(rel) == 2 and rel[0] == "pods" and "root" in dirnames:
-            _tighten(top, here / "root", changed)
-            dirnames.remove("root")
+        elif len(rel) == 2 and rel[0] == "pods":
+            for d in _SKIPPED_IN_POD.intersection(dirnames):
+                _tighten(top, here / d, changed)
+                dirnames.remove(d)
         for name in (*dirnames, *filenames):
             _tighten(top, here / name, changed)
     return changed

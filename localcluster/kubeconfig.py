@@ -1,7 +1,8 @@
 """Credentials kept in the data directory, and the kubeconfig that points clients at them.
 
-Layout of DATA_DIR: `pki/` (0700: `ca.crt`, `ca.key` 0600, `tls.crt`, `tls.key` 0600), `token`
-(0600), `server.json` (the port last served on) and `kubeconfig` (0600: it holds the token). All of it is created on
+Layout of DATA_DIR: `pki/ca.crt`, `pki/ca.key`, `pki/tls.crt`, `pki/tls.key`, `token`,
+`server.json` (the port last served on) and `kubeconfig`; `pki/` is 0700 and every file 0600,
+certificates too (`localcluster.datadir`: nothing in the data directory is for other users). All of it is created on
 first start and reused afterwards, so a kubeconfig handed out once keeps working across
 restarts: same CA, same token, same port.
 """
@@ -77,12 +78,12 @@ def load_or_create_credentials(data_dir: Path, host: str) -> Credentials:
     if ca is None:
         ca = pki.new_ca("trainops-localcluster-ca")
         pki.atomic_write(ca_key, ca.key_pem, 0o600)
-        pki.atomic_write(ca_file, ca.cert_pem)
+        pki.atomic_write(ca_file, ca.cert_pem, datadir.PRIVATE_FILE)
     serving = None if fresh_ca else _load(cert_file, key_file, "the serving certificate")
     if serving is None or not _serving_covers(serving.cert_pem, host):
         sans = (*_SANS, host) if host not in _SANS else _SANS
         serving = pki.new_serving_cert(ca, sans, common_name="kube-apiserver")
-        pki.write_bundle(pki_dir, ca, serving)
+        pki.write_bundle(pki_dir, ca, serving, cert_mode=datadir.PRIVATE_FILE)
     token_file = data_dir / "token"
     token = token_file.read_text().strip() if token_file.exists() else ""
     if not token:

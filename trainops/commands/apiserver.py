@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainops apiserver: --data-dir {data_dir} is not a directory", file=sys.stderr)
         return 2
     os.umask(0o077)  # what it writes (state, token, keys, kubeconfig) is its user's alone
+    secure_data_dir(data_dir)  # before anything else touches it, so the log names all
     try:
         datadir.make_private_dir(data_dir)
         lock = lock_data_dir(data_dir, "apiserver")
@@ -77,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(lock, str):
         print(f"trainops apiserver: {lock}", file=sys.stderr)
         return 1
-    secure_data_dir(data_dir)
     try:
         asyncio.run(serve())
     except OSError as e:

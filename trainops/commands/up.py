@@ -174,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Everything up writes (and git, the shims) is its user's alone; containers get 0022 back.
     os.umask(0o077)
+    secure_data_dir(data_dir)  # before anything else touches it, so the log names all
     try:
         datadir.make_private_dir(data_dir)
     except OSError as e:
@@ -187,7 +188,6 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(lock, str):
         print(f"trainops up: {lock}", file=sys.stderr)
         return 1
-    secure_data_dir(data_dir)
     try:
         return asyncio.run(_main(args, data_dir))
     except KeyboardInterrupt:
@@ -198,7 +198,9 @@ def run(args: argparse.Namespace) -> int:
 
 def secure_data_dir(data_dir: Path) -> None:
     """Tighten a data directory an older version left readable by other users (it holds every
-    Secret, the admin token and keys), and say so in the log."""
+    Secret, the admin token and keys), and say so in the log. Nothing to do for a new one."""
+    if not data_dir.is_dir():
+        return
     changed = datadir.secure(data_dir)
     if changed:
         logging.getLogger("trainops.up").warning(

@@ -103,7 +103,8 @@ async def start_webhook(stack: Any, client: Client, data_dir: Path) -> str:
     )
     if not usable_webhook_certs(ca_file, cert_file, key_file, datetime.now(UTC)):
         ca = pki.new_ca("trainops-local-webhook-ca")
-        pki.write_bundle(cert_dir, ca, pki.new_serving_cert(ca, ["localhost", "127.0.0.1"]))
+        serving = pki.new_serving_cert(ca, ["localhost", "127.0.0.1"])
+        pki.write_bundle(cert_dir, ca, serving, cert_mode=datadir.PRIVATE_FILE)
     running = await start(ServerConfig(cert_dir=cert_dir, host="127.0.0.1", port=0))
     stack.stops.append(running.close)
     url = f"https://127.0.0.1:{running.port}"
