@@ -62,7 +62,7 @@ def _run_pod(up: Up) -> str:
                     {
                         "name": "main",
                         "image": "busybox",
-                        "command": ["sh", "-c", "echo log-line-of-reader; sleep 60"],
+                        "command": ["sh", "-c", "echo log-line-of-reader umask $(umask); sleep 60"],
                         "volumeMounts": [{"name": "creds", "mountPath": "/etc/creds"}],
                     }
                 ],
@@ -74,6 +74,8 @@ def _run_pod(up: Up) -> str:
     log = up.data_dir / "pods" / uid / "logs" / "main" / "0.log"
     try:
         eventually(lambda: log.exists() and "log-line-of-reader" in log.read_text(), 30)
+        # up runs with umask 0077; the container gets the runtimes' usual one.
+        assert "log-line-of-reader umask 0022" in log.read_text()
     except AssertionError as e:
         status = core.read_namespaced_pod("reader", "default").status
         raise AssertionError(f"{e}; the pod: {status}") from e
