@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from tests.gitops.conftest import tf_job_yaml
 from tests.up.conftest import Up, eventually, finish
 
 PASSWORD = "pw-S3CRET-1"
@@ -155,3 +157,42 @@ def test_a_query_token_never_becomes_part_of_the_repositorys_name(
         "gitops.trainops.dev", "v1alpha1", "default", "jobrepositories"
     )["items"]]  # fmt: skip
     assert sorted(names) == ["jobs", "other"]
+
+
+def test_a_jobs_events_on_the_dashboard_and_its_api_are_masked(leaky: tuple[Up, str]) -> None:
+    """Anyone may write an Event about a job; the job page and `/api/v1/jobs/…` mask it too."""
+    up, api = leaky
+    job = yaml.safe_load(tf_job_yaml("masked"))
+    job["metadata"]["namespace"] = "default"
+    created = _custom(up).create_namespaced_custom_object(
+        "batch.tensorstack.dev", "v1beta1", "default", "tensorflowtrainingjobs", job
+    )
+    url = f"https://127.0.0.1/data.tar?access_token={QUERY_TOKEN}"
+    up.core().create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "masked.1"},
+            "involvedObject": {
+                "apiVersion": "batch.tensorstack.dev/v1beta1",
+                "kind": "TensorFlowTrainingJob",
+                "namespace": "default",
+                "name": "masked",
+                "uid": created["metadata"]["uid"],
+            },
+            "reason": "Downloading",
+            "message": f"fetching {url}",
+            "type": "Normal",
+        },
+    )
+    path = "/jobs/default/tensorflowtrainingjobs/masked"
+
+    def with_event() -> str:
+        text = _get(f"{api}/api/v1{path}")
+        return text if "Downloading" in text else ""
+
+    body = eventually(with_event)
+    assert "access_token=***" in body
+    _no_secret(body, f"/api/v1{path}")
+    page = _get(api + path)
+    assert "access_token=***" in page
+    _no_secret(page, "the job page")
