@@ -262,16 +262,16 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
-def write_bundle(out_dir: Path, ca: KeyPair, serving: KeyPair) -> None:
-    """Write `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `out_dir`.
+def write_bundle(out_dir: Path, ca: KeyPair, serving: KeyPair, *, cert_mode: int = 0o644) -> None:
+    """Write `ca.crt`, `tls.crt` (mode `cert_mode`) and `tls.key` (mode 0600) into `out_dir`.
 
     The key is written before the certificate: a watcher that reacts to `tls.crt` changing then
     finds the matching key already in place.
     """
     out_dir = Path(out_dir)
-    atomic_write(out_dir / CA_FILE, ca.cert_pem)
+    atomic_write(out_dir / CA_FILE, ca.cert_pem, cert_mode)
     atomic_write(out_dir / KEY_FILE, serving.key_pem, 0o600)
-    atomic_write(out_dir / CERT_FILE, serving.cert_pem)
+    atomic_write(out_dir / CERT_FILE, serving.cert_pem, cert_mode)
 
 
 def load_keypair(cert_path: Path, key_path: Path) -> KeyPair:

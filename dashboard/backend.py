@@ -18,6 +18,7 @@ from typing import Any
 
 from gitops.apishow import job_row, shown_repository
 from gitops.hub import Hub
+from gitops.redact import redact_value
 from kube import resources
 from kube.client import Client
 from kube.resources import Resource
@@ -66,7 +67,8 @@ class Backend:
         return [p for p in body.get("items") or [] if isinstance(p, dict)]
 
     async def events(self, namespace: str, job: dict[str, Any]) -> list[dict[str, Any]]:
-        """The Events about the job itself (its uid, so a deleted namesake's are left out)."""
+        """The Events about the job itself (its uid, so a deleted namesake's are left out), with
+        URL credentials masked (`gitops.redact`: GitOps' own are already; anyone may write one)."""
         meta = job.get("metadata") or {}
         body = await self.client.list(
             resources.EVENTS,
@@ -75,7 +77,7 @@ class Backend:
         )
         uid = meta.get("uid")
         return [
-            e
+            redact_value(e)
             for e in body.get("items") or []
             if isinstance(e, dict)
             and (e.get("involvedObject") or {}).get("kind") == job.get("kind")

@@ -1,12 +1,11 @@
-"""What the GitOps API shows of an object (pure): a JobRepository with URL userinfo masked,
+"""What the GitOps API shows of an object (pure): a JobRepository with URL credentials masked,
 a training job as one `/api/v1/jobs` row. The dashboard shows the same, so both import these."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from gitops import names
+from gitops import names, redact
 
 __all__ = ["job_row", "shown_repository"]
 
@@ -42,22 +41,11 @@ def job_row(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_USERINFO = re.compile(r"(?i)\b((?:https?|ftp|git|file)://)[^/@\s]*@")
-
-
 def shown_repository(obj: dict[str, Any]) -> dict[str, Any]:
-    """A JobRepository as the API shows it: URL userinfo (a token) masked everywhere."""
-    return _mask(obj)
-
-
-def _mask(value: Any) -> Any:
-    if isinstance(value, str):
-        return _USERINFO.sub(r"\1***@", value) if "@" in value else value
-    if isinstance(value, dict):
-        return {k: _mask(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    return value
+    """A JobRepository as the API shows it: URL credentials (userinfo, `?private_token=`, …)
+    masked everywhere (`gitops.redact`)."""
+    out: dict[str, Any] = redact.redact_value(obj)
+    return out
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ Safety, because `repoURL` and `targetRevision` come from users:
   other processes, or in messages: HTTPS credentials reach git through a GIT_ASKPASS script
   reading variables set only for that subprocess; an SSH key through a 0600 temp file and
   `GIT_SSH_COMMAND`; userinfo in a URL is split off into credentials; every message is
-  scrubbed of URL userinfo and of the secret values themselves.
+  scrubbed of URL credentials (`gitops.redact`) and of the secret values themselves.
 
 URLs: `https://`, `http://` (allowed; `is_insecure` says so, for a warning), `ssh://`,
 scp-like `git@host:org/repo.git`, `file://`, and a plain local path (made `file://`).
@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from gitops import redact
+
 __all__ = [
     "DEFAULT_TIMEOUT",
     "Checkout",
@@ -64,7 +66,6 @@ _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _SCP = re.compile(
     r"^(?:(?P<user>[^@/:\s]+)@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*):(?P<path>[^\s]+)$"
 )
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
 _SCHEMES = ("https", "http", "ssh", "file")
 _DEFAULT_PORTS = {"https": 443, "http": 80, "ssh": 22}
 _ENV_PASSTHROUGH = (
@@ -203,8 +204,9 @@ def validate_revision(revision: str | None) -> str:
 
 
 def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """`text` without URL userinfo and without any of `secrets`."""
-    text = _USERINFO.sub(r"\1", text)
+    """`text` with URL credentials masked (`gitops.redact.redact`: userinfo, secret query
+    parameters) and without any of `secrets`."""
+    text = redact.redact(text)
     for secret in secrets:
         if secret:
             text = text.replace(secret, "***")

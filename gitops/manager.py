@@ -36,6 +36,7 @@ from gitops.hub import Change, ResourceDiff, UnknownRepository
 from gitops.metrics import GitOpsMetrics
 from gitops.pushhooks import PushEvent
 from gitops.reconciler import JOB_REPOSITORIES, LOGGER, Memo, Reconciler
+from gitops.redact import redact
 from gitops.spec import read_spec, repo_id
 from kube import errors, resources
 from kube.client import Client
@@ -96,7 +97,7 @@ class GitOpsReconciler:
         self.repos = Informer(client, JOB_REPOSITORIES, ns, name="jobrepositories")
         self.job_informers = {r.kind: Informer(client, r, name=r.plural) for r in _JOB_RESOURCES}
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
-        self.reconciler = Reconciler(client, self.git, self.events.emit, self.metrics)
+        self.reconciler = Reconciler(client, self.git, self._emit, self.metrics)
         self.elector: LeaderElector | None = None
         if self.settings.leader_election:
             self.elector = LeaderElector(
@@ -115,6 +116,10 @@ class GitOpsReconciler:
         self.metrics.repositories_by_status(self._status_counts)
 
     # -- lifecycle ------------------------------------------------------------------------------
+    def _emit(self, obj: dict[str, Any], type: str, reason: str, message: str) -> None:
+        """Buffer an Event, its message masked (`gitops.redact`): git errors echo the URL."""
+        self.events.emit(obj, type, reason, redact(message))
+
     def start(self) -> None:
         self.supervisor.start("informer/jobrepositories", self.repos.run)
         for kind, informer in self.job_informers.items():

@@ -41,6 +41,7 @@ from gitops.git import Commit, Credentials, Git, GitError
 from gitops.metrics import GitOpsMetrics
 from gitops.pairing import ResourceKey
 from gitops.preflight import Checked, preflight
+from gitops.redact import redact_value
 from gitops.spec import RepoSpec, backoff_seconds, read_spec
 from gitops.sync import FAILED, PRUNE_SKIPPED, Outcome, SyncEngine
 from kube import errors, resources
@@ -460,7 +461,8 @@ class Reconciler:
                     "resourceVersion": meta.get("resourceVersion"),
                 },
                 "spec": obj.get("spec"),
-                "status": make(dict(obj.get("status") or {})),
+                # Masked (`gitops.redact`): messages echo the repository URL and its credentials.
+                "status": redact_value(make(dict(obj.get("status") or {}))),
             }
             try:
                 await self.client.replace(JOB_REPOSITORIES, body, subresource="status")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from localcluster import kubeconfig
+from localcluster import datadir, kubeconfig
 from localcluster.api.registry import NAMESPACES
 from localcluster.controllers.manager import Controllers
 from localcluster.http.app import create_app
@@ -141,7 +141,7 @@ async def _bootstrap(srv: Server, host: str, port: int) -> None:
 
 async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
     data_dir = Path(config.data_dir).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    datadir.make_private_dir(data_dir)  # every Secret, the token and the keys live here
     creds = kubeconfig.load_or_create_credentials(data_dir, config.host)
     sock = _bind(config.host, config.port, kubeconfig.read_port(data_dir))
     port = sock.getsockname()[1]

@@ -1,7 +1,8 @@
 """Credentials kept in the data directory, and the kubeconfig that points clients at them.
 
-Layout of DATA_DIR: `pki/ca.crt`, `pki/ca.key`, `pki/tls.crt`, `pki/tls.key`, `token`
-(mode 0600), `server.json` (the port last served on) and `kubeconfig`. All of it is created on
+Layout of DATA_DIR: `pki/ca.crt`, `pki/ca.key`, `pki/tls.crt`, `pki/tls.key`, `token`,
+`server.json` (the port last served on) and `kubeconfig`; `pki/` is 0700 and every file 0600,
+certificates too (`localcluster.datadir`: nothing in the data directory is for other users). All of it is created on
 first start and reused afterwards, so a kubeconfig handed out once keeps working across
 restarts: same CA, same token, same port.
 """
@@ -20,6 +21,7 @@ import yaml
 from cryptography import x509
 
 from certs import pki
+from localcluster import datadir
 
 __all__ = [
     "CONTEXT",
@@ -68,6 +70,7 @@ def load_or_create_credentials(data_dir: Path, host: str) -> Credentials:
     them, and it is rewritten at every start.
     """
     pki_dir = data_dir / "pki"
+    datadir.make_private_dir(pki_dir)
     ca_file, ca_key = pki_dir / pki.CA_FILE, pki_dir / "ca.key"
     cert_file, key_file = pki_dir / pki.CERT_FILE, pki_dir / pki.KEY_FILE
     ca = _load(ca_file, ca_key, "the CA")
@@ -75,12 +78,12 @@ def load_or_create_credentials(data_dir: Path, host: str) -> Credentials:
     if ca is None:
         ca = pki.new_ca("trainops-localcluster-ca")
         pki.atomic_write(ca_key, ca.key_pem, 0o600)
-        pki.atomic_write(ca_file, ca.cert_pem)
+        pki.atomic_write(ca_file, ca.cert_pem, datadir.PRIVATE_FILE)
     serving = None if fresh_ca else _load(cert_file, key_file, "the serving certificate")
     if serving is None or not _serving_covers(serving.cert_pem, host):
         sans = (*_SANS, host) if host not in _SANS else _SANS
         serving = pki.new_serving_cert(ca, sans, common_name="kube-apiserver")
-        pki.write_bundle(pki_dir, ca, serving)
+        pki.write_bundle(pki_dir, ca, serving, cert_mode=datadir.PRIVATE_FILE)
     token_file = data_dir / "token"
     token = token_file.read_text().strip() if token_file.exists() else ""
     if not token:
@@ -113,7 +116,8 @@ def read_port(data_dir: Path) -> int:
 
 
 def write_port(data_dir: Path, port: int) -> None:
-    pki.atomic_write(data_dir / "server.json", json.dumps({"port": port}).encode() + b"\n")
+    body = json.dumps({"port": port}).encode() + b"\n"
+    pki.atomic_write(data_dir / "server.json", body, datadir.PRIVATE_FILE)
 
 
 def render_kubeconfig(url: str, ca_pem: bytes, token: str, namespace: str = "default") -> str:

@@ -95,7 +95,8 @@ class LogServer:
 
         ca = pki.new_ca("trainops-kubelet-ca")
         tls_dir = self.runtime.data_dir / "kubelet-tls"
-        pki.write_bundle(tls_dir, ca, pki.new_serving_cert(ca, [self.host, "localhost"]))
+        serving = pki.new_serving_cert(ca, [self.host, "localhost"])
+        pki.write_bundle(tls_dir, ca, serving, cert_mode=0o600)  # in the private data dir
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(tls_dir / pki.CERT_FILE, tls_dir / pki.KEY_FILE)
         return context

@@ -9,6 +9,9 @@ Layout of one pod under `DATA_DIR/pods/<uid>/`:
                                       exit.json, shim.err
     logs/<name>/<attempt>.log         CRI-format log of that instance (kept for `previous`)
 
+`pods/` and each pod's directories are 0700 and every record and log 0600 (the specs hold the
+containers' environment, Secret values included): other local users read none of it.
+
 Everything the kubelet needs to know about an instance is on disk, so a new kubelet process
 sees exactly what the old one saw: an instance with `exit.json` has finished; one whose shim is
 alive (same pid and same process start time, which rules out pid reuse) is running; one whose
@@ -146,7 +149,7 @@ class Runtime:
     def record_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         path = self.pod_dir(meta["uid"])
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not (path / "pod.json").exists():
             shim.write_json(
                 str(path / "pod.json"),
@@ -260,7 +263,8 @@ class Runtime:
                 str(path / "spec.json"),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
-                stderr=open(path / "shim.err", "ab"),  # noqa: SIM115 - inherited by the shim
+                # Inherited by the shim, which keeps it open.
+                stderr=open(path / "shim.err", "ab", opener=shim.private),  # noqa: SIM115
                 start_new_session=True,
             )
             task = asyncio.create_task(self._reap(proc, spec.uid))
@@ -278,8 +282,8 @@ class Runtime:
         self._watchers.pop(task, None)
 
     def _prepare(self, path: Path, log: Path, spec: StartSpec, now: str) -> None:
-        path.mkdir(parents=True, exist_ok=True)
-        log.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         cid = "trainops://" + uuid.uuid4().hex + uuid.uuid4().hex
         shim.write_json(str(path / "meta.json"), {"containerID": cid, "startedAt": now})
         shim.write_json(

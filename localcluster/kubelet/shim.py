@@ -61,9 +61,19 @@ def proc_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+CONTAINER_UMASK = 0o022
+"""The container process's umask, as container runtimes set it (the shim's own is `up`'s,
+0077: its records and logs hold the container's environment and output)."""
+
+
+def private(path: str, flags: int) -> int:
+    """An `opener` creating files 0600: records and logs are the kubelet user's alone."""
+    return os.open(path, flags, 0o600)
+
+
 def write_json(path: str, value: object) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with open(tmp, "w", opener=private) as f:
         json.dump(value, f)
         f.flush()
         os.fsync(f.fileno())
@@ -97,7 +107,7 @@ def main(spec_path: str) -> int:
     with open(spec_path) as f:
         spec = json.load(f)
     state = spec["state_dir"]
-    log = open(spec["log"], "ab")  # noqa: SIM115 - kept open for the process's lifetime
+    log = open(spec["log"], "ab", opener=private)  # noqa: SIM115 - kept open while it runs
     message_path = spec.get("termination_path") or ""
     if message_path:  # a fresh file per instance: an old message must not be reported again
         os.makedirs(os.path.dirname(message_path), exist_ok=True)
@@ -116,6 +126,7 @@ def main(spec_path: str) -> int:
             stderr=subprocess.PIPE,
             process_group=0,
             restore_signals=True,
+            umask=CONTAINER_UMASK,
         )
     except OSError as e:
         reason = (

@@ -39,6 +39,10 @@ __all__ = [
 ]
 
 
+_NOT_OTHERS = 0o770
+"""Volume files keep their mode (`defaultMode`, `mode`) less the bits for other users."""
+
+
 @dataclass(frozen=True)
 class VolumeFile:
     volume: str
@@ -288,7 +292,7 @@ def materialise(plan: VolumePlan, *, pod_dir: Path, data_dir: Path) -> None:
     (root / "tmp").mkdir(exist_ok=True)
     vol_root = pod_dir / "volumes"
     for name in plan.volumes:
-        (vol_root / name).mkdir(parents=True, exist_ok=True)
+        (vol_root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
     by_volume: dict[str, list[VolumeFile]] = {}
     for f in plan.files:
         by_volume.setdefault(f.volume, []).append(f)
@@ -298,8 +302,10 @@ def materialise(plan: VolumePlan, *, pod_dir: Path, data_dir: Path) -> None:
             dest = base / f.path
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(f".{dest.name}.tmp")
-            tmp.write_bytes(f.content)
-            os.chmod(tmp, f.mode & 0o777)
+            with open(tmp, "wb", opener=lambda p, flags: os.open(p, flags, 0o600)) as out:
+                out.write(f.content)
+            # Never readable by other local users (a Secret, a token): the pod runs as this user.
+            os.chmod(tmp, f.mode & _NOT_OTHERS)
             os.replace(tmp, dest)
     for link in plan.links:
         kind, _, rest = link.target.partition(":")

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from localcluster import datadir
+
 __all__ = [
     "Conflict",
     "Event",
@@ -267,6 +269,8 @@ class Storage:
 
     def _open_sync(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Every Secret is in here in clear: 0600, and so are the -wal and -shm SQLite adds.
+        datadir.make_private_file(self.path, also=("-wal", "-shm"))
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")

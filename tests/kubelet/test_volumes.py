@@ -182,3 +182,27 @@ def test_projected_sources_the_local_kubelet_cannot_make_are_refused_by_name() -
         'volume "bundle": projected source clusterTrustBundle is not supported by the local '
         "kubelet (configMap, secret, downwardAPI and serviceAccountToken are)"
     )
+
+
+def test_secret_and_token_files_are_never_readable_by_other_users(tmp_path: Path) -> None:
+    """Other local users are not the pod (which runs as the kubelet's user): the mode asked for
+    is kept less its bits for others, and the volume directories are 0700."""
+    p = pod(
+        [
+            {"name": "creds", "secret": {"secretName": "creds"}},
+            {
+                "name": "sa",
+                "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+            },
+        ],
+        [{"name": "creds", "mountPath": "/etc/creds"}, {"name": "sa", "mountPath": "/var/sa"}],
+    )
+    plan = plan_volumes(p, config_maps={}, secrets=SECRETS, tokens={"sa/token": "jwt"})
+    assert not isinstance(plan, str)
+    materialise(plan, pod_dir=tmp_path / "pod", data_dir=tmp_path)
+    volumes = tmp_path / "pod" / "volumes"
+    assert os.stat(volumes / "creds" / "token").st_mode & 0o777 == 0o640  # defaultMode 0644
+    assert os.stat(volumes / "sa" / "token").st_mode & 0o777 == 0o640
+    assert (tmp_path / "pod/root/var/sa/token").read_text() == "jwt"
+    for name in ("creds", "sa"):
+        assert os.stat(volumes / name).st_mode & 0o777 == 0o700

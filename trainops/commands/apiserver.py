@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from trainops.commands.up import lock_data_dir, port_number
+from localcluster import datadir
+from trainops.commands.up import lock_data_dir, port_number, secure_data_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
@@ -65,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
     if data_dir.exists() and not data_dir.is_dir():
         print(f"trainops apiserver: --data-dir {data_dir} is not a directory", file=sys.stderr)
         return 2
+    os.umask(0o077)  # what it writes (state, token, keys, kubeconfig) is its user's alone
+    secure_data_dir(data_dir)  # before anything else touches it, so the log names all
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        datadir.make_private_dir(data_dir)
         lock = lock_data_dir(data_dir, "apiserver")
     except OSError as e:
         print(f"trainops apiserver: cannot use {data_dir}: {e.strerror}", file=sys.stderr)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitops.redact import RedactingFormatter, redact
+from localcluster import datadir
 from trainops.commands import up_cluster, up_gitops
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ __all__ = [
     "port_number",
     "register",
     "run",
+    "secure_data_dir",
 ]
 
 
@@ -164,17 +167,22 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if kubeconfig is not None:
         args.kubeconfig = kubeconfig.expanduser().absolute()
+    # Every line masked (`gitops.redact`): a --repo URL may carry a token, and git echoes it.
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        level=logging.DEBUG if args.verbose else logging.WARNING, handlers=[handler]
     )
     up_gitops.gitops_logging(args.verbose)
     data_dir = (args.data_dir or default_data_dir()).expanduser().resolve()
     if data_dir.exists() and not data_dir.is_dir():
         print(f"trainops up: --data-dir {data_dir} is not a directory", file=sys.stderr)
         return 2
+    # Everything up writes (and git, the shims) is its user's alone; containers get 0022 back.
+    os.umask(0o077)
+    secure_data_dir(data_dir)  # before anything else touches it, so the log names all
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        datadir.make_private_dir(data_dir)
     except OSError as e:
         print(f"trainops up: cannot create {data_dir}: {e.strerror}", file=sys.stderr)
         return 2
@@ -194,6 +202,20 @@ def run(args: argparse.Namespace) -> int:
         lock.close()
 
 
+def secure_data_dir(data_dir: Path) -> None:
+    """Tighten a data directory an older version left readable by other users (it holds every
+    Secret, the admin token and keys), and say so in the log. Nothing to do for a new one."""
+    if not data_dir.is_dir():
+        return
+    changed = datadir.secure(data_dir)
+    if changed:
+        logging.getLogger("trainops.up").warning(
+            "%s was readable by other local users; tightened (group/other access removed): %s",
+            data_dir,
+            datadir.describe(changed),
+        )
+
+
 def lock_data_dir(data_dir: Path, command: str = "up") -> Any:
     """Hold `DATA_DIR/up.lock` while running: two `up`s (or an `up` and an `apiserver`) on one
     data directory would run every pod twice, fight over the store and rewrite each other's
@@ -203,7 +225,8 @@ def lock_data_dir(data_dir: Path, command: str = "up") -> Any:
     import fcntl
 
     path = data_dir / "up.lock"
-    f = open(path, "a+")  # noqa: SIM115 - held open for the lifetime of the command
+    # Held open for the lifetime of the command; 0600 like everything in the data directory.
+    f = open(path, "a+", opener=lambda p, flags: os.open(p, flags, 0o600))  # noqa: SIM115
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -291,7 +314,8 @@ async def _main(args: argparse.Namespace, data_dir: Path) -> int:
         # arrives meanwhile stops everything right after, without announcing a running system.
         await start_stack(stack, args, data_dir)
     except Exception as e:
-        print(f"trainops up: {_describe_start_error(e, stack, args, data_dir)}", file=sys.stderr)
+        message = redact(_describe_start_error(e, stack, args, data_dir))
+        print(f"trainops up: {message}", file=sys.stderr)
         await stack.stop()
         return 1
     if stop_event.is_set():

@@ -92,17 +92,19 @@ async def start_webhook(stack: Any, client: Client, data_dir: Path) -> str:
     from certs import pki
     from certs.inject import ca_bundle_b64
     from kube import errors, resources
+    from localcluster import datadir
     from webhook import configurations
     from webhook.server import ServerConfig, start
 
     cert_dir = data_dir / "webhook"
-    cert_dir.mkdir(parents=True, exist_ok=True)
+    datadir.make_private_dir(cert_dir)  # the serving key
     ca_file, cert_file, key_file = (
         cert_dir / n for n in (pki.CA_FILE, pki.CERT_FILE, pki.KEY_FILE)
     )
     if not usable_webhook_certs(ca_file, cert_file, key_file, datetime.now(UTC)):
         ca = pki.new_ca("trainops-local-webhook-ca")
-        pki.write_bundle(cert_dir, ca, pki.new_serving_cert(ca, ["localhost", "127.0.0.1"]))
+        serving = pki.new_serving_cert(ca, ["localhost", "127.0.0.1"])
+        pki.write_bundle(cert_dir, ca, serving, cert_mode=datadir.PRIVATE_FILE)
     running = await start(ServerConfig(cert_dir=cert_dir, host="127.0.0.1", port=0))
     stack.stops.append(running.close)
     url = f"https://127.0.0.1:{running.port}"

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitops.redact import RedactingFormatter, redact
+
 if TYPE_CHECKING:
     from kube.client import Client
 
@@ -42,7 +44,7 @@ def gitops_logging(verbose: bool) -> None:
     if verbose:
         return  # the root handler prints it, with the other debug output
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     logger.addHandler(handler)
     logger.propagate = False
 
@@ -52,7 +54,8 @@ def repository_name(url: str) -> str:
     (`https://host/org/Train-Jobs.git` → `train-jobs`), `repo` when nothing usable is left."""
     import re
 
-    base = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    base = url.split("#", 1)[0].split("?", 1)[0]  # never a query's `?private_token=…`
+    base = base.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
     base = base.removesuffix(".git").lower()
     name = re.sub(r"[^a-z0-9-]+", "-", base).strip("-")[:63].strip("-")
     return name or "repo"
@@ -102,7 +105,7 @@ async def start_gitops(
         JOB_REPOSITORIES, name, body, "default", patch_type="apply",
         field_manager="trainops-up", force=True,
     )  # fmt: skip
-    what = args.repo + (f" path {args.path}" if args.path else "")
+    what = redact(args.repo) + (f" path {args.path}" if args.path else "")
     what += f" at {args.revision}" if args.revision else ""
     stack.notes.append(f"gitops      default/{name} syncing {what} (kubectl get jobrepo)")
 
