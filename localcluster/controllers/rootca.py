@@ -16,7 +16,7 @@ from typing import Any
 from localcluster.api.types import ApiError
 from localcluster.store import storage
 from localcluster.store.storage import clone
-from localcluster.write import writes
+from localcluster.write import patching, writes
 from localcluster.write.state import Server
 
 __all__ = ["DESCRIPTION", "DESCRIPTION_ANNOTATION", "ROOT_CA_NAME", "desired", "publish_root_ca"]
@@ -69,6 +69,11 @@ async def publish_root_ca(srv: Server, namespace: str, ca_pem: str) -> None:
         if current is None:
             await writes.create(srv, info, namespace, wanted, opts)
         else:
+            # The server's own updates skip managedFields tracking; this one is a client's
+            # Update on a real cluster, taking the fields it puts back from their editor.
+            wanted = patching.track_update(
+                info, current, wanted, manager=_FIELD_MANAGER, now=srv.now()
+            )
             await writes.write_update(srv, info, current, wanted, opts)
     except ApiError as e:
         # 403: the namespace started terminating; 404: it is gone; 409: someone was first

@@ -73,9 +73,19 @@ def _cluster_ip(uid: str) -> str:
     return f"10.96.{digest[0]}.{2 + digest[1] % 250}"
 
 
+# ObjectMeta members Go encodes with `omitempty`: an empty one is not stored (so nobody owns
+# it either), whatever kind the object is.
+_OMIT_EMPTY_META = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
 def default_object(info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> dict[str, Any]:
     """Apply the kind's defaults to `obj` (a private copy) and return it."""
     rid = resource_id(info)
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for key in _OMIT_EMPTY_META:
+            if meta.get(key) in ({}, []):
+                del meta[key]
     spec = obj.get("spec")
     if rid == "/namespaces":
         meta = obj.setdefault("metadata", {})

@@ -66,9 +66,12 @@ def _path(namespace: str) -> str:
     return f"/api/v1/namespaces/{namespace}/configmaps/{rootca.ROOT_CA_NAME}"
 
 
-def _published(http: Http, namespace: str) -> dict[str, Any] | None:
+def _published(http: Http, namespace: str) -> dict[str, Any]:
+    """The namespace's kube-root-ca.crt (AssertionError while there is none: `eventually`
+    retries)."""
     reply = http.get(_path(namespace))
-    return reply.json() if reply.status == 200 else None
+    assert reply.status == 200, reply.status
+    return dict(reply.json())
 
 
 def test_a_new_namespace_gets_the_cluster_ca(http: Http, cluster: Cluster, namespace: str) -> None:
@@ -81,9 +84,10 @@ def test_a_deleted_root_ca_config_map_comes_back(http: Http, namespace: str) -> 
     first = eventually(lambda: _published(http, namespace))
     assert http.delete(_path(namespace)).status == 200
 
-    def recreated() -> dict[str, Any] | None:
+    def recreated() -> dict[str, Any]:
         cm = _published(http, namespace)
-        return cm if cm and cm["metadata"]["uid"] != first["metadata"]["uid"] else None
+        assert cm["metadata"]["uid"] != first["metadata"]["uid"]
+        return cm
 
     again = eventually(recreated)
     assert again["data"] == first["data"]
@@ -100,9 +104,10 @@ def test_a_changed_root_ca_config_map_is_put_back(
     )
     assert changed.status == 200
 
-    def restored() -> dict[str, Any] | None:
+    def restored() -> dict[str, Any]:
         cm = _published(http, namespace)
-        return cm if cm and cm["data"] == {"ca.crt": cluster.ca_file.read_text()} else None
+        assert cm["data"] == {"ca.crt": cluster.ca_file.read_text()}
+        return cm
 
     cm = eventually(restored)
     assert cm["metadata"]["labels"] == {"kept": "yes"}
