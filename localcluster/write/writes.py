@@ -228,11 +228,16 @@ def _check(
 ) -> dict[str, Any]:
     """Schema (pruning, defaults, validation) and semantic validation: 422 on failure."""
     if info.is_custom:
+        # ObjectMeta's causes are listed first, with the schema's and the rules' (one 422).
         obj, more = crdschema.prepare_custom_object(
-            info, obj, old, field_validation=opts.field_validation
+            info,
+            obj,
+            old,
+            field_validation=opts.field_validation,
+            meta_causes=objectmeta.validate_meta(info, obj),
         )
         warnings.extend(more)
-        causes = objectmeta.validate_meta(info, obj)
+        causes = []
     else:
         if not opts.internal:
             warnings.extend(
