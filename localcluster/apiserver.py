@@ -159,9 +159,7 @@ async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
     controllers: Controllers | None = None
     try:
         await _bootstrap(srv, config.host, port)
-        controllers = Controllers(
-            srv, event_ttl=config.event_ttl, root_ca=creds.ca_pem.decode()
-        )
+        controllers = Controllers(srv, event_ttl=config.event_ttl, root_ca=creds.ca_pem.decode())
         await controllers.start()
         ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_ctx.load_cert_chain(creds.cert_file, creds.key_file)
