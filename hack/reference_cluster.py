@@ -3,7 +3,8 @@
 `build` compiles kube-apiserver and kube-controller-manager (the Kubernetes version the embedded
 server reports) and etcd from the Go module proxy, through the small module in hack/reference/,
 into a cache outside the repository; a second build with the same go.mod, go.sum, flags and Go
-toolchain does nothing.
+toolchain does nothing. A build holds a lock on the cache (`.build.lock`), so a second build
+started meanwhile waits, saying so, and then finds the binaries built.
 
 `start DIR` makes a CA, a serving certificate and service-account keys in DIR, starts etcd,
 kube-apiserver and kube-controller-manager on loopback ports with their logs in DIR/*.log,
@@ -19,6 +20,7 @@ import argparse
 import base64
 import contextlib
 import ctypes
+import fcntl
 import hashlib
 import os
 import secrets
@@ -32,7 +34,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -82,6 +84,7 @@ CONTROLLERS = (
 SERVICE_CIDR = "10.0.0.0/24"
 SERVICE_IP = "10.0.0.1"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
+LOCK_FILE = ".build.lock"
 READY_TIMEOUT = 120.0
 STOP_TIMEOUT = 20.0
 
@@ -124,19 +127,51 @@ def build_stamp(go_version: str) -> str:
     return digest.hexdigest()
 
 
+@contextlib.contextmanager
+def build_lock(out: Path, say: Callable[[str], None] = print) -> Iterator[None]:
+    """Hold an exclusive lock on `out`'s lock file (fcntl.flock: released by the kernel if
+    this process dies); when another build holds it, say so and wait for it."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_FILE
+    with open(path, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another build of the reference binaries is running (lock {path}); waiting for it")
+            t0 = time.monotonic()
+            # No timeout: the other build's compile has none either (see build()).
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            say(f"the other build finished after {time.monotonic() - t0:.1f}s")
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build(force: bool = False) -> None:
     go = _go()
     go_version = subprocess.run(
         [go, "version"], capture_output=True, text=True, check=True, timeout=30
     ).stdout.strip()
     out = cache_dir()
-    stamp_file = out / ".stamp"
     stamp = build_stamp(go_version)
+    with build_lock(out, lambda line: print(line, flush=True)):
+        # Checked under the lock: a build that was running when this one started has just
+        # written the stamp (unless it failed, when this one builds).
+        if not force and _up_to_date(out, stamp):
+            print(f"reference binaries {VERSION} up to date in {out} (nothing to build)")
+            return
+        _compile(go, out, stamp)
+
+
+def _up_to_date(out: Path, stamp: str) -> bool:
+    stamp_file = out / ".stamp"
     present = all((out / name).is_file() for name in TARGETS)
-    if not force and present and stamp_file.is_file() and stamp_file.read_text() == stamp:
-        print(f"reference binaries {VERSION} up to date in {out} (nothing to build)")
-        return
-    out.mkdir(parents=True, exist_ok=True)
+    return present and stamp_file.is_file() and stamp_file.read_text() == stamp
+
+
+def _compile(go: str, out: Path, stamp: str) -> None:
+    stamp_file = out / ".stamp"
     stamp_file.unlink(missing_ok=True)
     env = {**os.environ, **BUILD_ENV}
     started = time.monotonic()

@@ -2,7 +2,7 @@
 
 `start_apiserver(ApiServerConfig(data_dir))` opens storage, creates or reuses credentials,
 creates the default namespaces on first start, starts the in-process controllers (garbage
-collector, namespace lifecycle) and serves HTTPS on loopback. It returns a `RunningApiServer`
+collector, namespace lifecycle, service accounts, the root-CA publisher) and serves HTTPS on loopback. It returns a `RunningApiServer`
 whose `kubeconfig` any Kubernetes client can use.
 """
 
@@ -159,7 +159,7 @@ async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
     controllers: Controllers | None = None
     try:
         await _bootstrap(srv, config.host, port)
-        controllers = Controllers(srv, event_ttl=config.event_ttl)
+        controllers = Controllers(srv, event_ttl=config.event_ttl, root_ca=creds.ca_pem.decode())
         await controllers.start()
         ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_ctx.load_cert_chain(creds.cert_file, creds.key_file)

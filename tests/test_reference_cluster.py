@@ -1,11 +1,14 @@
 """hack/reference-cluster's pure parts: loopback-only command lines, credentials made once, an
-admin kubeconfig the test fixtures read, the build stamp, and a clear error without binaries.
+admin kubeconfig the test fixtures read, the build stamp, a clear error without binaries, and
+the build lock (two builds at once, with a stand-in for `go`).
 (Starting the real control plane is exercised by CI's reference tier, hack/reference-tests.)"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -14,9 +17,10 @@ import pytest
 import yaml
 from cryptography import x509
 
-from tests.support.cluster import _from_kubeconfig
+from tests.support.cluster import _from_kubeconfig, eventually
 
 SCRIPT = Path(__file__).resolve().parents[1] / "hack" / "reference_cluster.py"
+TARGET_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +103,67 @@ def test_start_without_binaries_says_to_build_first(
     assert "etcd, kube-apiserver, kube-controller-manager not found" in err
     assert "run `hack/reference-cluster build` first" in err
     assert not (tmp_path / "cluster").exists()
+
+
+FAKE_GO = """#!/bin/sh
+# A stand-in for `go`: `go version`, and `go build ... -o OUT PKG`, which records that it ran,
+# waits (bounded) until the test opens the gate file, and writes OUT.
+if [ "$1" = version ]; then echo "go version go0.0-fake linux/amd64"; exit 0; fi
+while [ "$#" -gt 0 ]; do
+  if [ "$1" = -o ]; then out="$2"; fi
+  shift
+done
+echo "$out" >> "$FAKE_GO_RAN"
+i=0
+while [ ! -e "$FAKE_GO_GATE" ] && [ "$i" -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+echo fake > "$out"
+"""
+
+
+def test_a_second_build_waits_for_the_first_and_then_finds_it_done(tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "go").write_text(FAKE_GO)
+    (fake_bin / "go").chmod(0o755)
+    ran, gate, cache = tmp_path / "ran", tmp_path / "gate", tmp_path / "cache"
+    env = {
+        **os.environ,
+        "PATH": f"{fake_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "TRAINOPS_REFERENCE_CACHE": str(cache),
+        "FAKE_GO_RAN": str(ran),
+        "FAKE_GO_GATE": str(gate),
+    }
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    builds: list[subprocess.Popen[bytes]] = []
+    try:
+        for log in logs:
+            with log.open("wb") as out:
+                builds.append(
+                    subprocess.Popen(
+                        [sys.executable, str(SCRIPT), "build"],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                    )
+                )
+            if len(builds) == 1:
+                eventually(ran.exists, timeout=30)  # the first is compiling: it holds the lock
+        eventually(lambda: "waiting for it" in logs[1].read_text(), timeout=30)
+        assert ran.read_text().count("\n") == 1  # the second waits rather than compiling
+        gate.touch()
+        codes = [b.wait(timeout=60) for b in builds]
+    finally:
+        for b in builds:
+            if b.poll() is None:
+                b.kill()
+                b.wait(timeout=10)
+    first, second = (log.read_text() for log in logs)
+    assert codes == [0, 0], first + second
+    assert "built reference binaries v1.32.13" in first
+    assert "another build of the reference binaries is running" in second
+    assert "up to date" in second and "building" not in second
+    # Each target compiled once, by the first build, and renamed into place.
+    assert ran.read_text().splitlines() == [str(cache / f".{n}.tmp") for n in TARGET_NAMES]
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == sorted(
+        TARGET_NAMES
+    )

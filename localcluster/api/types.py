@@ -115,6 +115,6 @@ class ApiError(Exception):
         }
         if not self.reason:  # as Go's omitempty: no reason at all rather than ""
             del body["reason"]
-        if self.details:
+        if self.details is not None:  # `{}` too, as kube-apiserver's generic responses have it
             body["details"] = self.details
         return body

@@ -3,7 +3,7 @@
 They play the roles kube-controller-manager and the apiextensions server play in a real cluster,
 driven by the same committed events watchers see (a hub subscription over all resources). Work is
 level-triggered: an event only names what to look at (`_plan`); the step for it reads current
-state (`garbagecollector`, `namespaces`, `serviceaccounts`). A failing step is retried with
+state (`garbagecollector`, `namespaces`, `serviceaccounts`, `rootca`). A failing step is retried with
 exponential backoff. Event expiry (`eventttl`) runs beside the loop.
 
 The subscription is bounded like every other (`store/watch.py`). If the loop falls behind and
@@ -19,7 +19,13 @@ import logging
 from typing import Any
 
 from localcluster.api.registry import CRD_RESOURCE, resource_id
-from localcluster.controllers import eventttl, garbagecollector, namespaces, serviceaccounts
+from localcluster.controllers import (
+    eventttl,
+    garbagecollector,
+    namespaces,
+    rootca,
+    serviceaccounts,
+)
 from localcluster.controllers.namespaces import NS_RID
 from localcluster.store.storage import Event
 from localcluster.store.watch import Subscription, WatchFilter
@@ -33,12 +39,14 @@ Work = tuple[str, Any]
 RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 60.0
 _CRD_RID = resource_id(CRD_RESOURCE)
+_CM_RID = "/configmaps"
 
 
 class Controllers:
-    def __init__(self, srv: Server, *, event_ttl: float = 3600.0) -> None:
+    def __init__(self, srv: Server, *, event_ttl: float = 3600.0, root_ca: str = "") -> None:
         self.srv = srv
         self.event_ttl = event_ttl
+        self.root_ca = root_ca  # PEM published as kube-root-ca.crt; "" publishes nothing
         self._sub: Subscription | None = None
         self._task: asyncio.Task[None] | None = None
         self._expiry: asyncio.Task[None] | None = None
@@ -152,6 +160,8 @@ class Controllers:
                 add(("deleting", owner), None)
         if event.resource == NS_RID:
             add(("namespace", event.name), None)
+        elif event.resource == _CM_RID and event.name == rootca.ROOT_CA_NAME:
+            add(("namespace", event.namespace), None)
 
     async def _process(self, work: Work) -> None:
         kind, arg = work
@@ -171,3 +181,4 @@ class Controllers:
                 await namespaces.finalize_namespace(srv, arg)
             else:
                 await serviceaccounts.ensure_default_service_account(srv, arg)
+                await rootca.publish_root_ca(srv, arg, self.root_ca)

@@ -105,20 +105,27 @@ def prepare_custom_object(
     *,
     field_validation: str,
     duplicates: Sequence[str] = (),
+    meta_causes: Sequence[dict[str, str]] = (),
 ) -> tuple[dict[str, Any], list[str]]:
     """The pruned, defaulted object and warnings; raises ApiError 400 (Strict and unknown or
-    duplicate fields) or 422 Invalid (schema or CEL violations, a cause per field)."""
+    duplicate fields) or 422 Invalid (schema or CEL violations, a cause per field).
+
+    `meta_causes` (ObjectMeta's validation, done by the caller) come first in that 422, as
+    kube-apiserver's custom resource strategy lists them, and count for the rule of skipping
+    CEL after a blocking error."""
     mode = _mode(field_validation)
     schema = _schema(info)
     result = copy.deepcopy(obj)
     if schema is None:
+        if meta_causes:
+            raise _meta_invalid(info, result, meta_causes)
         return result, _report(info, mode, (), duplicates)
     unknown = structural.find_unknown_fields(result, schema, _meta_fields(), prune=True)
     warnings = _report(info, mode, unknown, duplicates)
     structural.apply_defaults(result, schema)
-    errors = structural.validate(result, schema)
-    if old is not None:
-        errors = structural.ratchet(errors, result, old)
+    errors = [FieldError(c["reason"], c.get("field", ""), c["message"]) for c in meta_causes]
+    schema_errors = structural.validate(result, schema)
+    errors += structural.ratchet(schema_errors, result, old) if old is not None else schema_errors
     if celrules.has_rules(schema):
         if any(e.reason in _BLOCKING for e in errors):
             errors.append(
@@ -136,6 +143,15 @@ def prepare_custom_object(
         name = str((result.get("metadata") or {}).get("name", ""))
         raise invalid_error(info.kind, info.group, name, errors)
     return result, warnings
+
+
+def _meta_invalid(
+    info: ResourceInfo, obj: dict[str, Any], causes: Sequence[dict[str, str]]
+) -> ApiError:
+    errors = [FieldError(c["reason"], c.get("field", ""), c["message"]) for c in causes]
+    return invalid_error(
+        info.kind, info.group, str((obj.get("metadata") or {}).get("name", "")), errors
+    )
 
 
 def default_custom_object(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:

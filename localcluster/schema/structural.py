@@ -393,12 +393,11 @@ def _validate_object(
     *,
     root: bool,
 ) -> None:
+    # kube-openapi's object validator, in its order: property counts, values of map keys
+    # (additionalProperties), declared properties, then required ones. (Siblings among the
+    # declared properties come in Go map order on a real server, which varies from request to
+    # request; here they come in the object's order.)
     field = render_path(path)
-    for name in schema.get("required") or []:
-        if name not in value:
-            errors.append(FieldError.required(render_path((*path, name))))
-    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        errors.append(FieldError.too_many(field, len(value), int(schema["maxProperties"])))
     if "minProperties" in schema and len(value) < schema["minProperties"]:
         errors.append(
             FieldError.invalid(
@@ -407,14 +406,19 @@ def _validate_object(
                 f"{field} in body should have at least {schema['minProperties']} properties",
             )
         )
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        errors.append(FieldError.too_many(field, len(value), int(schema["maxProperties"])))
     props = schema.get("properties") or {}
     extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, item in value.items():
+            if key not in props and not (root and key in _ROOT_ALWAYS):
+                # kube-openapi's object validator joins a map key with a dot (`requests.cpu`),
+                # unlike apimachinery's field.Path.Key (`requests[cpu]`) in built-in validation.
+                _validate(item, extra, (*path, key), errors)
     for key, item in value.items():
-        if root and key in _ROOT_ALWAYS and key not in props:
-            continue
         if key in props:
             _validate(item, props[key], (*path, key), errors)
-        elif isinstance(extra, dict):
-            # kube-openapi's object validator joins a map key with a dot (`requests.cpu`),
-            # unlike apimachinery's field.Path.Key (`requests[cpu]`) in built-in validation.
-            _validate(item, extra, (*path, key), errors)
+    for name in schema.get("required") or []:
+        if name not in value:
+            errors.append(FieldError.required(render_path((*path, name))))

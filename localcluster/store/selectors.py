@@ -1,7 +1,8 @@
 """Label and field selectors: parsing (`?labelSelector=`, `?fieldSelector=`) and matching.
 
 Pure functions. Label selectors support the full string grammar clients send: `k`, `!k`,
-`k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n`. Field selectors support
+`k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n` (parsed by
+`labelselector`, with kube-apiserver's error texts). Field selectors support
 `=`, `==`, `!=` over the fields the real server indexes for each kind; any other field is
 refused with the server's message, as kubectl users expect.
 """
@@ -12,6 +13,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from localcluster.store import labelselector
 
 __all__ = [
     "FieldRequirement",
@@ -84,12 +87,17 @@ class Selector:
         return True
 
 
-_KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-_VALUE = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
-_KEY_RE = re.compile(_KEY + r"\Z")
-_VALUE_RE = re.compile(_VALUE + r"\Z")
-_SET_RE = re.compile(r"\s*(\S+?)\s+(in|notin)\s*\(([^)]*)\)\s*\Z")
-_OP_RE = re.compile(r"\s*([^!=<>\s]+)\s*(==|!=|=|>|<)\s*(\S*)\s*\Z")
+_OPS = {"=": "in", "==": "in", "in": "in", "!=": "notin", "notin": "notin", ">": "gt", "<": "lt"}
+
+
+def parse_label_selector(text: str | None) -> tuple[LabelRequirement, ...]:
+    """The requirements of `?labelSelector=` (labelselector.parse: apimachinery's grammar and
+    error texts)."""
+    try:
+        parsed = labelselector.parse(text or "")
+    except labelselector.LabelSelectorError as e:
+        raise SelectorError(str(e)) from None
+    return tuple(LabelRequirement(p.key, _OPS.get(p.op, p.op), p.values) for p in parsed)
 
 
 def _split_top(text: str) -> list[str]:
@@ -105,65 +113,6 @@ def _split_top(text: str) -> list[str]:
             start = i + 1
     parts.append(text[start:])
     return [p for p in (p.strip() for p in parts) if p]
-
-
-def _check_key(key: str) -> str:
-    if not _KEY_RE.match(key) or len(key.split("/")[-1]) > 63:
-        raise SelectorError(f"unable to parse requirement: invalid label key {key!r}")
-    return key
-
-
-def _check_value(value: str) -> str:
-    if len(value) > 63 or not _VALUE_RE.match(value):
-        raise SelectorError(f"unable to parse requirement: invalid label value: {value!r}")
-    return value
-
-
-_OPEN_SET_RE = re.compile(r"\s*\S+?\s+(?:in|notin)\s*\((.*)\Z")
-
-
-def _unclosed_set(part: str) -> SelectorError | None:
-    """The parser's words for a set left open (`a in (x`), as kube-apiserver's lexer says
-    them: what it found at the end, and what it expected there."""
-    m = _OPEN_SET_RE.match(part)
-    if m is None or ")" in m.group(1):
-        return None
-    values = m.group(1).strip()
-    if not values:
-        expected = "',', ')' or identifier"
-    elif values.endswith(","):
-        expected = "',', or identifier"
-    else:
-        expected = "',' or ')'"
-    return SelectorError(f"unable to parse requirement: found '', expected: {expected}")
-
-
-def parse_label_selector(text: str | None) -> tuple[LabelRequirement, ...]:
-    out: list[LabelRequirement] = []
-    for part in _split_top(text or ""):
-        if (error := _unclosed_set(part)) is not None:
-            raise error
-        if m := _SET_RE.match(part):
-            values = tuple(_check_value(v.strip()) for v in m.group(3).split(",") if v.strip())
-            out.append(LabelRequirement(_check_key(m.group(1)), m.group(2), values))
-        elif m := _OP_RE.match(part):
-            key, op, value = m.groups()
-            _check_key(key)
-            if op in ("=", "=="):
-                out.append(LabelRequirement(key, "in", (_check_value(value),)))
-            elif op == "!=":
-                out.append(LabelRequirement(key, "notin", (_check_value(value),)))
-            else:
-                if not re.fullmatch(r"-?\d+", value):
-                    raise SelectorError(
-                        f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: {value!r}"
-                    )
-                out.append(LabelRequirement(key, "gt" if op == ">" else "lt", (value,)))
-        elif part.startswith("!"):
-            out.append(LabelRequirement(_check_key(part[1:].strip()), "!"))
-        else:
-            out.append(LabelRequirement(_check_key(part), "exists"))
-    return tuple(out)
 
 
 # Field selectors each kind supports (besides metadata.name and metadata.namespace).

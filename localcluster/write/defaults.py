@@ -73,9 +73,32 @@ def _cluster_ip(uid: str) -> str:
     return f"10.96.{digest[0]}.{2 + digest[1] % 250}"
 
 
+# ObjectMeta members Go encodes with `omitempty`: an empty one is not stored (so nobody owns
+# it either), whatever kind the object is.
+_OMIT_EMPTY_META = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _null_strings(mapping: Any) -> None:
+    """A `null` in a Go `map[string]string` decodes as "" (e.g. a JSON patch's `copy` from a
+    missing member into a ConfigMap's data)."""
+    if isinstance(mapping, dict):
+        for key, value in mapping.items():
+            if value is None:
+                mapping[key] = ""
+
+
 def default_object(info: ResourceInfo, obj: dict[str, Any], *, create: bool) -> dict[str, Any]:
     """Apply the kind's defaults to `obj` (a private copy) and return it."""
     rid = resource_id(info)
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        _null_strings(meta.get("labels"))
+        _null_strings(meta.get("annotations"))
+        for key in _OMIT_EMPTY_META:
+            if meta.get(key) in ({}, []):
+                del meta[key]
+    if rid == "/configmaps":
+        _null_strings(obj.get("data"))
     spec = obj.get("spec")
     if rid == "/namespaces":
         meta = obj.setdefault("metadata", {})

@@ -228,11 +228,16 @@ def _check(
 ) -> dict[str, Any]:
     """Schema (pruning, defaults, validation) and semantic validation: 422 on failure."""
     if info.is_custom:
+        # ObjectMeta's causes are listed first, with the schema's and the rules' (one 422).
         obj, more = crdschema.prepare_custom_object(
-            info, obj, old, field_validation=opts.field_validation
+            info,
+            obj,
+            old,
+            field_validation=opts.field_validation,
+            meta_causes=objectmeta.validate_meta(info, obj),
         )
         warnings.extend(more)
-        causes = objectmeta.validate_meta(info, obj)
+        causes = []
     else:
         if not opts.internal:
             warnings.extend(
@@ -394,6 +399,7 @@ async def patch(
                 f"the name of the object ({applied_name}) does not match the name on the URL ({name})"
             )
         applycheck.check_applied_fields(info, applied, namespace, name)
+    strict_errors = [] if is_apply else patching.json_patch_strict_errors(body, content_type)
     for _ in range(_PATCH_RETRIES):
         old = srv.get(info, namespace, name)
         if old is None:
@@ -416,7 +422,11 @@ async def patch(
                 subresource=subresource,
             )
         else:
-            obj = patching.apply_patch(info, clone(old), body, content_type)
+            obj = patching.apply_patch(
+                info, clone(old), body, content_type, field_validation=opts.field_validation
+            )
+            if strict_errors and opts.field_validation == "Strict":
+                raise patching.strict_patch_error(obj, strict_errors)
         obj = _as_object(obj, info.kind)
         meta = obj.setdefault("metadata", {})
         want = meta.get("resourceVersion")
@@ -428,13 +438,16 @@ async def patch(
             )
         meta["name"] = name
         try:
-            return await write_update(
+            result = await write_update(
                 srv, info, old, obj, opts, subresource=subresource, applied=applied is not None
             )
         except storage.Conflict:
             continue
         except storage.Missing:
             raise apierrors.not_found(info, name) from None
+        if opts.field_validation == "Warn":
+            result.warnings[:0] = strict_errors
+        return result
     raise apierrors.conflict(info, name, apierrors.MODIFIED, subresource=subresource)
 
 

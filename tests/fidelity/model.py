@@ -28,6 +28,9 @@ class Step:
     until: str | None = None
     """Repeat the step (deadline-bound) until its stdout contains this text, then record it:
     for what controllers do asynchronously (garbage collection)."""
+    unordered: str | None = None
+    """Why the order of the `* cause` lines kubectl prints for an Invalid error does not count
+    at this step (they are compared sorted): for errors a real server lists in Go map order."""
 
     @property
     def command(self) -> str:
@@ -56,9 +59,10 @@ def kc(
     *,
     accept: str | None = None,
     until: str | None = None,
+    unordered: str | None = None,
 ) -> Step:
     """A step from a shell-like command line (without the leading `kubectl`)."""
-    return Step(tuple(shlex.split(command)), stdin, accept, until)
+    return Step(tuple(shlex.split(command)), stdin, accept, until, unordered)
 
 
 def patch(target: str, body: str, *, accept: str | None = None) -> Step:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.fidelity.model import Outcome, Step, Workflow
-from tests.fidelity.normalize import normalize
+from tests.fidelity.normalize import normalize, sort_causes
 
 __all__ = ["Target", "install_crds", "namespace_for", "run_pair", "run_workflow"]
 
@@ -106,11 +106,10 @@ def _run_step(target: Target, step: Step, namespace: str) -> Outcome:
         if step.until is None or step.until in out.stdout or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    return Outcome(
-        out.returncode,
-        normalize(out.stdout, namespace),
-        normalize(out.stderr, namespace),
-    )
+    stdout, stderr = normalize(out.stdout, namespace), normalize(out.stderr, namespace)
+    if step.unordered:
+        stdout, stderr = sort_causes(stdout), sort_causes(stderr)
+    return Outcome(out.returncode, stdout, stderr)
 
 
 def _fill(text: str, target: Target, namespace: str) -> str:

@@ -6,11 +6,16 @@ import pytest
 
 from tests.fidelity.compare import Verdict, compare, share_identical
 from tests.fidelity.model import Outcome, Workflow, kc
-from tests.fidelity.normalize import normalize
+from tests.fidelity.normalize import normalize, sort_causes
 
 NS = "fid-x-abc123"
 
 CASES = {
+    "PEM certificates in YAML and JSON": (
+        "ca.crt: |\n    -----BEGIN CERTIFICATE-----\n    MIIB\n    -----END CERTIFICATE-----\n"
+        '{"ca.crt":"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n"}',
+        'ca.crt: |\n    <certificate>\n{"ca.crt":"<certificate>\\n"}',
+    ),
     "namespace and uid": (
         f"namespace: {NS}\nuid: 0f8fad5b-d9cb-469f-a165-70867728950e",
         "namespace: <ns>\nuid: <uid>",
@@ -59,3 +64,14 @@ def test_a_declared_difference_passes_and_a_vanished_one_fails() -> None:
     assert [v.verdict for v in verdicts] == [Verdict.IDENTICAL, Verdict.ACCEPTED, Verdict.STALE]
     assert [v.failed for v in verdicts] == [False, False, True]
     assert share_identical({"w": verdicts}) == (2, 3)
+
+
+def test_sort_causes_orders_each_run_of_cause_lines_and_keeps_the_nil_cause_last() -> None:
+    text = (
+        'The X "a" is invalid: \n* spec.b: bad\n* spec.a: bad\n* <nil>: not checked\n'
+        "after\n* z\n* y"
+    )
+    assert sort_causes(text) == (
+        'The X "a" is invalid: \n* spec.a: bad\n* spec.b: bad\n* <nil>: not checked\n'
+        "after\n* y\n* z"
+    )

@@ -10,14 +10,15 @@ __all__ = ["WORKFLOWS"]
 
 
 def _job(name: str, replicas: str, extra_spec: str = "") -> str:
-    """A TensorFlowTrainingJob with `replicas` as the replicaSpecs YAML list body."""
+    """A TensorFlowTrainingJob with `replicas` as the replicaSpecs YAML list body (none at all
+    when empty)."""
+    specs = f"  replicaSpecs:\n{replicas}" if replicas else ""
     return f"""
 apiVersion: batch.tensorstack.dev/v1beta1
 kind: TensorFlowTrainingJob
 metadata: {{name: {name}}}
 spec:
-{extra_spec}  replicaSpecs:
-{replicas}"""
+{extra_spec}{specs}"""
 
 
 def _replica(
@@ -41,6 +42,11 @@ def _replica(
 
 
 VALID = _job("mnist", _replica("chief", 1) + _replica("worker", 2))
+MAP_ORDER = (
+    "kube-apiserver lists the schema errors of sibling fields in Go map order, which changes "
+    "from request to request (the embedded server lists them in the object's order)"
+)
+_BARE = "    template: {spec: {containers: [{name: tensorflow, image: 'x:1'}]}}\n"
 
 WORKFLOWS: tuple[Workflow, ...] = (
     Workflow(
@@ -82,6 +88,34 @@ WORKFLOWS: tuple[Workflow, ...] = (
                         _replica(t, 1) for t in ("chief", "worker", "ps", "evaluator", "worker")
                     ),
                 ),
+            ),
+        ),
+    ),
+    Workflow(
+        "crd-cause-order",
+        "several errors in one TensorFlowTrainingJob: the order of the causes",
+        (
+            kc("create -f -", _job("req-after", "  - replicas: -1\n" + _BARE)),
+            kc("create -f -", _job("items", "  - replicas: 1\n" + _replica("boss", 1))),
+            kc("create -f -", _job("Bad_Name", _replica("boss", 1))),
+            kc("create -f -", _job("no-specs", "", "  runPolicy: {backoffLimit: -1}\n")),
+            kc("create -f -", _job("cel-too", _replica("chief", 2) + _replica("worker", -1))),
+            kc(
+                "create -f -",
+                _job(
+                    "cel-only",
+                    _replica("chief", 3, container="x") + _replica("evaluator", 2, image=""),
+                ),
+            ),
+            kc(
+                "create -f -",
+                _job(
+                    "siblings",
+                    _replica("chief", 2)
+                    + _replica("boss", -1, resources="{requests: {cpu: 0.5, memory: true}}"),
+                    "  runPolicy: {cleanUpPolicy: Sometimes, backoffLimit: -1}\n",
+                ),
+                unordered=MAP_ORDER,
             ),
         ),
     ),

@@ -181,13 +181,16 @@ def test_integers_at_the_edge_of_their_format_are_accepted() -> None:
 
 
 def test_required_fields_and_the_aggregate_message() -> None:
+    """Required members come after the object's property errors, as kube-openapi checks
+    them (seen on kube-apiserver v1.32.13)."""
     obj = widget(mode="warp")
     del obj["spec"]["replicas"]
     with pytest.raises(ApiError) as err:
         prepare(obj)
     assert err.value.message == (
-        'Widget.example.com "w" is invalid: [spec.replicas: Required value, '
+        'Widget.example.com "w" is invalid: ['
         'spec.mode: Unsupported value: "warp": supported values: "fast", "slow", '
+        "spec.replicas: Required value, "
         '<nil>: Invalid value: "null": some validation rules were not checked because the '
         "object was invalid; correct the existing errors to complete validation]"
     )

@@ -167,7 +167,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture
 def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace for one test, deleted (without waiting) afterwards."""
+    """A fresh namespace for one test, deleted (without waiting) afterwards. Returned once the
+    root-CA publisher has put `kube-root-ca.crt` into it (both the embedded server and a real
+    cluster do, a moment after the namespace appears), so watches and lists the test starts do
+    not see it arrive."""
     from kubernetes import client
 
     base = request.node.name.lower().replace("_", "-")
@@ -177,6 +180,7 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     core = client.CoreV1Api(api)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     try:
+        eventually(lambda: core.read_namespaced_config_map("kube-root-ca.crt", name), timeout=30)
         yield name
     finally:
         try:
