@@ -66,6 +66,8 @@ INHERITED_ENV = (
 @dataclass(frozen=True)
 class KubeletConfig:
     data_dir: Path
+    client_ca: bytes
+    """PEM of the CA whose client certificates the log endpoint accepts (`--client-ca-file`)."""
     node_name: str = "trainops"
     backoff: BackOffPolicy = field(default_factory=BackOffPolicy)
     resync_seconds: float = 10.0
@@ -88,7 +90,7 @@ class Kubelet:
         self.by_name: dict[tuple[str, str], str] = {}
         self.shutting_down = False
         self.hurry = False  # set by `force_stop`: shutdown stops waiting for grace periods
-        self.logs = LogServer(self.runtime, self._lookup)
+        self.logs = LogServer(self.runtime, self._lookup, client_ca=config.client_ca)
         self.facts = nodes.machine_facts(config.data_dir)
         extra = [n.strip() for n in os.environ.get("TRAINOPS_PASS_ENV", "").split(",") if n.strip()]
         self.inherited_env = {k: os.environ[k] for k in (*INHERITED_ENV, *extra) if k in os.environ}
