@@ -259,3 +259,53 @@ def test_a_server_not_on_this_machine_needs_a_webhook_url(tmp_path: Path) -> Non
     assert "the API server https://192.0.2.10:6443" in done.stderr
     assert "cannot call the webhook on 127.0.0.1" in done.stderr
     assert "add --webhook-url https://HOST:PORT" in done.stderr
+
+
+def test_the_webhook_listens_on_and_registers_the_webhook_url(target: Path, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"https://127.0.0.1:{port}"
+    upcluster.reset_namespace(target)
+    instance = _started(
+        target, tmp_path / "data", "--webhook-url", url, "--no-controller", "--no-gitops"
+    )
+    try:
+        assert f"  webhook     {url}\n" in instance.output
+        config = _get(target, "validatingwebhookconfiguration", instance.webhook_name)
+        assert config is not None
+        assert config["webhooks"][0]["clientConfig"]["url"] == f"{url}/validate"
+        denied = _kubectl(
+            target,
+            "apply",
+            "--server-side",
+            "-f",
+            str(EXAMPLES / "denied" / "limits-below-requests.yaml"),
+        )
+        assert "denied the request" in denied.stderr, denied.stderr
+        assert instance.stop() == 0
+    finally:
+        finish(instance)
+
+
+def test_a_webhook_url_that_is_not_https_host_port_is_a_usage_error(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "k.yaml"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    for bad in ("http://127.0.0.1:9443", "https://127.0.0.1", "https://127.0.0.1:9443/hook"):
+        done = _up(kubeconfig, tmp_path / "d", "--webhook-url", bad)
+        assert done.returncode == 2, done.stderr
+        assert f"--webhook-url {bad}: give it as https://HOST:PORT" in done.stderr
+
+
+def test_the_instance_id_is_kept_across_restarts(target: Path, tmp_path: Path) -> None:
+    instance = _started(target, tmp_path / "data", "--no-controller", "--no-gitops")
+    try:
+        first = instance.instance_id
+        assert instance.stop() == 0
+        instance.start(args=("--no-controller", "--no-gitops"))
+        assert instance.instance_id == first
+        assert _uids(target, instance)
+    finally:
+        finish(instance)
