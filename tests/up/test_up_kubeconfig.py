@@ -24,7 +24,7 @@ import yaml
 
 from tests.support import kubeletclient, upcluster
 from tests.support.cluster import BackgroundApiServer
-from tests.up.conftest import Up, finish
+from tests.up.conftest import Up, eventually, finish
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CRDS = (
@@ -90,6 +90,8 @@ def _up(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_banner_names_the_cluster_and_its_kubeconfig(on_target: Up, target: Path) -> None:
+    # `start` returns at the banner's `export` line; its last lines may still be on their way.
+    eventually(lambda: any("again to resume" in line for line in on_target.output), timeout=10)
     text = "".join(on_target.output)
     server = yaml.safe_load(target.read_text())["clusters"][0]["cluster"]["server"]
     assert f"API server  {server} (from {target})" in text
