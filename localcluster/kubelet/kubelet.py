@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,8 @@ class KubeletConfig:
     client_ca: bytes
     """PEM of the CA whose client certificates the log endpoint accepts (`--client-ca-file`)."""
     node_name: str = "trainops"
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels the Node carries besides the kubelet's own."""
     backoff: BackOffPolicy = field(default_factory=BackOffPolicy)
     resync_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
@@ -112,7 +115,7 @@ class Kubelet:
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         port = await self.logs.start()
-        desired = nodes.node_object(self.config.node_name)
+        desired = nodes.node_object(self.config.node_name, self.config.node_labels)
         node = await self.kube.ensure_node(desired)
         self._node_uid = node["metadata"].get("uid", "")
         labels = desired["metadata"]["labels"]

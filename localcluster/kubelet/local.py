@@ -11,6 +11,7 @@ server's serving certificate and its kubelet client certificate (the embedded se
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,7 @@ async def start_node(
     *,
     node_name: str = "trainops",
     client_ca: bytes | None = None,
+    node_labels: Mapping[str, str] | None = None,
     backoff: BackOffPolicy | None = None,
     shutdown_grace_seconds: float = 10.0,
 ) -> RunningNode:
@@ -80,6 +82,7 @@ async def start_node(
         data_dir=data_dir,
         client_ca=client_ca,
         node_name=node_name,
+        node_labels=dict(node_labels or {}),
         backoff=backoff or BackOffPolicy(),
         shutdown_grace_seconds=shutdown_grace_seconds,
     )

@@ -24,7 +24,7 @@ import yaml
 
 from tests.support import upcluster
 from tests.support.cluster import BackgroundApiServer
-from tests.up.conftest import Up, finish
+from tests.up.conftest import Up, eventually, finish
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LABEL = "trainops.tensorstack.dev/up-instance"
@@ -111,7 +111,9 @@ def test_two_instances_on_one_cluster_do_not_touch_each_other(target: Path, tmp_
     first = _started(target, tmp_path / "first")
     second: Up | None = None
     try:
-        assert _holder(target, "trainops-controller").startswith(first.webhook_name + "@")
+        # The Leases are taken just after the banner.
+        for lease in ("trainops-controller", "trainops-gitops"):
+            eventually(lambda lease=lease: _holder(target, lease).startswith(first.webhook_name))
         # The controllers' Leases are the first's: the second runs without them, as told.
         second = _started(target, tmp_path / "second", "--no-controller", "--no-gitops")
         assert first.instance_id != second.instance_id
@@ -121,7 +123,8 @@ def test_two_instances_on_one_cluster_do_not_touch_each_other(target: Path, tmp_
         assert set(first_uids.values()).isdisjoint(second_uids.values())
         for instance in (first, second):
             node = _get(target, "node", instance.node_name)
-            assert node is not None and node["metadata"]["name"] == instance.node_name
+            assert node is not None
+            assert node["metadata"]["labels"][LABEL] == instance.instance_id
 
         assert second.stop() == 0
         second_gone = {kind: _get(target, kind, second.webhook_name) for kind in WEBHOOK_KINDS}
@@ -151,6 +154,7 @@ def test_a_second_instance_refuses_the_controller_another_one_holds(
     upcluster.reset_namespace(target)
     first = _started(target, tmp_path / "first")
     try:
+        eventually(lambda: _holder(target, "trainops-controller").startswith(first.webhook_name))
         done = _up(target, tmp_path / "second")
         assert done.returncode == 1, done.stderr
         line = done.stderr.strip().splitlines()[-1]

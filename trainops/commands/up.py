@@ -426,6 +426,12 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
     run_gitops = getattr(args, "gitops", True)
     wanted = [k for k, on in (("controller", run_controller), ("gitops", run_gitops)) if on]
     await up_cluster.check_leases(client, me, wanted)
+
+    async def release_leases() -> None:
+        await up_cluster.release_leases(client, me)
+
+    # After the controllers have stopped (stops run in reverse).
+    stack.stops.append(release_leases)
     await up_cluster.install_crds(client)
     url = await up_cluster.start_webhook(
         stack, client, data_dir, me, getattr(args, "webhook_url", None)
@@ -442,6 +448,7 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
             # The embedded server is this data directory's alone; a shared cluster gets a node
             # name of this instance's.
             node_name="trainops" if getattr(args, "kubeconfig", None) is None else me.node_name,
+            node_labels=None if getattr(args, "kubeconfig", None) is None else me.labels,
             client_ca=getattr(args, "kubelet_client_ca", None),
         )
     else:

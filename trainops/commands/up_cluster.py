@@ -51,6 +51,7 @@ __all__ = [
     "install_crds",
     "instance",
     "is_loopback",
+    "release_leases",
     "start_node",
     "start_webhook",
     "usable_webhook_certs",
@@ -115,6 +116,25 @@ _LEASES = {
     "controller": ("job controller", "kube-system", "trainops-controller", "--no-controller"),
     "gitops": ("GitOps reconciler", "kube-system", "trainops-gitops", "--no-gitops"),
 }
+
+
+async def release_leases(client: Client, me: Instance) -> None:
+    """Clear the holder of the controllers' Leases this instance still holds. The controllers
+    release on a clean stop, but one stopped while its acquiring write was in flight leaves the
+    Lease held, and every other install would then be refused for its duration."""
+    from kube import errors, resources
+
+    for _, namespace, name, _ in _LEASES.values():
+        try:
+            lease = await client.get(resources.LEASES, name, namespace, timeout=5)
+        except errors.NotFound:
+            continue
+        spec = dict(lease.get("spec") or {})
+        if spec.get("holderIdentity") != me.identity:
+            continue
+        spec["holderIdentity"] = None
+        with contextlib.suppress(errors.Conflict, errors.NotFound):
+            await client.replace(resources.LEASES, {**lease, "spec": spec}, timeout=5)
 
 
 async def check_leases(client: Client, me: Instance, wanted: Sequence[str]) -> None:
@@ -261,6 +281,7 @@ async def start_node(
     data_dir: Path,
     *,
     node_name: str = "trainops",
+    node_labels: dict[str, str] | None = None,
     client_ca: Path | None = None,
 ) -> None:
     """The process kubelet joined as a node, with the scheduler binding pods to it. Its log
@@ -273,7 +294,9 @@ async def start_node(
     except OSError as e:
         raise StartError(f"--kubelet-client-ca {client_ca}: {e.strerror or e}") from None
     try:
-        node = await start_local_node(kubeconfig, data_dir, node_name=node_name, client_ca=ca_pem)
+        node = await start_local_node(
+            kubeconfig, data_dir, node_name=node_name, node_labels=node_labels, client_ca=ca_pem
+        )
     except NodeStartError as e:
         raise StartError(str(e)) from None
     stack.stops.append(node.stop)
