@@ -114,6 +114,8 @@ def test_two_instances_on_one_cluster_do_not_touch_each_other(target: Path, tmp_
         # The Leases are taken just after the banner.
         for lease in ("trainops-controller", "trainops-gitops"):
             eventually(lambda lease=lease: _holder(target, lease).startswith(first.webhook_name))
+        # The scheduler and Deployment controller run on one node of the cluster only.
+        eventually(lambda: _holder(target, "trainops-node-controllers") == first.node_name)
         # The controllers' Leases are the first's: the second runs without them, as told.
         second = _started(target, tmp_path / "second", "--no-controller", "--no-gitops")
         assert first.instance_id != second.instance_id
@@ -132,6 +134,7 @@ def test_two_instances_on_one_cluster_do_not_touch_each_other(target: Path, tmp_
         assert _uids(target, first) == first_uids
         assert _holder(target, "trainops-controller").startswith(first.webhook_name + "@")
         assert _holder(target, "trainops-gitops").startswith(first.webhook_name + "@")
+        assert _holder(target, "trainops-node-controllers") == first.node_name
         # The first's webhook still judges jobs.
         denied = _kubectl(
             target,
