@@ -195,7 +195,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if kubeconfig is not None:
         args.kubeconfig = kubeconfig.expanduser().absolute()
-        problem = _webhook_reach_problem(args.kubeconfig, getattr(args, "webhook_url", None))
+        problem = up_cluster.webhook_reach_problem(
+            args.kubeconfig, getattr(args, "webhook_url", None)
+        )
         if problem:
             print(f"trainops up: {problem}", file=sys.stderr)
             return 2
@@ -227,34 +229,6 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         lock.close()
-
-
-def _webhook_reach_problem(kubeconfig: Path, webhook_url: str | None) -> str | None:
-    """Why the API server in `kubeconfig` could not call the webhook `up` would register, or
-    None. Decided from the file alone (no connection): a server that is not on this machine
-    cannot reach 127.0.0.1, so it would refuse every training job (failurePolicy Fail)."""
-    from urllib.parse import urlsplit
-
-    from trainops.commands.kubeconnect import server_of
-
-    if webhook_url is not None:
-        parts = urlsplit(webhook_url)
-        try:
-            port = parts.port
-        except ValueError:
-            port = None
-        if parts.scheme != "https" or not parts.hostname or port is None or parts.path.strip("/"):
-            return f"--webhook-url {webhook_url}: give it as https://HOST:PORT"
-        return None
-    server = server_of(kubeconfig)
-    if server is None or up_cluster.is_loopback(server):
-        return None
-    return (
-        f"the API server {server} (from {kubeconfig}) is not on this machine, so it cannot "
-        "call the webhook on 127.0.0.1; add --webhook-url https://HOST:PORT with an address "
-        "of this machine it reaches (the webhook listens there), or run `up` where the API "
-        "server runs, or install deploy/ in the cluster instead"
-    )
 
 
 def lock_data_dir(data_dir: Path, command: str = "up") -> Any:

@@ -55,6 +55,7 @@ __all__ = [
     "start_node",
     "start_webhook",
     "usable_webhook_certs",
+    "webhook_reach_problem",
 ]
 
 log = logging.getLogger("trainops.up")
@@ -176,6 +177,32 @@ def is_loopback(server_url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def webhook_reach_problem(kubeconfig: Path, webhook_url: str | None) -> str | None:
+    """Why the API server in `kubeconfig` could not call the webhook `up` would register, or
+    None. Decided from the file alone (no connection): a server that is not on this machine
+    cannot reach 127.0.0.1, so it would refuse every training job (failurePolicy Fail)."""
+    from trainops.commands.kubeconnect import server_of
+
+    if webhook_url is not None:
+        parts = urlsplit(webhook_url)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme != "https" or not parts.hostname or port is None or parts.path.strip("/"):
+            return f"--webhook-url {webhook_url}: give it as https://HOST:PORT"
+        return None
+    server = server_of(kubeconfig)
+    if server is None or is_loopback(server):
+        return None
+    return (
+        f"the API server {server} (from {kubeconfig}) is not on this machine, so it cannot "
+        "call the webhook on 127.0.0.1; add --webhook-url https://HOST:PORT with an address "
+        "of this machine it reaches (the webhook listens there), or run `up` where the API "
+        "server runs, or install deploy/ in the cluster instead"
+    )
 
 
 async def connect(kubeconfig: Path) -> Client:
