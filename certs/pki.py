@@ -1,4 +1,4 @@
-"""A tiny PKI: one CA and serving certificates signed by it, as PEM bytes.
+"""A tiny PKI: one CA and serving (and client) certificates signed by it, as PEM bytes.
 
 Everything that needs TLS in trainops (the webhook, the embedded API server, tests) gets its
 certificates from here, so there is one place that decides key type (ECDSA P-256: small, fast
@@ -35,6 +35,7 @@ __all__ = [
     "KeyPair",
     "load_keypair",
     "new_ca",
+    "new_client_cert",
     "new_serving_cert",
     "not_after",
     "san_entries",
@@ -236,6 +237,56 @@ def new_serving_cert(
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(entries), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def new_client_cert(
+    ca: KeyPair,
+    common_name: str,
+    *,
+    organizations: Sequence[str] = (),
+    days: int = 365,
+    now: datetime | None = None,
+) -> KeyPair:
+    """A TLS client certificate (clientAuth only) for `common_name`, signed by `ca`: what an
+    API server presents to kubelets (kube-apiserver's `--kubelet-client-certificate`)."""
+    start = _now(now)
+    ca_cert = ca.certificate()
+    ca_key = ca.private_key()
+    key = _new_key()
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    subject = x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    end = min(start + timedelta(days=days), ca_cert.not_valid_after_utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start - _CLOCK_SKEW)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,

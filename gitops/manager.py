@@ -71,6 +71,8 @@ class GitOpsSettings:
     git_timeout: float = 60.0
     namespace: str | None = None
     """Watch JobRepositories of this namespace only (None: every namespace)."""
+    reconcile: bool = True
+    """False: only watch (the Hub's reads work) and never sync: another install syncs."""
 
 
 class GitOpsReconciler:
@@ -124,7 +126,8 @@ class GitOpsReconciler:
         self.supervisor.start("informer/jobrepositories", self.repos.run)
         for kind, informer in self.job_informers.items():
             self.supervisor.start(f"informer/{kind}", informer.run)
-        self.supervisor.start("leader", self._lead)
+        if self.settings.reconcile:
+            self.supervisor.start("leader", self._lead)
         self.supervisor.start("events", self.events.run)
 
     async def stop(self) -> None:

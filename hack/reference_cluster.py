@@ -6,7 +6,8 @@ into a cache outside the repository; a second build with the same go.mod, go.sum
 toolchain does nothing. A build holds a lock on the cache (`.build.lock`), so a second build
 started meanwhile waits, saying so, and then finds the binaries built.
 
-`start DIR` makes a CA, a serving certificate and service-account keys in DIR, starts etcd,
+`start DIR` makes a CA, a serving certificate, the client certificate kube-apiserver presents
+to kubelets (`--kubelet-client-certificate`) and service-account keys in DIR, starts etcd,
 kube-apiserver and kube-controller-manager on loopback ports with their logs in DIR/*.log,
 writes an admin DIR/kubeconfig (static token, group system:masters), prints one line once the
 API server is ready and the controllers work, and stops everything on SIGTERM or Ctrl-C.
@@ -224,9 +225,9 @@ def _write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def write_credentials(d: Path) -> tuple[str, str]:
-    """CA, serving certificate, service-account key pair and static tokens in `d`, kept across
-    restarts of the same directory (tokens already issued stay valid). Returns the admin and
-    controller-manager tokens."""
+    """CA, serving certificate, kubelet client certificate, service-account key pair and static
+    tokens in `d`, kept across restarts of the same directory (tokens already issued stay
+    valid). Returns the admin and controller-manager tokens."""
     if not (d / "ca.crt").exists() or not (d / "ca.key").exists():
         ca = pki.new_ca("trainops-reference-ca")
         pki.atomic_write(d / "ca.key", ca.key_pem, 0o600)
@@ -243,6 +244,14 @@ def write_credentials(d: Path) -> tuple[str, str]:
         serving = pki.new_serving_cert(ca, sans, common_name="kube-apiserver")
         pki.atomic_write(d / "apiserver.key", serving.key_pem, 0o600)
         pki.atomic_write(d / "apiserver.crt", serving.cert_pem)
+    if not (d / "kubelet-client.crt").exists() or not (d / "kubelet-client.key").exists():
+        # What kube-apiserver presents to kubelets (logs): signed by the cluster CA, which a
+        # process kubelet joined through the kubeconfig trusts for clients (as on kubeadm).
+        client = pki.new_client_cert(
+            ca, "kube-apiserver-kubelet-client", organizations=("system:masters",)
+        )
+        pki.atomic_write(d / "kubelet-client.key", client.key_pem, 0o600)
+        pki.atomic_write(d / "kubelet-client.crt", client.cert_pem)
     if not (d / "sa.key").exists():
         key = ec.generate_private_key(ec.SECP256R1())
         pem = key.private_bytes(
@@ -316,6 +325,8 @@ def commands(binaries: Path, d: Path, ports: Ports) -> dict[str, list[str]]:
             f"--tls-cert-file={d / 'apiserver.crt'}",
             f"--tls-private-key-file={d / 'apiserver.key'}",
             f"--client-ca-file={d / 'ca.crt'}",
+            f"--kubelet-client-certificate={d / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={d / 'kubelet-client.key'}",
             f"--token-auth-file={d / 'tokens.csv'}",
             "--authorization-mode=Node,RBAC",
             # Beside the defaults: the plugin OpenShift and hardened clusters enable, so the

@@ -131,6 +131,13 @@ class Client:
     def host(self) -> str:
         return self._http.host
 
+    @property
+    def ca_file(self) -> str | None:
+        """The file of the CA the server's certificate is checked against (the kubeconfig's
+        `certificate-authority(-data)`), None when the system's CAs are used or none."""
+        value = getattr(self._http.api_client.configuration, "ssl_ca_cert", None)
+        return str(value) if value else None
+
     # -- reads -------------------------------------------------------------------------------
 
     async def get(

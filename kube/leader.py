@@ -33,7 +33,14 @@ from kube.client import Client
 from kube.errors import AlreadyExists, Conflict, NotFound
 from kube.resources import LEASES
 
-__all__ = ["LeaderElector", "LeaderLost", "format_micro_time", "lead", "parse_time"]
+__all__ = [
+    "LeaderElector",
+    "LeaderLost",
+    "current_holder",
+    "format_micro_time",
+    "lead",
+    "parse_time",
+]
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -236,6 +243,14 @@ def parse_time(value: str) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def current_holder(lease: dict[str, Any] | None, now: datetime) -> str:
+    """Who holds `lease` at `now`: its holderIdentity, or "" when there is no Lease, no holder
+    (released) or the holder let it expire (anyone may take it over)."""
+    spec: dict[str, Any] = (lease or {}).get("spec") or {}
+    holder = str(spec.get("holderIdentity") or "")
+    return "" if not holder or _expired(spec, now) else holder
 
 
 def _expired(spec: dict[str, Any], now: datetime) -> bool:

@@ -20,6 +20,7 @@ from aiohttp import web
 from localcluster import datadir, kubeconfig
 from localcluster.api.registry import NAMESPACES
 from localcluster.controllers.manager import Controllers
+from localcluster.http import subresources
 from localcluster.http.app import create_app
 from localcluster.store import storage, watch
 from localcluster.store.storage import Storage, clone
@@ -163,7 +164,11 @@ async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
         await controllers.start()
         ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_ctx.load_cert_chain(creds.cert_file, creds.key_file)
-        runner = web.AppRunner(create_app(srv, creds.token), access_log=None, shutdown_timeout=1.0)
+        kubelet_tls = subresources.kubelet_client_tls(
+            creds.kubelet_client_cert, creds.kubelet_client_key
+        )
+        app = create_app(srv, creds.token, kubelet_tls=kubelet_tls)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         await web.SockSite(runner, sock, ssl_context=ssl_ctx).start()
     except BaseException:

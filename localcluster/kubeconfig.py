@@ -1,6 +1,8 @@
 """Credentials kept in the data directory, and the kubeconfig that points clients at them.
 
-Layout of DATA_DIR: `pki/ca.crt`, `pki/ca.key`, `pki/tls.crt`, `pki/tls.key`, `token`,
+Layout of DATA_DIR: `pki/ca.crt`, `pki/ca.key`, `pki/tls.crt`, `pki/tls.key`,
+`pki/kubelet-client.crt`, `pki/kubelet-client.key` (the client certificate the server presents
+to kubelets, signed by the same CA, as kube-apiserver's `--kubelet-client-certificate`), `token`,
 `server.json` (the port last served on) and `kubeconfig`; `pki/` is 0700 and every file 0600,
 certificates too (`localcluster.datadir`: nothing in the data directory is for other users). All of it is created on
 first start and reused afterwards, so a kubeconfig handed out once keeps working across
@@ -14,6 +16,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ __all__ = [
 log = logging.getLogger("localcluster.kubeconfig")
 CONTEXT = "trainops"
 _USER = "trainops-admin"
+KUBELET_CLIENT_NAME = "kube-apiserver-kubelet-client"
 _SANS = ("localhost", "127.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
 
 
@@ -45,6 +49,8 @@ class Credentials:
     cert_file: Path
     key_file: Path
     token: str
+    kubelet_client_cert: Path
+    kubelet_client_key: Path
 
     @property
     def ca_pem(self) -> bytes:
@@ -84,12 +90,31 @@ def load_or_create_credentials(data_dir: Path, host: str) -> Credentials:
         sans = (*_SANS, host) if host not in _SANS else _SANS
         serving = pki.new_serving_cert(ca, sans, common_name="kube-apiserver")
         pki.write_bundle(pki_dir, ca, serving, cert_mode=datadir.PRIVATE_FILE)
+    client_cert, client_key = pki_dir / "kubelet-client.crt", pki_dir / "kubelet-client.key"
+    client = None if fresh_ca else _load(client_cert, client_key, "the kubelet client certificate")
+    expiring = client is not None and pki.not_after(client.cert_pem) < datetime.now(
+        UTC
+    ) + timedelta(days=1)
+    if client is None or expiring or not _issued_by(client.cert_pem, ca):
+        client = pki.new_client_cert(
+            ca, KUBELET_CLIENT_NAME, organizations=("system:masters",), days=3650
+        )
+        pki.atomic_write(client_key, client.key_pem, datadir.PRIVATE_FILE)
+        pki.atomic_write(client_cert, client.cert_pem, datadir.PRIVATE_FILE)
     token_file = data_dir / "token"
     token = token_file.read_text().strip() if token_file.exists() else ""
     if not token:
         token = secrets.token_urlsafe(32)
         pki.atomic_write(token_file, token.encode() + b"\n", 0o600)
-    return Credentials(ca_file, cert_file, key_file, token)
+    return Credentials(ca_file, cert_file, key_file, token, client_cert, client_key)
+
+
+def _issued_by(cert_pem: bytes, ca: pki.KeyPair) -> bool:
+    try:
+        x509.load_pem_x509_certificate(cert_pem).verify_directly_issued_by(ca.certificate())
+    except Exception:  # ValueError, TypeError, cryptography's InvalidSignature
+        return False
+    return True
 
 
 def _load(cert_file: Path, key_file: Path, what: str) -> pki.KeyPair | None:

@@ -50,6 +50,10 @@ class Kube:
     def host(self) -> str:
         return self.client.host
 
+    @property
+    def ca_file(self) -> str | None:
+        return self.client.ca_file
+
     # -- lists and watches -------------------------------------------------------------------
     async def list_all(
         self, resource: Resource, field_selector: str = ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
@@ -20,7 +21,7 @@ from localcluster.api import apierrors
 from localcluster.api.types import ApiError
 from localcluster.http import discovery, handlers, protobuf
 from localcluster.http.httputil import json_response
-from localcluster.http.subresources import CLIENT_SESSION
+from localcluster.http.subresources import CLIENT_SESSION, KUBELET_TLS
 from localcluster.schema import openapi
 from localcluster.write.state import Server
 
@@ -154,9 +155,15 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
     await session.close()
 
 
-def create_app(srv: Server, token: str) -> web.Application:
+def create_app(
+    srv: Server, token: str, *, kubelet_tls: ssl.SSLContext | None = None
+) -> web.Application:
+    """The API server's routes; `kubelet_tls` holds the client certificate presented to
+    kubelets for `pods/log` (kube-apiserver's `--kubelet-client-certificate`)."""
     app = web.Application(middlewares=[_errors, _auth_middleware(token)], client_max_size=MAX_BODY)
     app[SERVER] = srv
+    if kubelet_tls is not None:
+        app[KUBELET_TLS] = kubelet_tls
     app.cleanup_ctx.append(_client_session)
     app.router.add_get("/version", _version)
     for path in ("/healthz", "/livez", "/readyz"):

@@ -9,6 +9,8 @@ while the process runs.
 from __future__ import annotations
 
 import json
+import ssl
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -25,7 +27,7 @@ from localcluster.store.storage import clone
 from localcluster.write import patching, writes
 from localcluster.write.state import Server
 
-__all__ = ["LOG_PARAMS", "handle", "log_container", "scale_of"]
+__all__ = ["KUBELET_TLS", "LOG_PARAMS", "handle", "kubelet_client_tls", "log_container", "scale_of"]
 
 LOG_PARAMS = (
     "follow",
@@ -39,6 +41,7 @@ LOG_PARAMS = (
 CLIENT_SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey(
     "client_session", aiohttp.ClientSession
 )
+KUBELET_TLS: web.AppKey[ssl.SSLContext] = web.AppKey("kubelet_tls", ssl.SSLContext)
 
 
 # Streaming subresources a process kubelet cannot offer: a 400 that says why and what to do,
@@ -148,11 +151,12 @@ async def _log(
     session = request.app[CLIENT_SESSION]
     try:
         # Kubelets serve TLS with a self-signed certificate; like kube-apiserver without
-        # --kubelet-certificate-authority, do not verify it.
+        # --kubelet-certificate-authority, do not verify it, but present the client
+        # certificate kubelets require (`kubelet_client_tls`).
         upstream = await session.get(
             url,
             params=params,
-            ssl=False,
+            ssl=request.app.get(KUBELET_TLS, False),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
         )
     except aiohttp.ClientError as e:
@@ -178,6 +182,16 @@ async def _log(
                 if transport is not None:
                     transport.abort()
         return response
+
+
+def kubelet_client_tls(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    """The TLS context for calling kubelets: presents `cert_file`, does not verify the kubelet
+    (kube-apiserver without `--kubelet-certificate-authority`)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(cert_file, key_file)
+    return context
 
 
 def _upstream_error(code: int, body: bytes) -> ApiError:

@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,11 @@ INHERITED_ENV = (
 @dataclass(frozen=True)
 class KubeletConfig:
     data_dir: Path
+    client_ca: bytes
+    """PEM of the CA whose client certificates the log endpoint accepts (`--client-ca-file`)."""
     node_name: str = "trainops"
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels the Node carries besides the kubelet's own."""
     backoff: BackOffPolicy = field(default_factory=BackOffPolicy)
     resync_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
@@ -88,7 +93,7 @@ class Kubelet:
         self.by_name: dict[tuple[str, str], str] = {}
         self.shutting_down = False
         self.hurry = False  # set by `force_stop`: shutdown stops waiting for grace periods
-        self.logs = LogServer(self.runtime, self._lookup)
+        self.logs = LogServer(self.runtime, self._lookup, client_ca=config.client_ca)
         self.facts = nodes.machine_facts(config.data_dir)
         extra = [n.strip() for n in os.environ.get("TRAINOPS_PASS_ENV", "").split(",") if n.strip()]
         self.inherited_env = {k: os.environ[k] for k in (*INHERITED_ENV, *extra) if k in os.environ}
@@ -110,7 +115,7 @@ class Kubelet:
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         port = await self.logs.start()
-        desired = nodes.node_object(self.config.node_name)
+        desired = nodes.node_object(self.config.node_name, self.config.node_labels)
         node = await self.kube.ensure_node(desired)
         self._node_uid = node["metadata"].get("uid", "")
         labels = desired["metadata"]["labels"]

@@ -9,6 +9,12 @@ Served over HTTPS, as a kubelet serves it: kube-apiserver speaks only TLS to kub
 without `--kubelet-certificate-authority`, does not verify their certificate). Like a kubelet
 started without `--tls-cert-file`, it makes a self-signed pair (`DATA_DIR/kubelet-tls/`) at start.
 
+Every client must present a certificate signed by `client_ca` (a kubelet's `--client-ca-file`):
+the one the API server presents (kube-apiserver's `--kubelet-client-certificate`, the embedded
+server's `DATA_DIR/pki/kubelet-client.crt`). Without one the TLS handshake fails, so another user
+of this machine cannot read pod logs from the port; nothing is served unauthenticated, not even
+`/healthz`.
+
 Reads run in a worker thread; `follow` polls the file (there is no portable async file watch) and
 ends when the container instance has finished and everything it wrote was sent.
 """
@@ -65,11 +71,13 @@ class LogServer:
         runtime: Runtime,
         lookup: Callable[[str, str], str | None],
         *,
+        client_ca: bytes,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.runtime = runtime
         self.lookup = lookup
+        self.client_ca = client_ca
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -99,6 +107,8 @@ class LogServer:
         pki.write_bundle(tls_dir, ca, serving, cert_mode=0o600)  # in the private data dir
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(tls_dir / pki.CERT_FILE, tls_dir / pki.KEY_FILE)
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cadata=self.client_ca.decode("ascii", "replace"))
         return context
 
     async def stop(self) -> None:

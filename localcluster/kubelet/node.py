@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,9 @@ def machine_facts(data_dir: Path) -> MachineFacts:
     )
 
 
-def node_object(name: str) -> dict[str, Any]:
+def node_object(name: str, extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Node `name`, with the kubelet's labels and `extra_labels` (e.g. which `trainops up`
+    instance joined it)."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -94,6 +97,7 @@ def node_object(name: str) -> dict[str, Any]:
                 "node-role.kubernetes.io/control-plane": "",
                 # Pods here are local processes sharing 127.0.0.1 (see docs/KUBELET.md).
                 PROCESS_RUNTIME_LABEL: "true",
+                **(extra_labels or {}),
             },
         },
         "spec": {},

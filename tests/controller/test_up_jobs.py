@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.up.conftest import eventually
+from tests.up.conftest import Up, eventually
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -267,26 +267,25 @@ def test_deleting_a_job_deletes_its_pods_and_services(kubectl: Kubectl, tmp_path
 
 @pytest.mark.parametrize("kind", ["tfj"])
 def test_pausing_a_job_stored_before_the_webhook_defaulted_it(
-    kubectl: Kubectl, tmp_path: Path, kind: str
+    kubectl: Kubectl, running_up: Up, tmp_path: Path, kind: str
 ) -> None:
     """A job created while the mutating webhook was away lacks the webhook's defaults (the main
     container's port); toggling pause afterwards, webhook back, must be admitted, not denied as
     changing an immutable field."""
-    saved = kubectl("get", "mutatingwebhookconfiguration", "trainops-webhook", "-o", "yaml")
-    assert saved.returncode == 0, saved.stderr
-    config = yaml.safe_load(saved.stdout)
-    for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
-        config["metadata"].pop(key, None)
-    assert kubectl("delete", "mutatingwebhookconfiguration", "trainops-webhook").returncode == 0
+    # Away by matching nothing, then back: the same object (uid) that `up` removes on stop.
+    name = running_up.webhook_name
+    away = '[{"op":"replace","path":"/webhooks/0/rules/0/operations","value":["DELETE"]}]'
+    back = '[{"op":"replace","path":"/webhooks/0/rules/0/operations","value":["CREATE","UPDATE"]}]'
+    patched = kubectl("patch", "mutatingwebhookconfiguration", name, "--type=json", "-p", away)
+    assert patched.returncode == 0, patched.stderr
     try:
         manifest = _job("undefaulted", {"type": "worker", "command": "sleep 300"})
         path = tmp_path / "undefaulted.yaml"
         path.write_text(manifest)
         assert kubectl("create", "-f", str(path)).returncode == 0
     finally:
-        back = tmp_path / "mutating.yaml"
-        back.write_text(yaml.safe_dump(config))
-        assert kubectl("create", "-f", str(back)).returncode == 0
+        restored = kubectl("patch", "mutatingwebhookconfiguration", name, "--type=json", "-p", back)
+        assert restored.returncode == 0, restored.stderr
     stored = json.loads(kubectl("get", kind, "undefaulted", "-o", "json").stdout)
     container = stored["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
     assert "ports" not in container

@@ -53,6 +53,7 @@ async def test_processes_of_a_pod_deleted_while_the_kubelet_was_down_are_stopped
         await _until(running)
         uid = (await kube.get_pod("default", "orphan"))["metadata"]["uid"]  # type: ignore[index]
         # A crash: the node's tasks die, its pod processes (under their shims) do not.
+        node.leader.cancel()
         tasks = [*node.kubelet._tasks, node.scheduler._task, *node.deployments._tasks]
         tasks += [w.task for w in node.kubelet.workers.values()]
         for task in tasks:

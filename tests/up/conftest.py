@@ -40,6 +40,21 @@ class Up:
     def kubeconfig(self) -> Path:
         return self.external or self.data_dir / "kubeconfig"
 
+    @property
+    def instance_id(self) -> str:
+        """The data directory's instance id (`DATA_DIR/instance-id`, made by the first start)."""
+        return (self.data_dir / "instance-id").read_text().strip()
+
+    @property
+    def webhook_name(self) -> str:
+        """The name of this `up`'s webhook configurations (both kinds)."""
+        return f"trainops-up-{self.instance_id}"
+
+    @property
+    def node_name(self) -> str:
+        """`trainops` on the embedded server, this instance's own name on a shared cluster."""
+        return "trainops" if self.external is None else f"trainops-{self.instance_id}"
+
     def start(self, timeout: float = 30.0, args: tuple[str, ...] = ()) -> None:
         """Start `trainops up` (with `args` appended, e.g. `("--repo", url)`)."""
         self.output = []

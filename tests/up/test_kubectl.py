@@ -53,20 +53,21 @@ def test_what_the_webhook_leaves_to_the_crd_schema_is_refused_by_the_api_server(
         assert "admission webhook" not in result.stderr
 
 
-def test_the_node_is_ready_and_publishes_its_log_port(kubectl) -> None:
+def test_the_node_is_ready_and_publishes_its_log_port(kubectl, running_up) -> None:
+    node = running_up.node_name
     out = kubectl(
         "get",
         "node",
-        "trainops",
+        node,
         "-o",
         "jsonpath={.status.conditions[?(@.type=='Ready')].status} {.status.daemonEndpoints.kubeletEndpoint.Port}",
     )
     ready, port = out.stdout.split()
     assert ready == "True" and int(port) > 0
     lease = kubectl(
-        "get", "lease", "trainops", "-n", "kube-node-lease", "-o", "jsonpath={.spec.holderIdentity}"
+        "get", "lease", node, "-n", "kube-node-lease", "-o", "jsonpath={.spec.holderIdentity}"
     )
-    assert lease.stdout == "trainops"
+    assert lease.stdout == node
 
 
 def test_a_second_up_on_the_same_data_dir_is_refused(running_up) -> None:

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import upcluster
+from tests.support import kubeletclient, upcluster
 from tests.support.cluster import BackgroundApiServer
-from tests.up.conftest import Up, finish
+from tests.up.conftest import Up, eventually, finish
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CRDS = (
@@ -90,11 +90,14 @@ def _up(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_banner_names_the_cluster_and_its_kubeconfig(on_target: Up, target: Path) -> None:
+    # `start` returns at the banner's `export` line; its last lines may still be on their way.
+    eventually(lambda: any("again to resume" in line for line in on_target.output), timeout=10)
     text = "".join(on_target.output)
     server = yaml.safe_load(target.read_text())["clusters"][0]["cluster"]["server"]
     assert f"API server  {server} (from {target})" in text
     assert f"export KUBECONFIG={target}" in text
-    assert "kubelet     node trainops" in text
+    assert f"kubelet     node {on_target.node_name}," in text
+    assert on_target.node_name == f"trainops-{on_target.instance_id}"
     resume = f"trainops up --data-dir {on_target.data_dir} --kubeconfig {target}"
     assert f"run `{resume}` again to resume" in text
 
@@ -115,7 +118,10 @@ def test_the_webhook_is_registered_by_url_with_the_ca_that_signed_it(
         ("mutatingwebhookconfiguration", "/mutate"),
         ("validatingwebhookconfiguration", "/validate"),
     ):
-        (hook,) = _get(kubectl, kind, "trainops-webhook")["webhooks"]
+        config = _get(kubectl, kind, on_target.webhook_name)
+        labels = config["metadata"]["labels"]
+        assert labels["trainops.tensorstack.dev/up-instance"] == on_target.instance_id
+        (hook,) = config["webhooks"]
         url = hook["clientConfig"]["url"]
         assert url.startswith("https://127.0.0.1:") and url.endswith(path)
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca
@@ -133,7 +139,7 @@ def test_a_bad_job_is_denied_by_the_api_server_naming_the_field(kubectl: Kubectl
     ) in denied.stderr
 
 
-def test_a_job_runs_to_succeeded_on_the_process_node(kubectl: Kubectl) -> None:
+def test_a_job_runs_to_succeeded_on_the_process_node(kubectl: Kubectl, on_target: Up) -> None:
     job = {
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "TensorFlowTrainingJob",
@@ -164,8 +170,28 @@ def test_a_job_runs_to_succeeded_on_the_process_node(kubectl: Kubectl) -> None:
     wait = kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s", "tfj/hello")
     assert wait.returncode == 0, wait.stderr
     pod = _get(kubectl, "pod", "hello-worker-0")
-    assert pod["spec"]["nodeName"] == "trainops"
+    assert pod["spec"]["nodeName"] == on_target.node_name
     assert kubectl("logs", "hello-worker-0").stdout == "trained\n"
+
+
+def test_the_nodes_log_port_serves_the_api_server_only(
+    kubectl: Kubectl, on_target: Up, target: Path, tmp_path: Path
+) -> None:
+    """(After the job test: reads its pod's log.) Another user of the machine gets nothing from the port (no certificate, or one from a
+    CA of their own); the API server's kubelet client certificate is served."""
+    path = "/containerLogs/default/hello-worker-0/tensorflow"
+    port = kubeletclient.node_port(on_target.kubeconfig, on_target.node_name)
+    kubeletclient.refused(port, path)
+    kubeletclient.refused(port, path, kubeletclient.foreign_client_cert(tmp_path))
+    # The reference cluster keeps kube-apiserver's pair beside its kubeconfig, the embedded
+    # server in pki/.
+    here = (
+        target.parent if (target.parent / "kubelet-client.crt").exists() else target.parent / "pki"
+    )
+    status, body = kubeletclient.get(
+        port, path, (here / "kubelet-client.crt", here / "kubelet-client.key")
+    )
+    assert (status, body) == (200, b"trained\n")
 
 
 def test_stopping_up_removes_its_webhook_configurations(target: Path, tmp_path: Path) -> None:
@@ -174,8 +200,10 @@ def test_stopping_up_removes_its_webhook_configurations(target: Path, tmp_path: 
     upcluster.reset_namespace(target)
     instance = Up(tmp_path / "data")
     instance.external = target
-    instance.start()
+    # The module's `up` (on_target) runs the controllers: this one runs without them.
+    instance.start(args=("--no-controller", "--no-gitops"))
     assert instance.stop() == 0
+    name = instance.webhook_name
     for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
         out = subprocess.run(
             ["kubectl", "--kubeconfig", str(target), "get", kind, "-o", "name"],
@@ -183,7 +211,8 @@ def test_stopping_up_removes_its_webhook_configurations(target: Path, tmp_path: 
             text=True,
             timeout=30,
         )
-        assert "trainops-webhook" not in out.stdout
+        assert out.returncode == 0, out.stderr
+        assert name not in out.stdout
 
 
 def _kubeconfig(path: Path, server: str, token: str = "t", ca: str | None = None) -> Path:

@@ -65,3 +65,12 @@ def test_a_sound_bundle_is_reused_until_30_days_before_it_expires(tmp_path: Path
     files = (d / pki.CA_FILE, d / pki.CERT_FILE, d / pki.KEY_FILE)
     assert _usable_webhook_certs(*files, NOW)
     assert not _usable_webhook_certs(*files, NOW + timedelta(days=11))
+
+
+def test_a_bundle_that_does_not_name_the_webhook_url_host_is_not_reused(tmp_path: Path) -> None:
+    """`--webhook-url https://HOST:PORT`: the API server checks the certificate names HOST."""
+    d = _bundle(tmp_path / "webhook")
+    files = (d / pki.CA_FILE, d / pki.CERT_FILE, d / pki.KEY_FILE)
+    assert _usable_webhook_certs(*files, NOW, sans=["localhost", "127.0.0.1"])
+    assert not _usable_webhook_certs(*files, NOW, sans=["127.0.0.1", "10.1.2.3"])
+    assert not _usable_webhook_certs(*files, NOW, sans=["trainer.example.com"])

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kube.client import Client
 
-__all__ = ["CONNECT_TIMEOUT", "StartError", "connect", "default_kubeconfig", "describe_api_error"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "StartError",
+    "connect",
+    "default_kubeconfig",
+    "describe_api_error",
+    "server_of",
+]
 
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for the API server's first answer before calling it unreachable."""
@@ -23,6 +30,22 @@ CONNECT_TIMEOUT = 10.0
 
 class StartError(RuntimeError):
     """A reason a command cannot start, already worded for the user (one line)."""
+
+
+def server_of(kubeconfig: Path) -> str | None:
+    """The server URL of `kubeconfig`'s current context, read from the file alone; None when
+    the file cannot say (`connect` then reports what is wrong with it)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(kubeconfig.read_text())
+        context = next(
+            c["context"] for c in config["contexts"] if c["name"] == config["current-context"]
+        )
+        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+        return str(cluster["server"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, StopIteration):
+        return None
 
 
 def default_kubeconfig() -> Path | None:

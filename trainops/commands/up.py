@@ -98,6 +98,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default when the API server in --kubeconfig is not on a loopback address)",
     )
     parser.add_argument(
+        "--kubelet-client-ca",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the CA whose client certificates the node's log endpoint accepts: the one that "
+        "signed the API server's --kubelet-client-certificate (default: the CA of the "
+        "kubeconfig's cluster)",
+    )
+    parser.add_argument(
+        "--webhook-url",
+        default=None,
+        metavar="URL",
+        help="with --kubeconfig: https://HOST:PORT of this machine that the API server reaches; "
+        "the webhook listens there and is registered with it (default: a loopback port, "
+        "which only an API server on this machine reaches)",
+    )
+    parser.add_argument(
+        "--no-controller",
+        dest="controller",
+        action="store_false",
+        help="run without the job controller (another install on the cluster runs it)",
+    )
+    parser.add_argument(
+        "--no-gitops",
+        dest="gitops",
+        action="store_false",
+        help="run without syncing JobRepositories (another install on the cluster does); the "
+        "dashboard still shows them",
+    )
+    parser.add_argument(
         "--dashboard-port",
         type=port_number(allow_zero=False),
         default=None,
@@ -165,8 +195,21 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if kubeconfig is None and getattr(args, "webhook_url", None):
+        print(
+            "trainops up: --webhook-url needs --kubeconfig: the embedded API server calls the "
+            "webhook on loopback",
+            file=sys.stderr,
+        )
+        return 2
     if kubeconfig is not None:
         args.kubeconfig = kubeconfig.expanduser().absolute()
+        problem = up_cluster.webhook_reach_problem(
+            args.kubeconfig, getattr(args, "webhook_url", None)
+        )
+        if problem:
+            print(f"trainops up: {problem}", file=sys.stderr)
+            return 2
     # Every line masked (`gitops.redact`): a --repo URL may carry a token, and git echoes it.
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
@@ -382,18 +425,43 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
     if getattr(args, "kubeconfig", None) is not None:
         stack.notes.append(f"API server  {client.host} (from {kubeconfig})")
 
+    me = up_cluster.instance(data_dir)
+    run_controller = getattr(args, "controller", True)
+    run_gitops = getattr(args, "gitops", True)
+    wanted = [k for k, on in (("controller", run_controller), ("gitops", run_gitops)) if on]
+    await up_cluster.check_leases(client, me, wanted)
+
+    async def release_leases() -> None:
+        await up_cluster.release_leases(client, me)
+
+    # After the controllers have stopped (stops run in reverse).
+    stack.stops.append(release_leases)
     await up_cluster.install_crds(client)
-    url = await up_cluster.start_webhook(stack, client, data_dir)
+    url = await up_cluster.start_webhook(
+        stack, client, data_dir, me, getattr(args, "webhook_url", None)
+    )
     stack.notes.append(f"webhook     {url}")
     node = getattr(args, "node", None)
     if node is None:
         node = up_cluster.is_loopback(client.host)
     if node:
-        await up_cluster.start_node(stack, kubeconfig, data_dir)
+        await up_cluster.start_node(
+            stack,
+            kubeconfig,
+            data_dir,
+            # The embedded server is this data directory's alone; a shared cluster gets a node
+            # name of this instance's.
+            node_name="trainops" if getattr(args, "kubeconfig", None) is None else me.node_name,
+            node_labels=None if getattr(args, "kubeconfig", None) is None else me.labels,
+            client_ca=getattr(args, "kubelet_client_ca", None),
+        )
     else:
         stack.notes.append("kubelet     none (--no-node): the cluster's own nodes run the pods")
-    await _start_controller(stack, client)
-    await up_gitops.start_gitops(stack, client, data_dir, args)
+    if run_controller:
+        await _start_controller(stack, client, me.identity)
+    else:
+        stack.notes.append("controller  none (--no-controller): another install runs the jobs")
+    await up_gitops.start_gitops(stack, client, data_dir, args, me.identity, reconcile=run_gitops)
     await up_gitops.start_api(stack, client, args, data_dir, secret)
 
 
@@ -408,18 +476,14 @@ async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path
     return api.kubeconfig
 
 
-async def _start_controller(stack: Stack, client: Client) -> None:
+async def _start_controller(stack: Stack, client: Client, identity: str) -> None:
     """The job controller, through the same client runtime as on a cluster. It stops before
     the node (stops run in reverse), so it never restarts the pods the node is ending."""
-    import socket
-
     from controller.manager import Controller, ControllerSettings
 
-    # A stable identity: an `up` restarted after a crash holds the lease again at once
-    # instead of waiting out the one its previous run left behind.
-    controller = Controller(
-        client, ControllerSettings(identity=f"trainops-up@{socket.gethostname()}")
-    )
+    # A stable identity (the data directory's instance): an `up` restarted after a crash holds
+    # the lease again at once instead of waiting out the one its previous run left behind.
+    controller = Controller(client, ControllerSettings(identity=identity))
     controller.start()
     stack.stops.append(controller.stop)
     stack.metrics_registries.append(controller.metrics.registry)

@@ -62,26 +62,36 @@ def repository_name(url: str) -> str:
 
 
 async def start_gitops(
-    stack: Any, client: Client, data_dir: Path, args: argparse.Namespace
+    stack: Any,
+    client: Client,
+    data_dir: Path,
+    args: argparse.Namespace,
+    identity: str,
+    *,
+    reconcile: bool = True,
 ) -> None:
     """The GitOps reconciler (always: users may create JobRepository objects with kubectl),
-    and with --repo the JobRepository `default/<name>` it keeps applied."""
-    import socket
-
+    and with --repo the JobRepository `default/<name>` it keeps applied. Without `reconcile`
+    (`--no-gitops`) it only watches, for the dashboard: another install syncs."""
     from gitops.manager import GitOpsReconciler, GitOpsSettings
     from gitops.reconciler import JOB_REPOSITORIES
 
     gitops = GitOpsReconciler(
         client,
         data_dir / "git",
-        GitOpsSettings(identity=f"trainops-up@{socket.gethostname()}"),
+        GitOpsSettings(identity=identity, reconcile=reconcile),
     )
     gitops.start()
     stack.stops.append(gitops.stop)
     stack.gitops = gitops
     stack.metrics_registries.append(gitops.metrics.registry)
+    if not reconcile:
+        stack.notes.append("gitops      not syncing (--no-gitops): another install syncs")
     if not getattr(args, "repo", None):
-        stack.notes.append("gitops      watching JobRepository objects (kubectl get jobrepo -A)")
+        if reconcile:
+            stack.notes.append(
+                "gitops      watching JobRepository objects (kubectl get jobrepo -A)"
+            )
         return
     name = repository_name(args.repo)
     spec: dict[str, Any] = {
