@@ -1,0 +1,185 @@
+"""The trainops image (Dockerfile, built by hack/image) runs as deploy/ runs it, and a real API
+server calls the webhook inside it.
+
+The container runs as user 65532 on a read-only root filesystem with only /tmp writable, as the
+Deployments' securityContext asks; the image's numeric USER is what lets the kubelet check
+`runAsNonRoot`. The end-to-end test registers deploy/webhook's configurations by `url` and
+`caBundle` at the container's loopback port (host network) and has `kubectl apply` a denied
+job: the API server, not the test, calls the webhook. With TRAINOPS_TEST_KUBECONFIG that is the
+reference kube-apiserver (hack/image-tests); otherwise the embedded one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from certs import pki
+from tests.image.conftest import IMAGE, Podman
+from tests.localcluster.test_kubectl_webhook import registered
+from tests.support.cluster import Cluster, eventually
+from tests.support.manifests import REPO, documents
+
+UID = 65532
+DEPLOYMENTS = (REPO / "deploy" / "webhook" / "deployment.yaml",
+               REPO / "deploy" / "controller" / "deployment.yaml")  # fmt: skip
+WEBHOOKS = REPO / "deploy" / "webhook" / "webhooks.yaml"
+DENIED = REPO / "examples" / "denied" / "limits-below-requests.yaml"
+GOOD = REPO / "examples" / "tensorflow-mnist.yaml"
+LIMITS_CPU = "spec.replicaSpecs[0].template.spec.containers[0].resources.limits.cpu"
+
+
+def _config(podman: Podman) -> dict[str, Any]:
+    inspected = json.loads(podman("image", "inspect", IMAGE).stdout)
+    config: dict[str, Any] = inspected[0]["Config"]
+    return config
+
+
+@pytest.mark.parametrize("path", DEPLOYMENTS, ids=lambda p: p.parent.name)
+def test_the_image_user_is_the_numeric_non_root_user_deploy_runs_as(
+    podman: Podman, path: Path
+) -> None:
+    config = _config(podman)
+    assert config["User"] == f"{UID}:{UID}"
+    assert config["Entrypoint"] == ["trainops"]
+    (deployment,) = documents(path)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (
+        UID,
+        UID,
+    )
+    for container in pod["containers"]:
+        assert container["image"] == "trainops"
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+
+
+def test_the_container_is_non_root_on_a_read_only_root_with_no_build_tools(
+    podman: Podman,
+) -> None:
+    script = (
+        'id -u; id -g; echo "HOME=$HOME"; '
+        "touch /opt/trainops/x 2>&1 | sed 's/^.*: //'; "
+        "touch /tmp/x && echo tmp-writable; "
+        "for t in gcc cc make pip pip3; do command -v $t || echo no-$t; done; "
+        "python3 -m pip 2>&1 | sed 's/^.*: //'; "
+        "test -e /root/.cache && echo pip-cache || echo no-root-cache; "
+        "ls /var/lib/apt/lists | grep -v -x -e lock -e partial || echo no-apt-lists"
+    )
+    out = podman.run("-c", script, entrypoint="/bin/sh")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        str(UID),
+        str(UID),
+        "HOME=/tmp",
+        "Read-only file system",
+        "tmp-writable",
+        "no-gcc",
+        "no-cc",
+        "no-make",
+        "no-pip",
+        "no-pip3",
+        "No module named pip",
+        "no-root-cache",
+        "no-apt-lists",
+    ]
+
+
+def test_trainops_check_in_the_image_names_the_refused_field(podman: Podman) -> None:
+    out = podman.run("check", "/jobs/job.yaml", volumes=(f"{DENIED}:/jobs/job.yaml:ro",))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert LIMITS_CPU in out.stdout + out.stderr
+
+
+@pytest.fixture
+def cert_dir(tmp_path: Path) -> tuple[Path, bytes]:
+    """A CA and serving pair the container's user can read (in a cluster the webhook writes its
+    own, `--manage-certs`, into an emptyDir it owns)."""
+    ca = pki.new_ca("trainops-image-test-ca")
+    serving = pki.new_serving_cert(ca, ["localhost"])
+    out = tmp_path / "certs"
+    out.mkdir(mode=0o755)
+    pki.write_bundle(out, ca, serving)
+    for f in out.iterdir():
+        f.chmod(0o644)
+    out.chmod(0o755)
+    return out, ca.cert_pem
+
+
+def _get(url: str, context: ssl.SSLContext) -> str:
+    with urllib.request.urlopen(url, context=context, timeout=5) as resp:
+        body: bytes = resp.read()
+    return body.decode()
+
+
+def _listening_port(podman: Podman, name: str) -> int:
+    """The port the webhook in container `name` reports it listens on (its log line)."""
+
+    def port() -> int | bool:
+        logs = podman("logs", name, check=False)
+        if m := re.search(r"webhook listening on https://127\.0\.0\.1:(\d+)", logs.stderr):
+            return int(m.group(1))
+        state = podman("inspect", "--format", "{{.State.Running}}", name, check=False)
+        assert state.stdout.strip() != "false", f"the webhook exited:\n{logs.stderr}"
+        return False
+
+    found = eventually(port, timeout=60, interval=0.25)
+    assert isinstance(found, int)
+    return found
+
+
+def test_the_api_server_calls_the_webhook_in_the_container_and_kubectl_shows_the_refusal(
+    podman: Podman,
+    cluster: Cluster,
+    namespace: str,
+    training_crds: None,
+    cert_dir: tuple[Path, bytes],
+) -> None:
+    certs, ca_pem = cert_dir
+    name = podman.start(
+        "webhook", "--cert-dir=/etc/trainops/certs", "--host=127.0.0.1", "--port=0",
+        "--shutdown-delay=0", volumes=(f"{certs}:/etc/trainops/certs:ro",),
+    )  # fmt: skip
+    port = _listening_port(podman, name)
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    assert _get(f"https://localhost:{port}/readyz", context) == "ok\n"
+
+    config = registered(documents(WEBHOOKS), port, ca_pem, namespace)
+    cluster.kubectl("apply", "-f", "-", stdin=config)
+    try:
+        denied = cluster.kubectl("-n", namespace, "apply", "-f", str(DENIED), check=False)
+        assert denied.returncode == 1
+        assert re.fullmatch(
+            r'Error from server \(Forbidden\): error when creating "[^"]*limits-below-requests'
+            r'\.yaml": admission webhook "validate\.trainingjobs\.batch\.tensorstack\.dev" '
+            r"denied the request: " + re.escape(LIMITS_CPU) + r": .+",
+            denied.stderr.strip(),
+            flags=re.DOTALL,
+        ), denied.stderr
+        jobs = cluster.kubectl("-n", namespace, "get", "tensorflowtrainingjobs", "-o", "name")
+        assert jobs.stdout.strip() == ""
+
+        created = cluster.kubectl("-n", namespace, "apply", "-f", str(GOOD))
+        assert created.stdout.strip().endswith("created")
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=config)
+    # The container's webhook answered those: its own count of the refusal.
+    metrics = _get(f"https://localhost:{port}/metrics", context)
+    for verdict in ("denied", "allowed"):
+        assert (
+            'trainops_webhook_requests_total{endpoint="validate",kind="TensorFlowTrainingJob",'
+            f'operation="CREATE",verdict="{verdict}"}} 1.0'
+        ) in metrics.splitlines(), metrics
+
+    # SIGTERM reaches the webhook as PID 1 and it stops cleanly.
+    podman("stop", "--time=20", name)
+    code = podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
+    logs = podman("logs", name).stderr
+    assert code == "0", logs
