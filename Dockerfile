@@ -15,12 +15,13 @@ WORKDIR /src
 # building would fail here rather than bring build tools in.
 # A build machine whose egress re-signs TLS passes its CA bundle as the `pip-cert` build secret
 # (hack/image does): it is mounted for these two steps only and never stored in a layer.
-# TODO(pins): install with `-c constraints.txt` once the repository pins its dependencies.
-COPY pyproject.toml ./
+# The versions are constraints.txt's, the ones CI tested (the README installs with it too).
+COPY pyproject.toml constraints.txt ./
 RUN --mount=type=secret,id=pip-cert \
     if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
     && /opt/trainops/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >requirements.txt \
-    && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --only-binary=:all: -r requirements.txt
+    && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --only-binary=:all: \
+        -c constraints.txt -r requirements.txt
 COPY README.md ./
 COPY trainops/ trainops/
 COPY policies/ policies/
@@ -36,7 +37,8 @@ COPY dashboard/ dashboard/
 # others go. pip and setuptools go too: nothing installs into the image at run time.
 RUN --mount=type=secret,id=pip-cert \
     if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
-    && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
+    && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
+        -c constraints.txt . \
     && /opt/trainops/bin/python -c 'import pathlib, shutil, kubernetes_validate; from localcluster.schema.openapi import SCHEMA_VERSION as v; [shutil.rmtree(d) for d in (pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir() if d.name not in (v + "-local", v + "-local-strict")]' \
     && /opt/trainops/bin/pip uninstall -y --disable-pip-version-check pip setuptools \
     && /opt/trainops/bin/python -c 'from localcluster.schema.openapi import builtin_definitions as d; assert d() and d(strict=True)'

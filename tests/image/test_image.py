@@ -16,7 +16,6 @@ import re
 import ssl
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,22 +31,23 @@ DEPLOYMENTS = (REPO / "deploy" / "webhook" / "deployment.yaml",
 WEBHOOKS = REPO / "deploy" / "webhook" / "webhooks.yaml"
 DENIED = REPO / "examples" / "denied" / "limits-below-requests.yaml"
 GOOD = REPO / "examples" / "tensorflow-mnist.yaml"
+DOCKERFILE = REPO / "Dockerfile"
+CONSTRAINTS = REPO / "constraints.txt"
 LIMITS_CPU = "spec.replicaSpecs[0].template.spec.containers[0].resources.limits.cpu"
 
 
-def _config(podman: Podman) -> dict[str, Any]:
-    inspected = json.loads(podman("image", "inspect", IMAGE).stdout)
-    config: dict[str, Any] = inspected[0]["Config"]
-    return config
+def _dockerfile_user() -> str:
+    """The runtime stage's USER (the last one in the Dockerfile)."""
+    users = re.findall(r"^USER\s+(\S+)\s*$", DOCKERFILE.read_text(), flags=re.MULTILINE)
+    assert users, "the Dockerfile sets no USER"
+    return users[-1]
 
 
 @pytest.mark.parametrize("path", DEPLOYMENTS, ids=lambda p: p.parent.name)
-def test_the_image_user_is_the_numeric_non_root_user_deploy_runs_as(
-    podman: Podman, path: Path
-) -> None:
-    config = _config(podman)
-    assert config["User"] == f"{UID}:{UID}"
-    assert config["Entrypoint"] == ["trainops"]
+def test_the_dockerfile_user_is_the_numeric_non_root_user_deploy_runs_as(path: Path) -> None:
+    """Needs no podman: runs in the main suite too. A numeric USER is what lets the kubelet
+    check `runAsNonRoot` against the image; deploy/ names the same uid and gid."""
+    assert _dockerfile_user() == f"{UID}:{UID}"
     (deployment,) = documents(path)
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -58,7 +58,20 @@ def test_the_image_user_is_the_numeric_non_root_user_deploy_runs_as(
     for container in pod["containers"]:
         assert container["image"] == "trainops"
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+
+
+def test_the_built_image_runs_as_the_dockerfiles_user_with_trainops_as_entrypoint(
+    podman: Podman,
+) -> None:
+    (inspected,) = json.loads(podman("image", "inspect", IMAGE).stdout)
+    config = inspected["Config"]
+    assert config["User"] == _dockerfile_user()
+    assert config["Entrypoint"] == ["trainops"]
+    assert "HOME=/tmp" in config["Env"]
+    assert set(config["ExposedPorts"]) == {"8443/tcp", "8080/tcp"}
 
 
 def test_the_container_is_non_root_on_a_read_only_root_with_no_build_tools(
@@ -90,6 +103,33 @@ def test_the_container_is_non_root_on_a_read_only_root_with_no_build_tools(
         "no-root-cache",
         "no-apt-lists",
     ]
+
+
+def test_every_package_in_the_image_is_at_the_version_constraints_txt_pins(
+    podman: Podman,
+) -> None:
+    listing = (
+        "import importlib.metadata as m\n"
+        "for d in m.distributions(): print(d.metadata['Name'] + '==' + d.version)"
+    )
+    out = podman.run("-c", listing, entrypoint="python3")
+    assert out.returncode == 0, out.stderr
+    installed = {
+        _canonical(line.split("==")[0]): line.split("==")[1] for line in out.stdout.split()
+    }
+    assert installed.pop("trainops") == "0.1.0"
+    assert {"aiohttp", "kubernetes-asyncio", "cryptography"} <= set(installed)
+    assert "pip" not in installed and "setuptools" not in installed
+    pinned = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[_canonical(name)] = version
+    assert {name: pinned.get(name) for name in installed} == installed
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def test_trainops_check_in_the_image_names_the_refused_field(podman: Podman) -> None:
