@@ -5,8 +5,9 @@ The container runs as user 65532 on a read-only root filesystem with only /tmp w
 Deployments' securityContext asks; the image's numeric USER is what lets the kubelet check
 `runAsNonRoot`. The end-to-end test registers deploy/webhook's configurations by `url` and
 `caBundle` at the container's loopback port (host network) and has `kubectl apply` a denied
-job: the API server, not the test, calls the webhook. With TRAINOPS_TEST_KUBECONFIG that is the
-reference kube-apiserver (hack/image-tests); otherwise the embedded one.
+job: the API server, not the test, calls the webhook. The controller in the container turns a
+job into its pods. With TRAINOPS_TEST_KUBECONFIG the cluster is the reference kube-apiserver
+(hack/image-tests); otherwise the embedded one.
 """
 
 from __future__ import annotations
@@ -159,20 +160,27 @@ def _get(url: str, context: ssl.SSLContext) -> str:
     return body.decode()
 
 
-def _listening_port(podman: Podman, name: str) -> int:
-    """The port the webhook in container `name` reports it listens on (its log line)."""
+def _logged_port(podman: Podman, name: str, pattern: str) -> int:
+    """The port container `name` logs it listens on (`pattern`'s group 1), once it has."""
 
     def port() -> int | bool:
         logs = podman("logs", name, check=False)
-        if m := re.search(r"webhook listening on https://127\.0\.0\.1:(\d+)", logs.stderr):
+        if m := re.search(pattern, logs.stderr):
             return int(m.group(1))
         state = podman("inspect", "--format", "{{.State.Running}}", name, check=False)
-        assert state.stdout.strip() != "false", f"the webhook exited:\n{logs.stderr}"
+        assert state.stdout.strip() != "false", f"{name} exited:\n{logs.stderr}"
         return False
 
     found = eventually(port, timeout=60, interval=0.25)
     assert isinstance(found, int)
     return found
+
+
+def _stopped_cleanly(podman: Podman, name: str) -> None:
+    """SIGTERM reaches the process, PID 1 in the container, and it exits 0."""
+    podman("stop", "--time=20", name)
+    code = podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
+    assert code == "0", podman("logs", name).stderr
 
 
 def test_the_api_server_calls_the_webhook_in_the_container_and_kubectl_shows_the_refusal(
@@ -187,7 +195,7 @@ def test_the_api_server_calls_the_webhook_in_the_container_and_kubectl_shows_the
         "webhook", "--cert-dir=/etc/trainops/certs", "--host=127.0.0.1", "--port=0",
         "--shutdown-delay=0", volumes=(f"{certs}:/etc/trainops/certs:ro",),
     )  # fmt: skip
-    port = _listening_port(podman, name)
+    port = _logged_port(podman, name, r"webhook listening on https://127\.0\.0\.1:(\d+)")
     context = ssl.create_default_context(cadata=ca_pem.decode())
     assert _get(f"https://localhost:{port}/readyz", context) == "ok\n"
 
@@ -218,8 +226,40 @@ def test_the_api_server_calls_the_webhook_in_the_container_and_kubectl_shows_the
             f'operation="CREATE",verdict="{verdict}"}} 1.0'
         ) in metrics.splitlines(), metrics
 
-    # SIGTERM reaches the webhook as PID 1 and it stops cleanly.
-    podman("stop", "--time=20", name)
-    code = podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
-    logs = podman("logs", name).stderr
-    assert code == "0", logs
+    _stopped_cleanly(podman, name)
+
+
+def test_the_controller_in_the_container_creates_a_jobs_pods(
+    podman: Podman, cluster: Cluster, namespace: str, training_crds: None, tmp_path: Path
+) -> None:
+    """`trainops controller` as deploy/controller runs it (leader election, a Lease next to it),
+    from a kubeconfig mounted read-only; it reconciles a job into its replica pods."""
+    kubeconfig = tmp_path / "kubeconfig"
+    flat = cluster.kubectl("config", "view", "--flatten", "--minify").stdout
+    kubeconfig.write_text(flat)
+    kubeconfig.chmod(0o644)
+    name = podman.start(
+        "controller", "--kubeconfig=/kube/config", "--bind=127.0.0.1", "--port=0",
+        f"--lease-namespace={namespace}", volumes=(f"{kubeconfig}:/kube/config:ro",),
+    )  # fmt: skip
+    port = _logged_port(podman, name, r"/readyz on 127\.0\.0\.1:(\d+)")
+
+    def ready() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
+            return bool(resp.status == 200)
+
+    eventually(ready, timeout=60, interval=0.25)
+    cluster.kubectl("-n", namespace, "apply", "-f", str(GOOD))
+    job = documents(GOOD)[0]["metadata"]["name"]
+    want = sum(r.get("replicas", 1) for r in documents(GOOD)[0]["spec"]["replicaSpecs"])
+
+    def pods() -> list[str]:
+        got = cluster.kubectl(
+            "-n", namespace, "get", "pods", "-l", f"batch.tensorstack.dev/job-name={job}",
+            "-o", "jsonpath={.items[*].metadata.name}",
+        ).stdout.split()  # fmt: skip
+        assert len(got) == want, got
+        return sorted(got)
+
+    assert all(p.startswith(f"{job}-") for p in eventually(pods, timeout=60, interval=0.5))
+    _stopped_cleanly(podman, name)
