@@ -27,8 +27,8 @@ from tests.support.cluster import Cluster, eventually
 from tests.support.manifests import REPO, documents
 
 UID = 65532
-DEPLOYMENTS = (REPO / "deploy" / "webhook" / "deployment.yaml",
-               REPO / "deploy" / "controller" / "deployment.yaml")  # fmt: skip
+# Every Deployment in deploy/ runs this image (a new component's folder is picked up).
+DEPLOYMENTS = tuple(sorted(REPO.glob("deploy/*/deployment.yaml")))
 WEBHOOKS = REPO / "deploy" / "webhook" / "webhooks.yaml"
 DENIED = REPO / "examples" / "denied" / "limits-below-requests.yaml"
 GOOD = REPO / "examples" / "tensorflow-mnist.yaml"
@@ -48,6 +48,7 @@ def _dockerfile_user() -> str:
 def test_the_dockerfile_user_is_the_numeric_non_root_user_deploy_runs_as(path: Path) -> None:
     """Needs no podman: runs in the main suite too. A numeric USER is what lets the kubelet
     check `runAsNonRoot` against the image; deploy/ names the same uid and gid."""
+    assert {p.parent.name for p in DEPLOYMENTS} >= {"webhook", "controller"}
     assert _dockerfile_user() == f"{UID}:{UID}"
     (deployment,) = documents(path)
     pod = deployment["spec"]["template"]["spec"]
