@@ -1,8 +1,28 @@
-# The trainops image: one binary, every component (`trainops webhook`, `trainops controller`,
-# `trainops check`, …).
-FROM python:3.11-slim AS build
+# The trainops image: one command, every component (`trainops webhook`, `trainops controller`,
+# `trainops check`, …). Debian's Python on debian:bookworm-slim, no compiler, no pip, no caches.
+# hack/image builds it with no Docker engine or registry (docs/IMAGE.md); `docker build .`
+# builds it anywhere else.
+
+# -- build: a virtual environment in /opt/trainops, copied whole into the runtime stage ------------
+FROM debian:bookworm-slim AS build
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv \
+    && apt-get clean && rm -rf /var/lib/apt/lists/*
+RUN python3 -m venv /opt/trainops
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# The dependencies first, read from pyproject.toml, so a change to our code alone reuses this
+# layer. Every dependency comes as a wheel: the stage has no compiler, so one that needed
+# building would fail here rather than bring build tools in.
+# A build machine whose egress re-signs TLS passes its CA bundle as the `pip-cert` build secret
+# (hack/image does): it is mounted for these two steps only and never stored in a layer.
+# The versions are constraints.txt's, the ones CI tested (the README installs with it too).
+COPY pyproject.toml constraints.txt ./
+RUN --mount=type=secret,id=pip-cert \
+    if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
+    && /opt/trainops/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >requirements.txt \
+    && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --only-binary=:all: \
+        -c constraints.txt -r requirements.txt
+COPY README.md ./
 COPY trainops/ trainops/
 COPY policies/ policies/
 COPY webhook/ webhook/
@@ -12,15 +32,36 @@ COPY certs/ certs/
 COPY localcluster/ localcluster/
 COPY kube/ kube/
 COPY dashboard/ dashboard/
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# kubernetes-validate ships the JSON schemas of every Kubernetes version (~100 MB); the image
+# reads one (localcluster.schema.openapi.SCHEMA_VERSION, for `trainops up`/`apiserver`), so the
+# others go. pip and setuptools go too: nothing installs into the image at run time.
+RUN --mount=type=secret,id=pip-cert \
+    if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
+    && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
+        -c constraints.txt . \
+    && /opt/trainops/bin/python -c 'import pathlib, shutil, kubernetes_validate; from localcluster.schema.openapi import SCHEMA_VERSION as v; [shutil.rmtree(d) for d in (pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir() if d.name not in (v + "-local", v + "-local-strict")]' \
+    && /opt/trainops/bin/pip uninstall -y --disable-pip-version-check pip setuptools \
+    && /opt/trainops/bin/python -c 'from localcluster.schema.openapi import builtin_definitions as d; assert d() and d(strict=True)'
 
-FROM python:3.11-slim
-RUN apt-get update && apt-get install -y --no-install-recommends git \
-    && rm -rf /var/lib/apt/lists/* \
-    && useradd --uid 65532 --no-create-home --shell /usr/sbin/nologin trainops
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+# -- runtime -----------------------------------------------------------------------------------
+FROM debian:bookworm-slim
+# git (and CA certificates, for https remotes) for GitOps; Python itself from Debian, the same
+# package the build stage's virtual environment was made with.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 git ca-certificates \
+    && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/debconf/*-old /var/log/apt /var/log/dpkg.log \
+    && useradd --uid 65532 --user-group --no-create-home --home-dir /tmp \
+        --shell /usr/sbin/nologin trainops
+COPY --from=build /opt/trainops /opt/trainops
+# The root filesystem is read-only in deploy/ (only /tmp is writable): no .pyc writes (the
+# build compiled them), HOME on /tmp for git.
+ENV PATH=/opt/trainops/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp
+# Numeric, so the kubelet can check runAsNonRoot against the image (deploy/ runs 65532 too).
 USER 65532:65532
+WORKDIR /tmp
 # 8443: the webhook (HTTPS); 8080: the controller's /metrics, /healthz, /readyz.
 EXPOSE 8443 8080
 ENTRYPOINT ["trainops"]
