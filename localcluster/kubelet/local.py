@@ -48,6 +48,7 @@ async def start_node(
     node_name: str = "trainops",
     backoff: BackOffPolicy | None = None,
     shutdown_grace_seconds: float = 10.0,
+    pod_network: bool = True,
 ) -> RunningNode:
     kube = await connect(kubeconfig)
     config = KubeletConfig(
@@ -55,6 +56,7 @@ async def start_node(
         node_name=node_name,
         backoff=backoff or BackOffPolicy(),
         shutdown_grace_seconds=shutdown_grace_seconds,
+        pod_network=pod_network,
     )
     kubelet = Kubelet(kube, config)
     try:

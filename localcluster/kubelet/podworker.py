@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,20 @@ from typing import TYPE_CHECKING, Any
 from kube.errors import NotFound
 from localcluster.client import events
 from localcluster.client.clock import event_suffix, rfc3339, utcnow
-from localcluster.kubelet import hooks, launch, ports, prober, restart, status, stopper, volumes
+from localcluster.kubelet import (
+    hooks,
+    launch,
+    names,
+    netns,
+    podnet,
+    ports,
+    prober,
+    restart,
+    shim,
+    status,
+    stopper,
+    volumes,
+)
 from localcluster.kubelet.logs import parse_time
 from localcluster.kubelet.model import BackOff, ContainerView, Instance
 from localcluster.kubelet.runtime import Runtime, StartSpec, exec_problem
@@ -54,6 +69,11 @@ class PodWorker:
         self.final_reported = False
         self.failure: tuple[str, str] | None = None  # the kubelet failed the whole pod
         self.probers: dict[tuple[str, int], asyncio.Task[None]] = {}
+        # The pod's network: its namespace (None: the host's network) and address ("" until
+        # the network is set up; 127.0.0.1 on the host's network).
+        self.sandbox: netns.Sandbox | None = None
+        self.pod_ip = ""
+        self.dns_seen = ("", False)  # (ip, ready) the hosts files were last told about
         self.verdicts: dict[tuple[str, int], tuple[bool, bool]] = {}  # (started, ready)
         self.stopper = stopper.Stopper(
             kubelet.runtime, uid, event=self._stopper_event, poke=self.poke
@@ -99,6 +119,7 @@ class PodWorker:
             grace = _grace(pod)
             if not await self._terminate(grace, pod):
                 return 0.1
+            await self._teardown_network()
             await asyncio.to_thread(self.runtime.remove_pod, self.uid)
             return None
         meta = pod["metadata"]
@@ -149,11 +170,16 @@ class PodWorker:
         terminal = phase in TERMINAL
         delay = self.kubelet.config.resync_seconds
         if not self.prepared and not terminal:
-            for port, message in ports.conflicts(pod, self.kubelet.active_pods()):
-                self._event(pod, "PortConflict", message, warning=True, key=("port", port))
+            if self.kubelet.shares_host_network(pod):
+                shared = [
+                    p for p in self.kubelet.active_pods() if self.kubelet.shares_host_network(p)
+                ]
+                for port, message in ports.conflicts(pod, shared):
+                    self._event(pod, "PortConflict", message, warning=True, key=("port", port))
             error = await self._prepare(pod)
             if error:
-                self._event(pod, "FailedMount", error, warning=True, key=("mount", error))
+                reason, message = error
+                self._event(pod, reason, message, warning=True, key=("prepare", reason, message))
                 delay = min(delay, 2.0)
 
         init_views: list[ContainerView] = []
@@ -202,20 +228,73 @@ class PodWorker:
                 return False
         return True
 
-    async def _prepare(self, pod: dict[str, Any]) -> str | None:
-        """Create the pod's root and volumes; an error message keeps the pod waiting."""
+    async def _prepare(self, pod: dict[str, Any]) -> tuple[str, str] | None:
+        """Create the pod's root, volumes and network; an error (event reason, message) keeps
+        the pod waiting."""
         cms, secrets = await self._fetch(pod)
         tokens = await self._tokens(pod)
         plan = volumes.plan_volumes(pod, config_maps=cms, secrets=secrets, tokens=tokens)
         if isinstance(plan, str):
-            return plan
+            return ("FailedMount", plan)
         pod_dir = self.runtime.pod_dir(self.uid)
         await asyncio.to_thread(
             volumes.materialise, plan, pod_dir=pod_dir, data_dir=self.runtime.data_dir
         )
         self.mount_paths = [link.mount_path for link in plan.links]
+        if self.kubelet.shares_host_network(pod):
+            self.pod_ip = "127.0.0.1"
+            if not self.kubelet.network.enabled:
+                message = self.kubelet.network.decision.event()
+                self._event(pod, "HostNetwork", message, warning=True, key=("hostnetwork",))
+        else:
+            try:
+                self.sandbox = await self.kubelet.network.setup(self.uid)
+            except netns.NetworkError as e:
+                return ("FailedCreatePodSandBox", f"Failed to create pod sandbox: {e}")
+            self.pod_ip = self.sandbox.ip
+            await self.kubelet.names.write(self.names())
+            sandbox = self._sandbox_spec()
+            assert sandbox is not None
+            await asyncio.to_thread(shim.write_json, str(pod_dir / "sandbox.json"), sandbox)
+            self.stopper.host, self.stopper.enter = self.pod_ip, self._enter()
         self.prepared = True
         return None
+
+    def names(self) -> names.PodNames:
+        """This pod as the hosts files see it."""
+        pod = self.pod or {}
+        conditions = (self.reported or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        path = self.runtime.pod_dir(self.uid) / "etc-hosts" if self.sandbox else None
+        return names.PodNames(pod, self.pod_ip if self.sandbox else "", ready, path)
+
+    def _sandbox_spec(self) -> dict[str, str] | None:
+        """What the shim enters: the netns, the hosts file, the hostname."""
+        if self.sandbox is None or self.pod is None:
+            return None
+        return {
+            "netns": self.sandbox.netns,
+            "hosts": str(self.runtime.pod_dir(self.uid) / "etc-hosts"),
+            "hostname": podnet.hostname(self.pod),
+        }
+
+    def _enter(self) -> tuple[str, ...]:
+        """The argv prefix that runs a command in the pod's namespaces (exec probes, hooks)."""
+        if self.sandbox is None:
+            return ()
+        sandbox = str(self.runtime.pod_dir(self.uid) / "sandbox.json")
+        return (sys.executable, "-I", "-S", shim.__file__, "exec", sandbox)
+
+    async def _teardown_network(self) -> None:
+        if self.sandbox is None and not self.kubelet.network.enabled:
+            return
+        self.kubelet.names.forget(self.runtime.pod_dir(self.uid) / "etc-hosts")
+        try:
+            await self.kubelet.network.teardown(self.uid)
+        except netns.NetworkError as e:
+            log.warning("pod %s: network not removed (the next start retries): %s", self.uid, e)
+        self.sandbox = None
+        self.kubelet.names.changed()
 
     async def _tokens(self, pod: dict[str, Any]) -> dict[str, str]:
         """Tokens for the pod's projected serviceAccountToken sources, by TokenRequest bound to
@@ -344,7 +423,7 @@ class PodWorker:
             c,
             config_maps=cms,
             secrets=secrets,
-            node=self.kubelet.node_facts,
+            node=dataclasses.replace(self.kubelet.node_facts, pod_ip=self.pod_ip or "127.0.0.1"),
             root=str(self.runtime.pod_dir(self.uid) / "root"),
             mount_paths=self.mount_paths,
             inherited_env=self.kubelet.inherited_env,
@@ -388,6 +467,7 @@ class PodWorker:
             plan.cwd,
             plan.termination_path,
             plan.termination_policy,
+            self._sandbox_spec(),
         )
         problem = await asyncio.to_thread(exec_problem, spec)
         await self.runtime.start(spec, now=rfc3339(now))  # a failed exec is recorded there too
@@ -455,6 +535,8 @@ class PodWorker:
             report=report,
             event=event,
             kill=lambda: self.stopper.kill_instance(name, attempt, _grace(pod)),
+            host=self.pod_ip or "127.0.0.1",
+            enter=self._enter(),
         )
 
     async def _terminate(self, grace: float, pod: dict[str, Any] | None) -> bool:
@@ -493,6 +575,7 @@ class PodWorker:
             views,
             now=rfc3339(utcnow()),
             sandbox_ready=self.prepared,
+            pod_ip=self.pod_ip,
             terminating_done=terminating_done,
             failure=failure,
             shutdown=shutdown,
@@ -505,6 +588,10 @@ class PodWorker:
         except NotFound:
             return
         self.reported = new
+        seen = self.names()
+        if (seen.ip, seen.ready) != self.dns_seen:  # other pods' hosts files name this one
+            self.dns_seen = (seen.ip, seen.ready)
+            self.kubelet.names.changed()
 
     def _stopper_event(
         self,

@@ -112,8 +112,9 @@ def pod_status(
     status["conditions"] += disrupted
     status["hostIP"] = host_ip
     status["hostIPs"] = [{"ip": host_ip}]
-    status["podIP"] = pod_ip
-    status["podIPs"] = [{"ip": pod_ip}]
+    if pod_ip:  # none until the pod's network is set up, as a kubelet reports it
+        status["podIP"] = pod_ip
+        status["podIPs"] = [{"ip": pod_ip}]
     status["startTime"] = old.get("startTime") or now
     if init_statuses:
         status["initContainerStatuses"] = init_statuses
