@@ -134,7 +134,11 @@ async def test_two_pods_on_one_port_reach_each_other_by_service_name(cluster) ->
             resources.SERVICES,
             {
                 "metadata": {"name": "ps", "namespace": ns},
-                "spec": {"clusterIP": "None", "selector": {"role": "ps"}, "ports": [{"port": 2222}]},
+                "spec": {
+                    "clusterIP": "None",
+                    "selector": {"role": "ps"},
+                    "ports": [{"port": 2222}],
+                },
             },
             namespace=ns,
         )

@@ -191,5 +191,10 @@ def test_the_api_answers_on_the_dashboard_port_and_up_records_its_address(
         "gitops      default/jobs syncing https://example.com/jobs.git path jobs at main "
         "(kubectl get jobrepo)"
     ) in banner
+    # One line says whether pods get networks of their own, and what does not work if not.
+    (network,) = [line for line in banner if line.startswith("pod network ")]
+    assert " on bridge tnops" in network or "pod network none: pods share the host network (" in (
+        network
+    )
     assert not (data_dir / "api.json").exists()
     assert stray_processes(data_dir) == []

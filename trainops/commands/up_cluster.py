@@ -133,6 +133,14 @@ async def start_node(stack: Any, kubeconfig: Path, data_dir: Path) -> None:
     stack.stops.append(node.stop)
     stack.hurry.append(node.kubelet.force_stop)
     stack.notes.append(f"kubelet     node {node.node_name}, logs on 127.0.0.1:{node.log_port}")
+    network = node.kubelet.network
+    if network.enabled:
+        stack.notes.append(
+            f"pod network {network.cidr} on bridge {network.names.bridge}: a network namespace "
+            "per pod, Service names in each pod's /etc/hosts"
+        )
+    else:
+        stack.notes.append(f"pod network none: {network.decision.banner()}")
 
 
 def usable_webhook_certs(ca_file: Path, cert_file: Path, key_file: Path, now: Any) -> bool:
