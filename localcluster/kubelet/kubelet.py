@@ -155,7 +155,11 @@ class Kubelet:
         return not self.network.enabled or bool((pod.get("spec") or {}).get("hostNetwork"))
 
     def _pod_names(self) -> list[names.PodNames]:
-        return [w.names() for w in self.workers.values() if w.pod is not None and not w.deleted]
+        return [
+            w.sandbox.names(w.pod, ready=w.sandbox.dns_seen[1])
+            for w in self.workers.values()
+            if w.pod is not None and not w.deleted
+        ]
 
     def force_stop(self) -> None:
         """Make a running `stop` kill the remaining containers now (SIGKILL) instead of waiting

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,13 +24,10 @@ from localcluster.client.clock import event_suffix, rfc3339, utcnow
 from localcluster.kubelet import (
     hooks,
     launch,
-    names,
-    netns,
-    podnet,
     ports,
     prober,
     restart,
-    shim,
+    sandbox,
     status,
     stopper,
     volumes,
@@ -71,9 +67,9 @@ class PodWorker:
         self.probers: dict[tuple[str, int], asyncio.Task[None]] = {}
         # The pod's network: its namespace (None: the host's network) and address ("" until
         # the network is set up; 127.0.0.1 on the host's network).
-        self.sandbox: netns.Sandbox | None = None
-        self.pod_ip = ""
-        self.dns_seen = ("", False)  # (ip, ready) the hosts files were last told about
+        self.sandbox = sandbox.PodSandbox(
+            uid, kubelet.runtime.pod_dir(uid), kubelet.network, kubelet.names
+        )
         self.verdicts: dict[tuple[str, int], tuple[bool, bool]] = {}  # (started, ready)
         self.stopper = stopper.Stopper(
             kubelet.runtime, uid, event=self._stopper_event, poke=self.poke
@@ -119,7 +115,7 @@ class PodWorker:
             grace = _grace(pod)
             if not await self._terminate(grace, pod):
                 return 0.1
-            await self._teardown_network()
+            await self.sandbox.tear_down()
             await asyncio.to_thread(self.runtime.remove_pod, self.uid)
             return None
         meta = pod["metadata"]
@@ -241,60 +237,16 @@ class PodWorker:
             volumes.materialise, plan, pod_dir=pod_dir, data_dir=self.runtime.data_dir
         )
         self.mount_paths = [link.mount_path for link in plan.links]
-        if self.kubelet.shares_host_network(pod):
-            self.pod_ip = "127.0.0.1"
-            if not self.kubelet.network.enabled:
-                message = self.kubelet.network.decision.event()
-                self._event(pod, "HostNetwork", message, warning=True, key=("hostnetwork",))
-        else:
-            try:
-                self.sandbox = await self.kubelet.network.setup(self.uid)
-            except netns.NetworkError as e:
-                return ("FailedCreatePodSandBox", f"Failed to create pod sandbox: {e}")
-            self.pod_ip = self.sandbox.ip
-            await self.kubelet.names.write(self.names())
-            sandbox = self._sandbox_spec()
-            assert sandbox is not None
-            await asyncio.to_thread(shim.write_json, str(pod_dir / "sandbox.json"), sandbox)
-            self.stopper.host, self.stopper.enter = self.pod_ip, self._enter()
+        shared = self.kubelet.shares_host_network(pod)
+        if shared and not self.kubelet.network.enabled:
+            message = self.kubelet.network.decision.event()
+            self._event(pod, "HostNetwork", message, warning=True, key=("hostnetwork",))
+        error = await self.sandbox.set_up(pod, host_network=shared)
+        if error:
+            return ("FailedCreatePodSandBox", error)
+        self.stopper.host, self.stopper.enter = self.sandbox.ip, self.sandbox.enter()
         self.prepared = True
         return None
-
-    def names(self) -> names.PodNames:
-        """This pod as the hosts files see it."""
-        pod = self.pod or {}
-        conditions = (self.reported or {}).get("conditions") or []
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-        path = self.runtime.pod_dir(self.uid) / "etc-hosts" if self.sandbox else None
-        return names.PodNames(pod, self.pod_ip if self.sandbox else "", ready, path)
-
-    def _sandbox_spec(self) -> dict[str, str] | None:
-        """What the shim enters: the netns, the hosts file, the hostname."""
-        if self.sandbox is None or self.pod is None:
-            return None
-        return {
-            "netns": self.sandbox.netns,
-            "hosts": str(self.runtime.pod_dir(self.uid) / "etc-hosts"),
-            "hostname": podnet.hostname(self.pod),
-        }
-
-    def _enter(self) -> tuple[str, ...]:
-        """The argv prefix that runs a command in the pod's namespaces (exec probes, hooks)."""
-        if self.sandbox is None:
-            return ()
-        sandbox = str(self.runtime.pod_dir(self.uid) / "sandbox.json")
-        return (sys.executable, "-I", "-S", shim.__file__, "exec", sandbox)
-
-    async def _teardown_network(self) -> None:
-        if self.sandbox is None and not self.kubelet.network.enabled:
-            return
-        self.kubelet.names.forget(self.runtime.pod_dir(self.uid) / "etc-hosts")
-        try:
-            await self.kubelet.network.teardown(self.uid)
-        except netns.NetworkError as e:
-            log.warning("pod %s: network not removed (the next start retries): %s", self.uid, e)
-        self.sandbox = None
-        self.kubelet.names.changed()
 
     async def _tokens(self, pod: dict[str, Any]) -> dict[str, str]:
         """Tokens for the pod's projected serviceAccountToken sources, by TokenRequest bound to
@@ -423,7 +375,9 @@ class PodWorker:
             c,
             config_maps=cms,
             secrets=secrets,
-            node=dataclasses.replace(self.kubelet.node_facts, pod_ip=self.pod_ip or "127.0.0.1"),
+            node=dataclasses.replace(
+                self.kubelet.node_facts, pod_ip=self.sandbox.ip or "127.0.0.1"
+            ),
             root=str(self.runtime.pod_dir(self.uid) / "root"),
             mount_paths=self.mount_paths,
             inherited_env=self.kubelet.inherited_env,
@@ -467,7 +421,7 @@ class PodWorker:
             plan.cwd,
             plan.termination_path,
             plan.termination_policy,
-            self._sandbox_spec(),
+            self.sandbox.spec(pod),
         )
         problem = await asyncio.to_thread(exec_problem, spec)
         await self.runtime.start(spec, now=rfc3339(now))  # a failed exec is recorded there too
@@ -535,8 +489,8 @@ class PodWorker:
             report=report,
             event=event,
             kill=lambda: self.stopper.kill_instance(name, attempt, _grace(pod)),
-            host=self.pod_ip or "127.0.0.1",
-            enter=self._enter(),
+            host=self.sandbox.ip or "127.0.0.1",
+            enter=self.sandbox.enter(),
         )
 
     async def _terminate(self, grace: float, pod: dict[str, Any] | None) -> bool:
@@ -575,7 +529,7 @@ class PodWorker:
             views,
             now=rfc3339(utcnow()),
             sandbox_ready=self.prepared,
-            pod_ip=self.pod_ip,
+            pod_ip=self.sandbox.ip,
             terminating_done=terminating_done,
             failure=failure,
             shutdown=shutdown,
@@ -588,10 +542,7 @@ class PodWorker:
         except NotFound:
             return
         self.reported = new
-        seen = self.names()
-        if (seen.ip, seen.ready) != self.dns_seen:  # other pods' hosts files name this one
-            self.dns_seen = (seen.ip, seen.ready)
-            self.kubelet.names.changed()
+        self.sandbox.reported(pod, new)  # other pods' hosts files name this one
 
     def _stopper_event(
         self,
