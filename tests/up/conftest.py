@@ -60,7 +60,7 @@ class Up:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
                 self.output.append(line)
-                if "export KUBECONFIG=" in line:
+                if line.startswith("Stop with"):  # the banner's last line
                     ready.set()
 
         threading.Thread(target=read, daemon=True).start()
