@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import sys
@@ -30,9 +31,15 @@ from typing import Any
 
 from localcluster.kubelet import podnet
 
-__all__ = ["NETNS_DIR", "NetworkError", "PodNetworks", "Sandbox", "read_facts"]
+__all__ = ["NETNS_DIR", "OWNERS_DIR", "NetworkError", "PodNetworks", "Sandbox", "read_facts"]
+
+log = logging.getLogger("trainops.kubelet")
 
 NETNS_DIR = Path("/run/netns")
+# One file per node with pod networks on this machine, named by its prefix, holding its data
+# directory: a node whose data directory was deleted (a crashed test run) is cleaned up by the
+# next node that starts.
+OWNERS_DIR = Path("/run/trainops/pod-networks")
 COMMAND_SECONDS = 15.0
 _CAP_NET_ADMIN = 12
 _CAP_SYS_ADMIN = 21
@@ -129,6 +136,7 @@ class PodNetworks:
         )
         await asyncio.to_thread(self._write_config)
         await self.reconcile(keep_uids)
+        await self._sweep_abandoned()
 
     def _write_config(self) -> None:
         conf = self.dir / "cni"
@@ -136,6 +144,31 @@ class PodNetworks:
         (conf / f"10-{self.names.network}.conf").write_text(json.dumps(self._bridge_conf, indent=2))
         (conf / "99-loopback.conf").write_text(json.dumps(self._loopback_conf, indent=2))
         (self.dir / "state.json").write_text(json.dumps({"cidr": self.cidr}))
+        OWNERS_DIR.mkdir(parents=True, exist_ok=True)
+        (OWNERS_DIR / self.names.netns_prefix).write_text(str(self.dir.parent.resolve()))
+
+    async def _sweep_abandoned(self) -> None:
+        """Remove the namespaces and bridge of nodes whose data directory is gone."""
+
+        def owners() -> dict[str, bool]:
+            found = {}
+            for entry in OWNERS_DIR.iterdir() if OWNERS_DIR.is_dir() else []:
+                with contextlib.suppress(OSError):
+                    found[entry.name] = os.path.isdir(entry.read_text().strip())
+            return found
+
+        for prefix in podnet.abandoned(await asyncio.to_thread(owners), self.names.netns_prefix):
+            other = podnet.names_of(prefix)
+            try:
+                for ns in podnet.leftovers(other, await asyncio.to_thread(_list_netns), ()):
+                    await self._run("ip", "netns", "delete", ns)
+                if await asyncio.to_thread(os.path.exists, f"/sys/class/net/{other.bridge}"):
+                    await self._run("ip", "link", "delete", other.bridge)
+            except NetworkError as e:
+                log.warning("pod networks of a removed node (%s) not cleaned up: %s", prefix, e)
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                await asyncio.to_thread((OWNERS_DIR / prefix).unlink)
 
     async def reconcile(self, keep_uids: set[str]) -> list[str]:
         """Remove this node's namespaces whose pods are not in `keep_uids`; the bridge and the
@@ -183,6 +216,8 @@ class PodNetworks:
         """Remove every namespace of this node, then the bridge (nothing runs any more)."""
         if self.enabled:
             await self.reconcile(set())
+            with contextlib.suppress(FileNotFoundError):
+                await asyncio.to_thread((OWNERS_DIR / self.names.netns_prefix).unlink)
 
     # -- steps --------------------------------------------------------------------------
     async def _remove(self, uid: str) -> None:

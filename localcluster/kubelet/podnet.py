@@ -34,11 +34,13 @@ __all__ = [
     "NetDecision",
     "NetFacts",
     "NetNames",
+    "abandoned",
     "cni_configs",
     "decide",
     "hostname",
     "leftovers",
     "names",
+    "names_of",
     "netns_name",
     "pick_cidr",
     "pod_address",
@@ -132,6 +134,29 @@ def names(key: str) -> NetNames:
     digest = hashlib.sha256(key.encode()).hexdigest()[:6]
     return NetNames(
         bridge=f"tnops{digest}", netns_prefix=f"tnops{digest}", network=f"tnops{digest}"
+    )
+
+
+def names_of(prefix: str) -> NetNames:
+    """The names of the node whose objects start with `prefix` (from its owner record)."""
+    return NetNames(bridge=prefix, netns_prefix=prefix, network=prefix)
+
+
+def abandoned(owners: Mapping[str, bool], own_prefix: str) -> list[str]:
+    """Prefixes of other nodes on this machine whose data directory is gone (`owners`: prefix →
+    whether its data directory still exists): nothing can reconcile their namespaces and
+    bridge any more, so any node removes them. A name that is not ours is never touched."""
+    return sorted(
+        prefix
+        for prefix, exists in owners.items()
+        if not exists and prefix != own_prefix and _is_ours(prefix)
+    )
+
+
+def _is_ours(prefix: str) -> bool:
+    tail = prefix.removeprefix("tnops")
+    return (
+        prefix.startswith("tnops") and len(tail) == 6 and all(c in "0123456789abcdef" for c in tail)
     )
 
 

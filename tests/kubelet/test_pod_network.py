@@ -227,6 +227,28 @@ async def test_namespaces_left_by_a_crash_are_removed_on_the_next_start(cluster)
         await second.stop()
 
 
+async def test_networks_of_a_node_whose_data_directory_is_gone_are_removed(cluster) -> None:
+    api, data_dir = cluster
+    prefix = "tnops" + os.urandom(3).hex()
+    gone = podnet.names_of(prefix)
+    space = podnet.netns_name(gone, "a-pod-uid")
+    await asyncio.to_thread(netns.OWNERS_DIR.mkdir, parents=True, exist_ok=True)
+    (netns.OWNERS_DIR / prefix).write_text(str(data_dir / "deleted-long-ago"))
+    for argv in (
+        ["ip", "netns", "add", space],
+        ["ip", "link", "add", gone.bridge, "type", "bridge"],
+    ):
+        proc = await asyncio.create_subprocess_exec(*argv)
+        assert await proc.wait() == 0
+    node = await start_node(api.kubeconfig, data_dir)
+    try:
+        assert space not in os.listdir(netns.NETNS_DIR)
+        assert not os.path.exists(f"/sys/class/net/{gone.bridge}")
+        assert not (netns.OWNERS_DIR / prefix).exists()
+    finally:
+        await node.stop()
+
+
 async def test_a_node_without_pod_networks_warns_each_pod(cluster) -> None:
     api, data_dir = cluster
     node = await start_node(api.kubeconfig, data_dir, pod_network=False)

@@ -150,3 +150,16 @@ HOSTNAMES = {
 @pytest.mark.parametrize(("pod", "expected"), HOSTNAMES.values(), ids=HOSTNAMES.keys())
 def test_the_pods_hostname(pod, expected) -> None:
     assert podnet.hostname(pod) == expected
+
+
+def test_only_our_nodes_with_a_deleted_data_directory_are_abandoned() -> None:
+    owners = {
+        "tnops0a1b2c": False,  # data directory gone
+        "tnops3d4e5f": True,  # still there: its node reconciles it
+        "tnopsffffff": False,  # this node
+        "docker0": False,  # not a name of ours
+        "tnopsxyz123": False,
+    }
+    assert podnet.abandoned(owners, "tnopsffffff") == ["tnops0a1b2c"]
+    other = podnet.names_of("tnops0a1b2c")
+    assert podnet.uid_of(other, "tnops0a1b2c-uid") == "uid"
