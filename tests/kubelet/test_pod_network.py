@@ -142,7 +142,11 @@ async def test_two_pods_on_one_port_reach_each_other_by_service_name(cluster) ->
             },
             namespace=ns,
         )
-        ready_probe = {"tcpSocket": {"port": 2222}, "periodSeconds": 1}
+        # An exec probe runs in the pod's namespaces: its hostname, its own 127.0.0.1.
+        check = "import socket; assert socket.gethostname() == 'box'; " + (
+            "socket.create_connection(('127.0.0.1', 2222), timeout=1)"
+        )
+        ready_probe = {"exec": {"command": [PY, "-c", check]}, "periodSeconds": 1}
         await kube.create_pod(
             ns,
             _pod(
@@ -245,6 +249,20 @@ async def test_networks_of_a_node_whose_data_directory_is_gone_are_removed(clust
         assert space not in os.listdir(netns.NETNS_DIR)
         assert not os.path.exists(f"/sys/class/net/{gone.bridge}")
         assert not (netns.OWNERS_DIR / prefix).exists()
+    finally:
+        await node.stop()
+
+
+async def test_a_host_network_pod_shares_the_nodes_network(cluster) -> None:
+    api, data_dir = cluster
+    node = await start_node(api.kubeconfig, data_dir)
+    kube = node.kube
+    try:
+        await kube.create_pod(
+            "default", _pod("on-host", "import time; time.sleep(600)", {}, hostNetwork=True)
+        )
+        assert await _until(lambda: _ip_of(kube, "on-host")) == "127.0.0.1"
+        assert _ours(node) == ([], False)
     finally:
         await node.stop()
 
