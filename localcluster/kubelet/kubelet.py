@@ -34,7 +34,7 @@ from kube import resources
 from kube.errors import APIError
 from localcluster.client.clock import micro_time, rfc3339, utcnow
 from localcluster.client.kube import Kube
-from localcluster.kubelet import names, netns
+from localcluster.kubelet import images, names, netns
 from localcluster.kubelet import node as nodes
 from localcluster.kubelet.expansion import NodeFacts
 from localcluster.kubelet.logserver import LogServer
@@ -75,6 +75,8 @@ class KubeletConfig:
     # A network namespace per pod where the machine allows it (docs/KUBELET.md, networking);
     # False: every pod shares the host's network.
     pod_network: bool = True
+    # Python environments standing for images (`trainops up --image PATTERN=ENV_DIR`).
+    images: tuple[images.ImageEnv, ...] = ()
 
 
 # How long `stop` waits, after the pods are ended, for their shims to exit (twice at most:

@@ -12,6 +12,7 @@ from pathlib import Path
 from localcluster.client.kube import Kube, connect
 from localcluster.controllers.deployments import DeploymentController
 from localcluster.controllers.scheduler import Scheduler
+from localcluster.kubelet.images import ImageEnv
 from localcluster.kubelet.kubelet import Kubelet, KubeletConfig
 from localcluster.kubelet.model import BackOffPolicy
 
@@ -49,6 +50,7 @@ async def start_node(
     backoff: BackOffPolicy | None = None,
     shutdown_grace_seconds: float = 10.0,
     pod_network: bool = True,
+    images: tuple[ImageEnv, ...] = (),
 ) -> RunningNode:
     kube = await connect(kubeconfig)
     config = KubeletConfig(
@@ -57,6 +59,7 @@ async def start_node(
         backoff=backoff or BackOffPolicy(),
         shutdown_grace_seconds=shutdown_grace_seconds,
         pod_network=pod_network,
+        images=images,
     )
     kubelet = Kubelet(kube, config)
     try:

@@ -23,6 +23,7 @@ from localcluster.client import events
 from localcluster.client.clock import event_suffix, rfc3339, utcnow
 from localcluster.kubelet import (
     hooks,
+    images,
     launch,
     ports,
     prober,
@@ -45,7 +46,6 @@ log = logging.getLogger("trainops.kubelet")
 
 TERMINAL = ("Succeeded", "Failed")
 MIN_GRACE = 2.0
-PULLED_MESSAGE = 'Container image "{image}" is not pulled: containers run as local processes'
 
 
 class PodWorker:
@@ -369,6 +369,8 @@ class PodWorker:
         self, pod: dict[str, Any], c: dict[str, Any], attempt: int, now: Any
     ) -> tuple[tuple[str, str], float | None]:
         name = c["name"]
+        image = str(c.get("image") or "")
+        env_image = images.match(image, self.kubelet.config.images)
         cms, secrets = await self._fetch(pod, c)
         plan = launch.plan_launch(
             pod,
@@ -380,7 +382,7 @@ class PodWorker:
             ),
             root=str(self.runtime.pod_dir(self.uid) / "root"),
             mount_paths=self.mount_paths,
-            inherited_env=self.kubelet.inherited_env,
+            inherited_env=images.environment(self.kubelet.inherited_env, env_image),
         )
         if isinstance(plan, launch.LaunchError):
             self._event(
@@ -401,7 +403,7 @@ class PodWorker:
         self._event(
             pod,
             "Pulled",
-            PULLED_MESSAGE.format(image=c.get("image", "")),
+            images.pulled_message(image, env_image),
             container=name,
             key=("pulled", name),
         )

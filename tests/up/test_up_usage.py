@@ -37,6 +37,13 @@ def _up(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         pytest.param(
             "--dashboard-port", "http", "'http' is not a port number", id="dashboard-port-text"
         ),
+        pytest.param("--image", "python", "'python' is not IMAGE=ENV_DIR", id="image-without-env"),
+        pytest.param(
+            "--image",
+            "python:*=/nonexistent/venv",
+            "/nonexistent/venv: no such Python environment (a directory with bin/ is expected)",
+            id="image-env-missing",
+        ),
     ],
 )
 def test_a_port_out_of_range_is_a_usage_error_naming_the_flag(

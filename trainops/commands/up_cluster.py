@@ -125,14 +125,19 @@ async def start_webhook(stack: Any, client: Client, data_dir: Path) -> str:
     return url
 
 
-async def start_node(stack: Any, kubeconfig: Path, data_dir: Path) -> None:
-    """The process kubelet joined as a node, with the scheduler binding pods to it."""
+async def start_node(
+    stack: Any, kubeconfig: Path, data_dir: Path, *, images: tuple[Any, ...] = ()
+) -> None:
+    """The process kubelet joined as a node, with the scheduler binding pods to it; `images`
+    are the `--image` mappings (`localcluster.kubelet.images.ImageEnv`)."""
     from localcluster.kubelet.local import start_node as start_local_node
 
-    node = await start_local_node(kubeconfig, data_dir)
+    node = await start_local_node(kubeconfig, data_dir, images=images)
     stack.stops.append(node.stop)
     stack.hurry.append(node.kubelet.force_stop)
     stack.notes.append(f"kubelet     node {node.node_name}, logs on 127.0.0.1:{node.log_port}")
+    for mapping in images:
+        stack.notes.append(f"image       {mapping.pattern} runs with {mapping.env_dir}")
     network = node.kubelet.network
     if network.enabled:
         stack.notes.append(
