@@ -188,7 +188,7 @@ def pick_cidr(
 
     `routes` are the destinations of the machine's IPv4 routes (CIDR strings); those through
     this node's own bridge (`own_bridge_routes`) do not count as taken. A CIDR given on the
-    Node (`spec.podCIDR`) wins if it is an IPv4 private network; it is taken as is, as a
+    Node (`spec.podCIDR`) wins if it is a private IPv4 network that overlaps no route, as a
     kubelet takes what the controller manager assigned.
     """
     own = {ipaddress.ip_network(r, strict=False) for r in own_bridge_routes}
@@ -197,7 +197,12 @@ def pick_cidr(
     ]
     if node_cidr:
         net = _net(node_cidr)
-        if net is not None and net.version == 4 and net.is_private and net.prefixlen <= 30:
+        if (
+            isinstance(net, ipaddress.IPv4Network)
+            and net.is_private
+            and net.prefixlen <= 30
+            and not any(net.overlaps(t) for t in taken if t.version == 4)
+        ):
             return str(net)
     candidates = list(ipaddress.IPv4Network(POOL).subnets(new_prefix=POD_PREFIX_LEN))
     start = int(hashlib.sha256(seed.encode()).hexdigest(), 16) % len(candidates) if seed else 0

@@ -81,6 +81,10 @@ CIDRS = {
         {"node_cidr": "10.9.8.0/24", "previous": "10.244.1.0/24"},
         "10.9.8.0/24",
     ),
+    "a node CIDR overlapping a route is not used": (
+        {"node_cidr": "10.255.0.0/16", "routes": ["10.255.255.0/24"]},
+        "10.244.0.0/24",
+    ),
     "a public node CIDR is not used": (
         {"node_cidr": "8.8.8.0/24", "routes": ["10.244.0.0/24"]},
         "10.244.1.0/24",
