@@ -115,6 +115,15 @@ class PodNetworks:
         self.decision = podnet.decide(facts)
         if not self.enabled:
             return
+        try:
+            await self._start_pod_networks(node_cidr, keep_uids)
+        except (NetworkError, OSError) as e:
+            reason = e if isinstance(e, NetworkError) else e.strerror
+            self.decision = podnet.NetDecision(
+                "host", f"{podnet.HOST_REASON_PREFIX} (setting up pod networks failed: {reason})"
+            )
+
+    async def _start_pod_networks(self, node_cidr: str, keep_uids: set[str]) -> None:
         routes, own = await self._routes()
         state = await asyncio.to_thread(_read_json, self.dir / "state.json")
         cidr = podnet.pick_cidr(

@@ -253,6 +253,43 @@ async def test_networks_of_a_node_whose_data_directory_is_gone_are_removed(clust
         await node.stop()
 
 
+async def test_a_failing_plugin_keeps_the_pod_waiting_and_leaves_nothing(
+    cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, data_dir = cluster
+    plugins = tmp_path / "cni"
+    plugins.mkdir()
+    for name in podnet.NEEDED_PLUGINS:
+        script = plugins / name
+        script.write_text(
+            "#!/bin/sh\ncat >/dev/null\n"
+            'echo \'{"cniVersion":"1.0.0","code":11,"msg":"no bridges today"}\'\nexit 1\n'
+        )
+        script.chmod(0o755)
+    monkeypatch.setenv("TRAINOPS_CNI_PATH", str(plugins))
+    node = await start_node(api.kubeconfig, data_dir)
+    kube = node.kube
+    try:
+        assert node.kubelet.network.enabled
+        await kube.create_pod("default", _pod("unlucky", "print('never')", {}))
+
+        async def failed() -> list[dict[str, Any]]:
+            events = await kube.client.list(resources.EVENTS, namespace="default")
+            return [e for e in events["items"] if e["reason"] == "FailedCreatePodSandBox"]
+
+        (event,) = await _until(failed)
+        assert event["type"] == "Warning"
+        assert event["message"].startswith("Failed to create pod sandbox: ")
+        assert "no bridges today" in event["message"]
+        pod = await kube.get_pod("default", "unlucky")
+        assert pod is not None and pod["status"]["phase"] == "Pending"
+        assert "podIP" not in pod["status"]
+        assert _ours(node)[0] == []  # the half-made namespace was removed
+    finally:
+        await node.stop()
+    assert _ours(node) == ([], False)
+
+
 async def test_a_host_network_pod_shares_the_nodes_network(cluster) -> None:
     api, data_dir = cluster
     node = await start_node(api.kubeconfig, data_dir)
