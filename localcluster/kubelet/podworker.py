@@ -65,8 +65,7 @@ class PodWorker:
         self.final_reported = False
         self.failure: tuple[str, str] | None = None  # the kubelet failed the whole pod
         self.probers: dict[tuple[str, int], asyncio.Task[None]] = {}
-        # The pod's network: its namespace (None: the host's network) and address ("" until
-        # the network is set up; 127.0.0.1 on the host's network).
+        # The pod's sandbox: network namespace, address, hosts file, hostname (sandbox.py).
         self.sandbox = sandbox.PodSandbox(
             uid, kubelet.runtime.pod_dir(uid), kubelet.network, kubelet.names
         )
