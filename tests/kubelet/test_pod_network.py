@@ -196,6 +196,42 @@ async def test_two_pods_on_one_port_reach_each_other_by_service_name(cluster) ->
     assert _ours(node) == ([], False)
 
 
+async def test_a_service_created_later_resolves_in_running_pods(cluster) -> None:
+    api, data_dir = cluster
+    node = await start_node(api.kubeconfig, data_dir)
+    kube = node.kube
+    wait_for_name = (
+        "import socket, time\n"
+        "while True:\n"
+        "    try:\n"
+        "        print('late is', socket.gethostbyname('late'), flush=True); break\n"
+        "    except OSError:\n"
+        "        time.sleep(0.05)\n"
+    )
+    try:
+        await kube.create_pod("default", _pod("target", "import time; time.sleep(600)", {"a": "b"}))
+        await kube.create_pod("default", _pod("waiter", wait_for_name, {}))
+        target_ip = await _until(lambda: _ip_of(kube, "target"))
+        await _until(lambda: _ip_of(kube, "waiter"))
+        await kube.client.create(
+            resources.SERVICES,
+            {
+                "metadata": {"name": "late", "namespace": "default"},
+                "spec": {"clusterIP": "None", "selector": {"a": "b"}, "ports": [{"port": 80}]},
+            },
+            namespace="default",
+        )
+
+        async def succeeded() -> dict[str, Any] | None:
+            pod = await kube.get_pod("default", "waiter")
+            return pod if (pod or {}).get("status", {}).get("phase") == "Succeeded" else None
+
+        waiter = await _until(succeeded)
+        assert f"late is {target_ip}" in await _log(node, waiter)
+    finally:
+        await node.stop()
+
+
 async def test_namespaces_left_by_a_crash_are_removed_on_the_next_start(cluster) -> None:
     api, data_dir = cluster
     node = await start_node(api.kubeconfig, data_dir)
