@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localcluster.kubelet import podnet
+from localcluster.kubelet import podnet, shim
 
 __all__ = ["NETNS_DIR", "OWNERS_DIR", "NetworkError", "PodNetworks", "Sandbox", "read_facts"]
 
@@ -145,7 +145,24 @@ class PodNetworks:
         )
         await asyncio.to_thread(self._write_config)
         await self.reconcile(keep_uids)
+        await self._check_sandbox()
         await self._sweep_abandoned()
+
+    async def _check_sandbox(self) -> None:
+        """Enter a throwaway sandbox the way every container will (a network namespace, then
+        mount and UTS namespaces with a bind mount): pods get networks only if that works
+        here, so a machine that refuses it falls back at start instead of failing each pod."""
+        name = podnet.netns_name(self.names, "probe")
+        path = str(NETNS_DIR / name)
+        hosts, spec = self.dir / "probe-hosts", self.dir / "probe-sandbox.json"
+        sandbox = {"netns": path, "hosts": str(hosts), "hostname": "probe"}
+        await asyncio.to_thread(hosts.write_text, "127.0.0.1\tlocalhost\n")
+        await asyncio.to_thread(spec.write_text, json.dumps(sandbox))
+        await self._run("ip", "netns", "add", name)
+        try:
+            await self._run(sys.executable, "-I", "-S", shim.__file__, "exec", str(spec), "true")
+        finally:
+            await self._run("ip", "netns", "delete", name)
 
     def _write_config(self) -> None:
         conf = self.dir / "cni"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import shutil
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -328,6 +329,31 @@ async def test_a_failing_plugin_keeps_the_pod_waiting_and_leaves_nothing(
     finally:
         await node.stop()
     assert _ours(node) == ([], False)
+
+
+async def test_a_machine_refusing_namespaces_falls_back_at_start(
+    cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, data_dir = cluster
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real_ip = shutil.which("ip")
+    (fake / "ip").write_text(
+        '#!/bin/sh\nif [ "$1 $2" = "netns add" ]; then\n'
+        '  echo "mount --make-shared /run/netns failed: Operation not permitted" >&2; exit 1\n'
+        f'fi\nexec {real_ip} "$@"\n'
+    )
+    (fake / "ip").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    node = await start_node(api.kubeconfig, data_dir)
+    try:
+        decision = node.kubelet.network.decision
+        assert decision.mode == "host"
+        assert "setting up pod networks failed" in decision.reason
+        assert "Operation not permitted" in decision.reason
+        assert _ours(node) == ([], False)
+    finally:
+        await node.stop()
 
 
 async def test_a_host_network_pod_shares_the_nodes_network(cluster) -> None:
