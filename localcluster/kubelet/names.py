@@ -63,9 +63,12 @@ class ServiceNames:
         """Something DNS depends on changed: rewrite what differs soon."""
         self._dirty.set()
 
-    def content(self, me: PodNames) -> str:
+    def records(self) -> list[tuple[str, str, str]]:
+        """The Service records of the node's pods now (computed once per rewrite pass)."""
         everyone = [hostsfile.endpoint_of(p.pod, p.ip, p.ready) for p in self.pods()]
-        records = hostsfile.service_records(self.services.values(), everyone)
+        return hostsfile.service_records(self.services.values(), everyone)
+
+    def content(self, me: PodNames, records: list[tuple[str, str, str]]) -> str:
         return hostsfile.hosts_file(
             hostsfile.endpoint_of(me.pod, me.ip, me.ready),
             records,
@@ -75,7 +78,7 @@ class ServiceNames:
     async def write(self, me: PodNames) -> None:
         """Write one pod's hosts file now (before its first container starts)."""
         if me.hosts_path is not None:
-            text = self.content(me)
+            text = self.content(me, self.records())
             await asyncio.to_thread(write_in_place, me.hosts_path, text)
             self._written[me.hosts_path] = text
 
@@ -87,10 +90,12 @@ class ServiceNames:
             await self._dirty.wait()
             await asyncio.sleep(COALESCE_SECONDS)
             self._dirty.clear()
-            for me in self.pods():
+            pods = self.pods()
+            records = self.records()
+            for me in pods:
                 if me.hosts_path is None or me.hosts_path not in self._written:
                     continue  # not prepared yet, or already gone: `write` makes the first one
-                text = self.content(me)
+                text = self.content(me, records)
                 if self._written.get(me.hosts_path) != text:
                     try:
                         await asyncio.to_thread(write_in_place, me.hosts_path, text)
