@@ -6,6 +6,7 @@ from typing import Any
 
 from localcluster.kubelet import hostsfile
 from localcluster.kubelet.hostsfile import Endpoint
+from localcluster.kubelet.names import write_in_place
 
 
 def svc(name: str, ns: str = "ml", headless: bool = True, **spec: Any) -> dict[str, Any]:
@@ -86,3 +87,12 @@ def test_a_pod_with_hostname_and_subdomain_names_itself_fully() -> None:
 def test_a_pod_without_an_address_yet_lists_only_localhost() -> None:
     text = hostsfile.hosts_file(ep("w-0", ""), [])
     assert "w-0" not in text and "127.0.0.1\tlocalhost" in text
+
+
+def test_a_hosts_file_is_rewritten_in_place(tmp_path) -> None:
+    path = tmp_path / "etc-hosts"
+    write_in_place(path, "127.0.0.1\tlocalhost\n10.244.0.2\tlong-name-of-a-pod\n")
+    inode = path.stat().st_ino
+    write_in_place(path, "127.0.0.1\tlocalhost\n")  # shorter: the rest is cut off
+    assert path.read_text() == "127.0.0.1\tlocalhost\n"
+    assert path.stat().st_ino == inode  # a bind mount of it sees the new content
