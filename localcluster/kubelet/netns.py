@@ -122,6 +122,8 @@ class PodNetworks:
             self.decision = podnet.NetDecision(
                 "host", f"{podnet.HOST_REASON_PREFIX} (setting up pod networks failed: {reason})"
             )
+            with contextlib.suppress(OSError):  # nothing of this node to clean up later
+                await asyncio.to_thread((OWNERS_DIR / self.names.netns_prefix).unlink)
 
     async def _start_pod_networks(self, node_cidr: str, keep_uids: set[str]) -> None:
         routes, own = await self._routes()

@@ -352,6 +352,7 @@ async def test_a_machine_refusing_namespaces_falls_back_at_start(
         assert "setting up pod networks failed" in decision.reason
         assert "Operation not permitted" in decision.reason
         assert _ours(node) == ([], False)
+        assert not (netns.OWNERS_DIR / node.kubelet.network.names.netns_prefix).exists()
     finally:
         await node.stop()
 
