@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kube import resources
 from localcluster.apiserver import ApiServerConfig, start_apiserver
 from localcluster.kubelet.local import start_node
 
@@ -31,7 +32,7 @@ async def main(n: int) -> None:
         _items, rv = await kube.list_pods()
 
         async def watch() -> None:
-            async for _kind, pod in kube.watch(kube.core.list_pod_for_all_namespaces, rv):
+            async for _kind, pod in kube.watch(resources.PODS, rv):
                 name = pod["metadata"]["name"]
                 if (pod.get("status") or {}).get("phase") == "Succeeded" and name not in done:
                     done[name] = time.monotonic()

@@ -182,6 +182,15 @@ class Kube:
             resources.NODES, name, {"metadata": {"labels": labels}}, patch_type="strategic"
         )
 
+    async def set_pod_cidr(self, name: str, cidr: str) -> None:
+        """Set the Node's `spec.podCIDR(s)` (a real API server lets an unset one be set once)."""
+        await self.client.patch(
+            resources.NODES,
+            name,
+            {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}},
+            patch_type="strategic",
+        )
+
     async def patch_node_status(self, name: str, status: dict[str, Any]) -> None:
         await self.client.patch(
             resources.NODES, name, _set_status(status), patch_type="json", subresource="status"

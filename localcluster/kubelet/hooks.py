@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -39,10 +39,18 @@ async def run_pre_stop(
     env: Mapping[str, str],
     cwd: str,
     grace: float,
+    host: str = "127.0.0.1",
+    enter: Sequence[str] = (),
 ) -> tuple[bool, str]:
     if "sleep" in handler:
         await asyncio.sleep(min(float((handler["sleep"] or {}).get("seconds") or 0), grace))
         return True, ""
     return await probes.run_probe(
-        {**handler, "timeoutSeconds": grace}, container=container, env=env, static_env={}, cwd=cwd
+        {**handler, "timeoutSeconds": grace},
+        container=container,
+        env=env,
+        static_env={},
+        cwd=cwd,
+        host=host,
+        enter=enter,
     )

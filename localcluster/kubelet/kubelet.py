@@ -35,6 +35,7 @@ from kube import resources
 from kube.errors import APIError
 from localcluster.client.clock import micro_time, rfc3339, utcnow
 from localcluster.client.kube import Kube
+from localcluster.kubelet import images, names, netns
 from localcluster.kubelet import node as nodes
 from localcluster.kubelet.expansion import NodeFacts
 from localcluster.kubelet.logserver import LogServer
@@ -76,6 +77,11 @@ class KubeletConfig:
     resync_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
     shutdown_grace_seconds: float = 10.0
+    # A network namespace per pod where the machine allows it (docs/KUBELET.md, networking);
+    # False: every pod shares the host's network.
+    pod_network: bool = True
+    # Python environments standing for images (`trainops up --image PATTERN=ENV_DIR`).
+    images: tuple[images.ImageEnv, ...] = ()
 
 
 # How long `stop` waits, after the pods are ended, for their shims to exit (twice at most:
@@ -103,6 +109,8 @@ class Kubelet:
             allocatable_memory=f"{self.facts.memory_kib}Ki",
             allocatable_ephemeral_storage=str(self.facts.disk_bytes),
         )
+        self.network = netns.PodNetworks(config.data_dir, allowed=config.pod_network)
+        self.names = names.ServiceNames(kube, self._pod_names)
         self._tasks: list[asyncio.Task[None]] = []
         self._events: set[asyncio.Task[None]] = set()
         self._event_tail: asyncio.Task[None] | None = None
@@ -123,10 +131,42 @@ class Kubelet:
         if any(current.get(k) != v for k, v in labels.items()):  # a node from an older version
             await self.kube.label_node(self.config.node_name, labels)
         await self._post_node_status(port)
+        await self._start_network(node)
         with contextlib.suppress(APIError):
             await self.kube.ensure_namespace("kube-node-lease")
         self._tasks.append(asyncio.create_task(self._heartbeat(), name="kubelet-heartbeat"))
+        if self.network.enabled:
+            self._tasks.append(asyncio.create_task(self.names.run(), name="kubelet-services"))
         self._tasks.append(asyncio.create_task(self._watch_pods(), name="kubelet-watch"))
+
+    async def _start_network(self, node: dict[str, Any]) -> None:
+        """Decide the network mode, clean up after an earlier run (keeping the namespaces of
+        pods whose containers still run: they are adopted), publish the pod CIDR."""
+        running = await asyncio.to_thread(self._running_uids)
+        spec = node.get("spec") or {}
+        await self.network.start(node_cidr=str(spec.get("podCIDR") or ""), keep_uids=running)
+        if self.network.enabled and spec.get("podCIDR") != self.network.cidr:
+            try:
+                await self.kube.set_pod_cidr(self.config.node_name, self.network.cidr)
+            except APIError as e:
+                log.warning("node spec.podCIDR not set to %s: %s", self.network.cidr, e)
+
+    def _running_uids(self) -> set[str]:
+        return {
+            str(rec["uid"])
+            for rec in self.runtime.known_pods()
+            if self.runtime.running_instances(str(rec["uid"]))
+        }
+
+    def shares_host_network(self, pod: dict[str, Any]) -> bool:
+        return not self.network.enabled or bool((pod.get("spec") or {}).get("hostNetwork"))
+
+    def _pod_names(self) -> list[names.PodNames]:
+        return [
+            w.sandbox.names(w.pod, ready=w.sandbox.dns_seen[1])
+            for w in self.workers.values()
+            if w.pod is not None and not w.deleted
+        ]
 
     def force_stop(self) -> None:
         """Make a running `stop` kill the remaining containers now (SIGKILL) instead of waiting
@@ -152,6 +192,10 @@ class Kubelet:
                 self._spawn(w)
         await self._wait_workers(self.config.shutdown_grace_seconds + 10)
         await self._wait_shims()
+        try:
+            await self.network.stop()
+        except netns.NetworkError as e:
+            log.warning("stopping: pod networks not removed (the next start retries): %s", e)
         if self._events:
             _, pending = await asyncio.wait(list(self._events), timeout=EVENTS_SECONDS)
             if pending:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from localcluster.kubelet import expansion, volumes
+from localcluster.kubelet import expansion, podnet, volumes
 
 __all__ = ["NO_COMMAND", "Launch", "LaunchError", "plan_launch", "references"]
 
@@ -96,7 +96,7 @@ def plan_launch(
     proc_env = dict(inherited_env)
     proc_env.update(
         {
-            "HOSTNAME": str(pod["metadata"]["name"]),
+            "HOSTNAME": podnet.hostname(pod),
             "TRAINOPS_POD_ROOT": root,
             "TMPDIR": root + "/tmp",
         }

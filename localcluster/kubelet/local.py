@@ -28,6 +28,7 @@ from kube.leader import LeaderElector, LeaderLost
 from localcluster.client.kube import Kube, connect
 from localcluster.controllers.deployments import DeploymentController
 from localcluster.controllers.scheduler import Scheduler
+from localcluster.kubelet.images import ImageEnv
 from localcluster.kubelet.kubelet import Kubelet, KubeletConfig
 from localcluster.kubelet.model import BackOffPolicy
 
@@ -81,6 +82,8 @@ async def start_node(
     node_labels: Mapping[str, str] | None = None,
     backoff: BackOffPolicy | None = None,
     shutdown_grace_seconds: float = 10.0,
+    pod_network: bool = True,
+    images: tuple[ImageEnv, ...] = (),
 ) -> RunningNode:
     """Join `node_name`; `client_ca` (PEM) is the CA the log endpoint trusts for clients
     (default: the kubeconfig's cluster CA)."""
@@ -106,6 +109,8 @@ async def start_node(
         node_labels=dict(node_labels or {}),
         backoff=backoff or BackOffPolicy(),
         shutdown_grace_seconds=shutdown_grace_seconds,
+        pod_network=pod_network,
+        images=images,
     )
     kubelet = Kubelet(kube, config)
     try:

@@ -95,7 +95,7 @@ def node_object(name: str, extra_labels: Mapping[str, str] | None = None) -> dic
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": _ARCH.get(platform.machine(), platform.machine()),
                 "node-role.kubernetes.io/control-plane": "",
-                # Pods here are local processes sharing 127.0.0.1 (see docs/KUBELET.md).
+                # Pods here are local processes (see docs/KUBELET.md).
                 PROCESS_RUNTIME_LABEL: "true",
                 **(extra_labels or {}),
             },

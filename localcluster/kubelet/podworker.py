@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -20,7 +21,18 @@ from typing import TYPE_CHECKING, Any
 from kube.errors import NotFound
 from localcluster.client import events
 from localcluster.client.clock import event_suffix, rfc3339, utcnow
-from localcluster.kubelet import hooks, launch, ports, prober, restart, status, stopper, volumes
+from localcluster.kubelet import (
+    hooks,
+    images,
+    launch,
+    ports,
+    prober,
+    restart,
+    sandbox,
+    status,
+    stopper,
+    volumes,
+)
 from localcluster.kubelet.logs import parse_time
 from localcluster.kubelet.model import BackOff, ContainerView, Instance
 from localcluster.kubelet.runtime import Runtime, StartSpec, exec_problem
@@ -34,7 +46,6 @@ log = logging.getLogger("trainops.kubelet")
 
 TERMINAL = ("Succeeded", "Failed")
 MIN_GRACE = 2.0
-PULLED_MESSAGE = 'Container image "{image}" is not pulled: containers run as local processes'
 
 
 class PodWorker:
@@ -54,6 +65,10 @@ class PodWorker:
         self.final_reported = False
         self.failure: tuple[str, str] | None = None  # the kubelet failed the whole pod
         self.probers: dict[tuple[str, int], asyncio.Task[None]] = {}
+        # The pod's sandbox: network namespace, address, hosts file, hostname (sandbox.py).
+        self.sandbox = sandbox.PodSandbox(
+            uid, kubelet.runtime.pod_dir(uid), kubelet.network, kubelet.names
+        )
         self.verdicts: dict[tuple[str, int], tuple[bool, bool]] = {}  # (started, ready)
         self.stopper = stopper.Stopper(
             kubelet.runtime, uid, event=self._stopper_event, poke=self.poke
@@ -99,6 +114,7 @@ class PodWorker:
             grace = _grace(pod)
             if not await self._terminate(grace, pod):
                 return 0.1
+            await self.sandbox.tear_down()
             await asyncio.to_thread(self.runtime.remove_pod, self.uid)
             return None
         meta = pod["metadata"]
@@ -149,11 +165,16 @@ class PodWorker:
         terminal = phase in TERMINAL
         delay = self.kubelet.config.resync_seconds
         if not self.prepared and not terminal:
-            for port, message in ports.conflicts(pod, self.kubelet.active_pods()):
-                self._event(pod, "PortConflict", message, warning=True, key=("port", port))
+            if self.kubelet.shares_host_network(pod):
+                shared = [
+                    p for p in self.kubelet.active_pods() if self.kubelet.shares_host_network(p)
+                ]
+                for port, message in ports.conflicts(pod, shared):
+                    self._event(pod, "PortConflict", message, warning=True, key=("port", port))
             error = await self._prepare(pod)
             if error:
-                self._event(pod, "FailedMount", error, warning=True, key=("mount", error))
+                reason, message = error
+                self._event(pod, reason, message, warning=True, key=("prepare", reason, message))
                 delay = min(delay, 2.0)
 
         init_views: list[ContainerView] = []
@@ -202,18 +223,27 @@ class PodWorker:
                 return False
         return True
 
-    async def _prepare(self, pod: dict[str, Any]) -> str | None:
-        """Create the pod's root and volumes; an error message keeps the pod waiting."""
+    async def _prepare(self, pod: dict[str, Any]) -> tuple[str, str] | None:
+        """Create the pod's root, volumes and network; an error (event reason, message) keeps
+        the pod waiting."""
         cms, secrets = await self._fetch(pod)
         tokens = await self._tokens(pod)
         plan = volumes.plan_volumes(pod, config_maps=cms, secrets=secrets, tokens=tokens)
         if isinstance(plan, str):
-            return plan
+            return ("FailedMount", plan)
         pod_dir = self.runtime.pod_dir(self.uid)
         await asyncio.to_thread(
             volumes.materialise, plan, pod_dir=pod_dir, data_dir=self.runtime.data_dir
         )
         self.mount_paths = [link.mount_path for link in plan.links]
+        shared = self.kubelet.shares_host_network(pod)
+        if shared and not self.kubelet.network.enabled:
+            message = self.kubelet.network.decision.event()
+            self._event(pod, "HostNetwork", message, warning=True, key=("hostnetwork",))
+        error = await self.sandbox.set_up(pod, host_network=shared)
+        if error:
+            return ("FailedCreatePodSandBox", error)
+        self.stopper.host, self.stopper.enter = self.sandbox.ip, self.sandbox.enter()
         self.prepared = True
         return None
 
@@ -338,16 +368,20 @@ class PodWorker:
         self, pod: dict[str, Any], c: dict[str, Any], attempt: int, now: Any
     ) -> tuple[tuple[str, str], float | None]:
         name = c["name"]
+        image = str(c.get("image") or "")
+        env_image = images.match(image, self.kubelet.config.images)
         cms, secrets = await self._fetch(pod, c)
         plan = launch.plan_launch(
             pod,
             c,
             config_maps=cms,
             secrets=secrets,
-            node=self.kubelet.node_facts,
+            node=dataclasses.replace(
+                self.kubelet.node_facts, pod_ip=self.sandbox.ip or "127.0.0.1"
+            ),
             root=str(self.runtime.pod_dir(self.uid) / "root"),
             mount_paths=self.mount_paths,
-            inherited_env=self.kubelet.inherited_env,
+            inherited_env=images.environment(self.kubelet.inherited_env, env_image),
         )
         if isinstance(plan, launch.LaunchError):
             self._event(
@@ -368,7 +402,7 @@ class PodWorker:
         self._event(
             pod,
             "Pulled",
-            PULLED_MESSAGE.format(image=c.get("image", "")),
+            images.pulled_message(image, env_image),
             container=name,
             key=("pulled", name),
         )
@@ -388,6 +422,7 @@ class PodWorker:
             plan.cwd,
             plan.termination_path,
             plan.termination_policy,
+            self.sandbox.spec(pod),
         )
         problem = await asyncio.to_thread(exec_problem, spec)
         await self.runtime.start(spec, now=rfc3339(now))  # a failed exec is recorded there too
@@ -455,6 +490,8 @@ class PodWorker:
             report=report,
             event=event,
             kill=lambda: self.stopper.kill_instance(name, attempt, _grace(pod)),
+            host=self.sandbox.ip or "127.0.0.1",
+            enter=self.sandbox.enter(),
         )
 
     async def _terminate(self, grace: float, pod: dict[str, Any] | None) -> bool:
@@ -493,6 +530,7 @@ class PodWorker:
             views,
             now=rfc3339(utcnow()),
             sandbox_ready=self.prepared,
+            pod_ip=self.sandbox.ip,
             terminating_done=terminating_done,
             failure=failure,
             shutdown=shutdown,
@@ -505,6 +543,7 @@ class PodWorker:
         except NotFound:
             return
         self.reported = new
+        self.sandbox.reported(pod, new)  # other pods' hosts files name this one
 
     def _stopper_event(
         self,

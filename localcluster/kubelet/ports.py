@@ -1,9 +1,11 @@
-"""Port clashes between pods that share 127.0.0.1 (pure).
+"""Port clashes between pods that share the host's network (pure).
 
-On a cluster every pod has its own IP; here all pods share the host's network, so two pods that
-both listen on `containerPort` 2222 collide and the second one fails with EADDRINUSE. The
-kubelet cannot fix that, but it can say so before the process fails: `conflicts` lists, for a
-pod about to start, the ports another active pod on the node already declares.
+On a cluster every pod has its own IP, and so do pods here when the node gives them a network
+(docs/KUBELET.md, networking). Pods on the host's network — all of them when the node cannot
+make pod networks, else those with `hostNetwork: true` — share 127.0.0.1, so two that both
+listen on `containerPort` 2222 collide and the second one fails with EADDRINUSE. The kubelet
+cannot fix that, but it can say so before the process fails: `conflicts` lists, for a pod
+about to start, the ports another active pod sharing the host's network already declares.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from localcluster.kubelet import probes
@@ -28,6 +28,8 @@ async def probe_instance(
     report: Callable[[bool, bool], None],
     event: Callable[[str, str, bool], None],
     kill: Callable[[], Awaitable[None]],
+    host: str = "127.0.0.1",
+    enter: Sequence[str] = (),
 ) -> None:
     name = container["name"]
     static_env = {
@@ -46,7 +48,13 @@ async def probe_instance(
         active = [k for k in kinds if (k == "startupProbe") != started]
         for kind in [k for k in active if due[k] <= time.monotonic()]:
             ok, message = await probes.run_probe(
-                kinds[kind], container=container, env=env, static_env=static_env, cwd=cwd
+                kinds[kind],
+                container=container,
+                env=env,
+                static_env=static_env,
+                cwd=cwd,
+                host=host,
+                enter=enter,
             )
             due[kind] = time.monotonic() + timings[kind].period
             state = probes.observe(states[kind], ok, timings[kind])

@@ -7,7 +7,7 @@ readiness and liveness wait until the startup probe succeeded. A failed liveness
 probe kills the container, which then restarts per the pod's restart policy.
 
 Handlers: `exec` (the command, run in the container's environment and directory, exit 0 =
-success), `httpGet` (host defaults to the pod IP, 127.0.0.1; 200–399 = success; HTTPS without
+success), `httpGet` (host defaults to the pod IP; 200–399 = success; HTTPS without
 certificate verification, as the kubelet does), `tcpSocket` (a connection = success). `grpc` is
 not supported and counts as success (documented). Ports may be numbers or container port names.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,17 +70,21 @@ async def run_probe(
     env: Mapping[str, str],
     static_env: Mapping[str, str],
     cwd: str,
+    host: str = "127.0.0.1",
+    enter: Sequence[str] = (),
 ) -> tuple[bool, str]:
-    """Run one probe; (success, message for the `Unhealthy` event)."""
+    """Run one probe; (success, message for the `Unhealthy` event). `host` is the pod's IP
+    (the default of httpGet and tcpSocket); `enter` prefixes an exec command so that it runs in
+    the pod's namespaces."""
     t = timing(probe)
     try:
         async with asyncio.timeout(t.timeout):
             if "exec" in probe:
-                return await _exec(probe["exec"] or {}, env, static_env, cwd)
+                return await _exec(probe["exec"] or {}, env, static_env, cwd, enter)
             if "httpGet" in probe:
-                return await _http(probe["httpGet"] or {}, container)
+                return await _http(probe["httpGet"] or {}, container, host)
             if "tcpSocket" in probe:
-                return await _tcp(probe["tcpSocket"] or {}, container)
+                return await _tcp(probe["tcpSocket"] or {}, container, host)
     except TimeoutError:
         return False, f"timeout: probe did not answer within {t.timeout:g}s"
     return True, ""  # grpc and unknown handlers: not run
@@ -98,11 +102,16 @@ def _port(value: Any, container: Mapping[str, Any]) -> int:
 
 
 async def _exec(
-    spec: Mapping[str, Any], env: Mapping[str, str], static_env: Mapping[str, str], cwd: str
+    spec: Mapping[str, Any],
+    env: Mapping[str, str],
+    static_env: Mapping[str, str],
+    cwd: str,
+    enter: Sequence[str],
 ) -> tuple[bool, str]:
     command = [expand(str(c), static_env.get) for c in spec.get("command") or []]
     if not command:
         return False, "exec probe has no command"
+    command = [*enter, *command]
     try:
         proc = await asyncio.create_subprocess_exec(
             *command,
@@ -125,13 +134,15 @@ async def _exec(
     return proc.returncode == 0, text or f"command exited with {proc.returncode}"
 
 
-async def _http(spec: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[bool, str]:
+async def _http(
+    spec: Mapping[str, Any], container: Mapping[str, Any], pod_ip: str
+) -> tuple[bool, str]:
     try:
         port = _port(spec.get("port"), container)
     except ValueError as e:
         return False, str(e)
     scheme = str(spec.get("scheme") or "HTTP").lower()
-    host = spec.get("host") or "127.0.0.1"
+    host = spec.get("host") or pod_ip
     path = str(spec.get("path") or "/")
     url = f"{scheme}://{host}:{port}{path if path.startswith('/') else '/' + path}"
     headers = {h["name"]: h.get("value", "") for h in spec.get("httpHeaders") or [] if "name" in h}
@@ -151,12 +162,14 @@ async def _http(spec: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[
         return False, f'Get "{url}": {e}'
 
 
-async def _tcp(spec: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[bool, str]:
+async def _tcp(
+    spec: Mapping[str, Any], container: Mapping[str, Any], pod_ip: str
+) -> tuple[bool, str]:
     try:
         port = _port(spec.get("port"), container)
     except ValueError as e:
         return False, str(e)
-    host = spec.get("host") or "127.0.0.1"
+    host = spec.get("host") or pod_ip
     try:
         _, writer = await asyncio.open_connection(host, port)
     except OSError as e:

@@ -57,6 +57,8 @@ class StartSpec:
     cwd: str
     termination_path: str = ""  # where the process may write its termination message
     termination_policy: str = "File"  # or FallbackToLogsOnError
+    # The pod's namespaces to enter (netns path, hosts file, hostname); None: the host's.
+    sandbox: dict[str, str] | None = None
 
 
 def exec_problem(spec: StartSpec) -> str:
@@ -297,6 +299,7 @@ class Runtime:
                 "state_dir": str(path),
                 "termination_path": spec.termination_path,
                 "termination_policy": spec.termination_policy,
+                "sandbox": spec.sandbox,
             },
         )
 

@@ -10,15 +10,23 @@ Standard library only, started as `python -I -S shim.py <spec.json>` (fast start
 The shim runs in its own session; the container process runs in its own process group (pgid =
 its pid), which the kubelet signals (SIGTERM, then SIGKILL). When the main process exits, the
 rest of its process group is killed, as the kernel does to a container when its PID 1 exits.
+
+With a pod network (`sandbox` in the spec), the shim first joins the pod's network namespace and
+enters a mount and UTS namespace of its own: the kubelet's hosts file of the pod is bind-mounted
+on /etc/hosts (mounts private, nothing propagates back to the host) and the hostname set, so
+the container process starts inside them. `shim.py exec <sandbox.json> CMD...` does the same and
+execs CMD: exec probes and preStop hooks run in the pod's namespaces like the container.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +50,41 @@ def termination_message(file_text: bytes, tail: list[bytes], policy: str, code: 
         text = b"".join(tail[-FALLBACK_LINES:])
         return text[-FALLBACK_BYTES:].decode("utf-8", errors="replace")
     return ""
+
+
+# Linux constants (<sched.h>, <sys/mount.h>).
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWNET = 0x40000000
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_PRIVATE = 1 << 18
+
+
+def enter_sandbox(sandbox: dict[str, str]) -> None:
+    """Join the pod's network namespace (`netns`, a path), then new mount and UTS namespaces:
+    `hosts` bind-mounted on /etc/hosts and the hostname set. OSError names the failed step."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(result: int, step: str) -> None:
+        if result != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{step}: {os.strerror(err)}")
+
+    fd = os.open(sandbox["netns"], os.O_RDONLY)
+    try:
+        check(libc.setns(fd, _CLONE_NEWNET), f"join network namespace {sandbox['netns']}")
+    finally:
+        os.close(fd)
+    check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWUTS), "unshare mount and UTS namespaces")
+    check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
+    if sandbox.get("hosts"):
+        check(
+            libc.mount(sandbox["hosts"].encode(), b"/etc/hosts", None, _MS_BIND, None),
+            "bind-mount the pod's hosts file on /etc/hosts",
+        )
+    if sandbox.get("hostname"):
+        socket.sethostname(sandbox["hostname"])
 
 
 def now_rfc3339_nano() -> str:
@@ -117,6 +160,21 @@ def main(spec_path: str) -> int:
     # a status read before and after the shim writes pid.json reports the same startedAt.
     started = spec.get("started_at") or now_rfc3339_nano()
     try:
+        if spec.get("sandbox"):
+            enter_sandbox(spec["sandbox"])
+    except OSError as e:
+        write_json(
+            os.path.join(state, "exit.json"),
+            {
+                "exitCode": 128,
+                "reason": "StartError",
+                "message": f"entering the pod's namespaces: {e.strerror or e}",
+                "startedAt": started,
+                "finishedAt": now_rfc3339_nano(),
+            },
+        )
+        return 0
+    try:
         child = subprocess.Popen(
             spec["argv"],
             env=spec["env"],
@@ -185,5 +243,25 @@ def main(spec_path: str) -> int:
     return 0
 
 
+def exec_in(sandbox_path: str, argv: list[str]) -> int:
+    """Enter the sandbox described in `sandbox_path` and exec `argv` (exit 126/127 on failure,
+    as a shell does)."""
+    with open(sandbox_path) as f:
+        sandbox = json.load(f)
+    try:
+        enter_sandbox(sandbox)
+    except OSError as e:
+        print(f"entering the pod's namespaces: {e.strerror or e}", file=sys.stderr)
+        return 126
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        print(f"exec {argv[0]!r}: {e.strerror}", file=sys.stderr)
+        return 127 if isinstance(e, FileNotFoundError) else 126
+    return 0  # not reached
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 3 and sys.argv[1] == "exec":
+        sys.exit(exec_in(sys.argv[2], sys.argv[3:]))
     sys.exit(main(sys.argv[1]))

@@ -112,8 +112,13 @@ def pod_status(
     status["conditions"] += disrupted
     status["hostIP"] = host_ip
     status["hostIPs"] = [{"ip": host_ip}]
-    status["podIP"] = pod_ip
-    status["podIPs"] = [{"ip": pod_ip}]
+    if pod_ip:
+        status["podIP"] = pod_ip
+        status["podIPs"] = [{"ip": pod_ip}]
+    elif old.get("podIP"):  # not set up (yet, or again after a restart): keep what was reported
+        status["podIP"] = old["podIP"]
+        status["podIPs"] = old.get("podIPs") or [{"ip": old["podIP"]}]
+    # else none until the pod's network is set up, as a kubelet reports it
     status["startTime"] = old.get("startTime") or now
     if init_statuses:
         status["initContainerStatuses"] = init_statuses

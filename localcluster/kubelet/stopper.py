@@ -35,6 +35,9 @@ class Stopper:
         self.signalled: set[tuple[str, int, int]] = set()
         self.hooks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.single: dict[tuple[str, int], asyncio.Task[None]] = {}
+        # Where preStop handlers reach the pod: its IP, and the exec prefix entering it.
+        self.host = "127.0.0.1"
+        self.enter: tuple[str, ...] = ()
 
     def cancel(self) -> None:
         for task in [*self.hooks.values(), *self.single.values()]:
@@ -110,6 +113,8 @@ class Stopper:
                 env=(record or {}).get("env") or {},
                 cwd=(record or {}).get("cwd") or str(self.runtime.pod_dir(self.uid) / "root"),
                 grace=grace,
+                host=self.host,
+                enter=self.enter,
             )
             if not ok:
                 self.event(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import sys
 import threading
@@ -48,7 +49,12 @@ def test_a_pod_that_succeeds_reports_completed_and_its_log(core, namespace) -> N
     term = cs["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (0, "Completed")
     assert cs["containerID"].startswith("trainops://")
-    assert pod["status"]["podIP"] == "127.0.0.1"
+    node = core.read_node("trainops")
+    if node.spec.pod_cidr:  # a network per pod: an address of the node's pod CIDR
+        ip = ipaddress.ip_address(pod["status"]["podIP"])
+        assert ip in ipaddress.ip_network(node.spec.pod_cidr)
+    else:  # the host's network (no privilege, or no CNI plugins)
+        assert pod["status"]["podIP"] == "127.0.0.1"
     assert pod["spec"]["nodeName"] == "trainops"
     conds = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
     assert conds == {

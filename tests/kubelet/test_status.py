@@ -288,3 +288,23 @@ def test_a_pod_that_finished_before_the_shutdown_is_not_a_disruption() -> None:
     assert after["phase"] == "Succeeded"
     assert "reason" not in after
     assert "DisruptionTarget" not in [c["type"] for c in after["conditions"]]
+
+
+POD_IPS = {
+    "the pod's own address": ("10.244.3.2", {}, "10.244.3.2"),
+    "none before its network is set up": ("", {}, None),
+    "kept when not set up again (a completed pod after a restart)": (
+        "",
+        {"podIP": "10.244.3.2", "podIPs": [{"ip": "10.244.3.2"}]},
+        "10.244.3.2",
+    ),
+    "a new address replaces the old": ("10.244.3.7", {"podIP": "10.244.3.2"}, "10.244.3.7"),
+}
+
+
+@pytest.mark.parametrize(("pod_ip", "old", "expected"), POD_IPS.values(), ids=POD_IPS.keys())
+def test_the_pod_ip_is_reported_once_known(pod_ip, old, expected) -> None:
+    status = pod_status(pod("Never", status=old), [], [view(run())], now=T2, pod_ip=pod_ip)
+    assert status.get("podIP") == expected
+    assert status.get("podIPs") == ([{"ip": expected}] if expected else None)
+    assert status["hostIP"] == "127.0.0.1"

@@ -37,6 +37,13 @@ def _up(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         pytest.param(
             "--dashboard-port", "http", "'http' is not a port number", id="dashboard-port-text"
         ),
+        pytest.param("--image", "python", "'python' is not IMAGE=ENV_DIR", id="image-without-env"),
+        pytest.param(
+            "--image",
+            "python:*=/nonexistent/venv",
+            "/nonexistent/venv: no such Python environment (a directory with bin/ is expected)",
+            id="image-env-missing",
+        ),
     ],
 )
 def test_a_port_out_of_range_is_a_usage_error_naming_the_flag(
@@ -191,6 +198,11 @@ def test_the_api_answers_on_the_dashboard_port_and_up_records_its_address(
         "gitops      default/jobs syncing https://example.com/jobs.git path jobs at main "
         "(kubectl get jobrepo)"
     ) in banner
+    # One line says whether pods get networks of their own, and what does not work if not.
+    (network,) = [line for line in banner if line.startswith("pod network ")]
+    assert " on bridge tnops" in network or "pod network none: pods share the host network (" in (
+        network
+    )
     assert not (data_dir / "api.json").exists()
     assert stray_processes(data_dir) == []
 

@@ -157,8 +157,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "carry (GitLab) at /api/v1/webhooks/git, read when up starts (restart up after "
         "changing it); without it pushes are accepted unsigned",
     )
+    parser.add_argument(
+        "--image",
+        dest="images",
+        action="append",
+        type=image_env,
+        default=[],
+        metavar="IMAGE=ENV_DIR",
+        help="run containers whose image matches IMAGE (a glob, e.g. 'tensorflow/*') with the "
+        "Python environment ENV_DIR (a virtualenv or conda env: its bin/ first on PATH); "
+        "repeatable, the first match wins; unmatched images run with up's own PATH",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
     parser.set_defaults(func=run)
+
+
+def image_env(text: str) -> Any:
+    """An argparse type for `--image IMAGE=ENV_DIR`: the directory must exist and have bin/."""
+    from localcluster.kubelet import images
+
+    parsed = images.parse(text)
+    if isinstance(parsed, str):
+        raise argparse.ArgumentTypeError(parsed)
+    env_dir = Path(parsed.env_dir).expanduser().absolute()
+    if not (env_dir / "bin").is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{parsed.env_dir}: no such Python environment (a directory with bin/ is expected)"
+        )
+    return images.ImageEnv(parsed.pattern, str(env_dir))
 
 
 def port_number(*, allow_zero: bool) -> Any:
@@ -454,6 +480,7 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
             node_name="trainops" if getattr(args, "kubeconfig", None) is None else me.node_name,
             node_labels=None if getattr(args, "kubeconfig", None) is None else me.labels,
             client_ca=getattr(args, "kubelet_client_ca", None),
+            images=tuple(getattr(args, "images", None) or ()),
         )
     else:
         stack.notes.append("kubelet     none (--no-node): the cluster's own nodes run the pods")
@@ -508,10 +535,13 @@ def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
 
 
 def _resume_command(args: argparse.Namespace) -> str:
-    """`up` on the same data directory and cluster: `--data-dir` and `--kubeconfig` as given."""
+    """`up` on the same data directory and cluster (`--data-dir`, `--kubeconfig` as given), with
+    the `--image` mappings (they are not remembered)."""
     words = ["trainops", "up"]
     if getattr(args, "data_dir", None) is not None:
         words += ["--data-dir", str(args.data_dir)]
     if getattr(args, "kubeconfig", None) is not None:
         words += ["--kubeconfig", str(args.kubeconfig)]
+    for mapping in getattr(args, "images", None) or []:
+        words += ["--image", f"{mapping.pattern}={mapping.env_dir}"]
     return shlex.join(words)

@@ -313,9 +313,11 @@ async def start_node(
     node_name: str = "trainops",
     node_labels: dict[str, str] | None = None,
     client_ca: Path | None = None,
+    images: tuple[Any, ...] = (),
 ) -> None:
     """The process kubelet joined as a node, with the scheduler binding pods to it. Its log
-    endpoint accepts the client certificates of `client_ca` (default: the kubeconfig's CA)."""
+    endpoint accepts the client certificates of `client_ca` (default: the kubeconfig's CA);
+    `images` are the `--image` mappings (`localcluster.kubelet.images.ImageEnv`)."""
     from localcluster.kubelet.local import NodeStartError
     from localcluster.kubelet.local import start_node as start_local_node
 
@@ -325,13 +327,28 @@ async def start_node(
         raise StartError(f"--kubelet-client-ca {client_ca}: {e.strerror or e}") from None
     try:
         node = await start_local_node(
-            kubeconfig, data_dir, node_name=node_name, node_labels=node_labels, client_ca=ca_pem
+            kubeconfig,
+            data_dir,
+            node_name=node_name,
+            node_labels=node_labels,
+            client_ca=ca_pem,
+            images=images,
         )
     except NodeStartError as e:
         raise StartError(str(e)) from None
     stack.stops.append(node.stop)
     stack.hurry.append(node.kubelet.force_stop)
     stack.notes.append(f"kubelet     node {node.node_name}, logs on 127.0.0.1:{node.log_port}")
+    for mapping in images:
+        stack.notes.append(f"image       {mapping.pattern} runs with {mapping.env_dir}")
+    network = node.kubelet.network
+    if network.enabled:
+        stack.notes.append(
+            f"pod network {network.cidr} on bridge {network.names.bridge}: a network namespace "
+            "per pod, Service names in each pod's /etc/hosts"
+        )
+    else:
+        stack.notes.append(f"pod network none: {network.decision.banner()}")
 
 
 def _is_ip(host: str) -> bool:
