@@ -131,9 +131,7 @@ class Client:
         found = self._identities.get(key)
         if found is None:
             found = Client.__new__(Client)
-            found._http = Transport(
-                impersonating(self._http.api_client, user, key[1]), owns=False
-            )
+            found._http = Transport(impersonating(self._http.api_client, user, key[1]), owns=False)
             found.timeout = self.timeout
             found.field_manager = self.field_manager
             found._identities = {}
