@@ -369,3 +369,35 @@ def test_live_state_is_read_in_the_repositorys_namespace_unless_wider_rules_are_
     wide = tenancy.live_scope("team-a", "team-a", Boundaries(allow_cross_namespace=True))
     assert wide is not None and wide.namespaces is None
     assert tenancy.live_scope("team-a", "team-a", Boundaries.unrestricted()) is None
+
+
+# --- `trainops up`'s flags --------------------------------------------------------------------
+
+
+def _up_boundaries(*argv: str) -> Boundaries:
+    import argparse
+
+    from trainops.commands import up_gitops
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kubeconfig")
+    up_gitops.add_tenancy_arguments(parser)
+    result: Boundaries = up_gitops.boundaries(parser.parse_args(argv))
+    return result
+
+
+def test_embedded_up_acts_as_itself_and_reads_local_repositories_but_keeps_the_boundaries() -> None:
+    assert _up_boundaries() == Boundaries.single_user()
+
+
+def test_up_on_a_cluster_is_safe_unless_each_rule_is_widened_by_its_flag() -> None:
+    assert _up_boundaries("--kubeconfig", "k") == Boundaries()
+    assert _up_boundaries(
+        *("--kubeconfig", "k", "--default-service-account", "gitops", "--allow-local-repos"),
+        *("--allow-cross-namespace", "--allow-cluster-resources", "Namespace,ClusterRole"),
+    ) == Boundaries(
+        default_service_account="gitops",
+        allow_local_repos=True,
+        allow_cross_namespace=True,
+        allow_cluster_resources=frozenset({"Namespace", "ClusterRole"}),
+    )

@@ -118,6 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "carry (GitLab) at /api/v1/webhooks/git, read when up starts (restart up after "
         "changing it); without it pushes are accepted unsigned",
     )
+    up_gitops.add_tenancy_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
     parser.set_defaults(func=run)
 
