@@ -401,3 +401,32 @@ def test_up_on_a_cluster_is_safe_unless_each_rule_is_widened_by_its_flag() -> No
         allow_cross_namespace=True,
         allow_cluster_resources=frozenset({"Namespace", "ClusterRole"}),
     )
+
+
+@pytest.mark.parametrize(
+    ("repo", "extra", "expected"),
+    [
+        ("file:///srv/jobs.git", (), "local repositories (file:// and paths) are refused"),
+        ("https://example.com/jobs.git", (), "pass --default-service-account NAME"),
+    ],
+    ids=["a local repository", "no ServiceAccount"],
+)
+def test_up_on_a_cluster_refuses_a_repo_it_would_not_sync_before_starting_anything(
+    tmp_path: Any, repo: str, extra: tuple[str, ...], expected: str
+) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "trainops", "up", "--data-dir", str(tmp_path / "data")),
+            *("--kubeconfig", str(tmp_path / "absent"), "--repo", repo, *extra),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"trainops up: --repo {repo}: ")
+    assert expected in out.stderr
+    assert not (tmp_path / "data").exists()  # nothing started

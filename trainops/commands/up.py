@@ -157,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    problem = up_gitops.repo_problem(args)
+    if problem is not None:
+        print(f"trainops up: {problem}", file=sys.stderr)
+        return 2
     if kubeconfig is not None:
         args.kubeconfig = kubeconfig.expanduser().absolute()
     logging.basicConfig(

@@ -22,6 +22,7 @@ __all__ = [
     "add_tenancy_arguments",
     "boundaries",
     "gitops_logging",
+    "repo_problem",
     "repository_name",
     "secret_ref",
     "start_api",
@@ -121,6 +122,28 @@ def boundaries(args: argparse.Namespace) -> Any:
     )
 
 
+def repo_problem(args: argparse.Namespace) -> str | None:
+    """Why the reconciler would refuse `--repo`'s JobRepository (`up --kubeconfig` without the
+    flag it needs), so `up` can say so before anything starts; None when it would not."""
+    from gitops import tenancy
+
+    url = getattr(args, "repo", None)
+    if not url:
+        return None
+    rules = boundaries(args)
+    problem = tenancy.check_source(url, rules)
+    if problem is None:
+        try:
+            tenancy.identity_for({"metadata": {"namespace": "default"}}, rules)
+        except tenancy.Refused:
+            problem = (
+                "it would name no ServiceAccount to act as: pass --default-service-account "
+                "NAME (a ServiceAccount of namespace default), or --allow-reconciler-identity "
+                "to act as this process"
+            )
+    return f"--repo {url}: {problem}" if problem is not None else None
+
+
 def _kinds(text: str) -> frozenset[str]:
     kinds = frozenset(k.strip() for k in text.split(",") if k.strip())
     if not kinds:
@@ -138,10 +161,11 @@ async def start_gitops(
     from gitops.manager import GitOpsReconciler, GitOpsSettings
     from gitops.reconciler import JOB_REPOSITORIES
 
+    rules = boundaries(args)
     gitops = GitOpsReconciler(
         client,
         data_dir / "git",
-        GitOpsSettings(identity=f"trainops-up@{socket.gethostname()}", boundaries=boundaries(args)),
+        GitOpsSettings(identity=f"trainops-up@{socket.gethostname()}", boundaries=rules),
     )
     gitops.start()
     stack.stops.append(gitops.stop)
