@@ -404,15 +404,15 @@ def test_up_on_a_cluster_is_safe_unless_each_rule_is_widened_by_its_flag() -> No
 
 
 @pytest.mark.parametrize(
-    ("repo", "extra", "expected"),
+    ("repo", "expected"),
     [
-        ("file:///srv/jobs.git", (), "local repositories (file:// and paths) are refused"),
-        ("https://example.com/jobs.git", (), "pass --default-service-account NAME"),
+        ("file:///srv/jobs.git", "local repositories (file:// and paths) are refused"),
+        ("https://example.com/jobs.git", "pass --default-service-account NAME"),
     ],
     ids=["a local repository", "no ServiceAccount"],
 )
 def test_up_on_a_cluster_refuses_a_repo_it_would_not_sync_before_starting_anything(
-    tmp_path: Any, repo: str, extra: tuple[str, ...], expected: str
+    tmp_path: Any, repo: str, expected: str
 ) -> None:
     import subprocess
     import sys
@@ -420,7 +420,7 @@ def test_up_on_a_cluster_refuses_a_repo_it_would_not_sync_before_starting_anythi
     out = subprocess.run(
         [
             *(sys.executable, "-m", "trainops", "up", "--data-dir", str(tmp_path / "data")),
-            *("--kubeconfig", str(tmp_path / "absent"), "--repo", repo, *extra),
+            *("--kubeconfig", str(tmp_path / "absent"), "--repo", repo),
         ],
         capture_output=True,
         text=True,
