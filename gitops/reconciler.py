@@ -18,6 +18,10 @@ only the ComparisonError condition changes (cleared by the next good fetch). A r
 is one-shot (a revision that cannot be fetched is an operation in phase Error); after a
 restart the recorded status says what was synced last. Any other exception of a round is a
 ComparisonError/SyncError condition, logged once, retried with back-off.
+
+Tenancy (`gitops.acting`, rules in `gitops.tenancy`): before any request of its round the
+repository's identity is settled and its URL checked; live reads, applies, prunes and the
+`secretRef` read go through the engine of that identity; refused manifests are entry errors.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gitops import keys, order, report, sources, status, tenancy
+from gitops.acting import Tenants
 from gitops.compare import Comparison, ResourceState, compare
 from gitops.discovery import Discovery
 from gitops.git import Commit, Credentials, Git, GitError
@@ -121,10 +126,9 @@ class Reconciler:
         self.discovery = Discovery(client)
         self.engine = SyncEngine(client, self.discovery)
         """The reconciler's own identity (repositories acting as it, and discovery)."""
-        self.boundaries = boundaries if boundaries is not None else tenancy.Boundaries()
-        self.identities: dict[str, tenancy.Identity | None] = {}
-        """The identity each repository acts as, settled at the start of its round."""
-        self._engines: dict[tenancy.Identity, SyncEngine] = {}
+        self.tenants = Tenants(
+            client, self.discovery, self.engine, boundaries or tenancy.Boundaries()
+        )
         self.clock = clock or (lambda: datetime.now(UTC))
         self.monotonic = monotonic
         self.memos: dict[str, Memo] = {}
@@ -190,8 +194,8 @@ class Reconciler:
         commit = fetched
         kinds = set(DEFAULT_KINDS) | memo.kinds | keys.kinds_of(memo.checked)
         desired = keys.desired_keys(memo.checked, spec.destination)
-        live, tracked = await self._engine(key).live(
-            key, kinds, desired, scope=self._scope(obj, spec)
+        live, tracked = await self.tenants.engine(key).live(
+            key, kinds, desired, scope=self.tenants.scope(obj, spec)
         )
         fingerprint: str | None = keys.fingerprint(live, tracked)
         generation = (obj.get("metadata") or {}).get("generation")
@@ -213,8 +217,8 @@ class Reconciler:
         if self._should_sync(spec, memo, commit.sha, comparison, requested, retry_due):
             memo.stage = status.SYNC_ERROR
             operation = await self._sync(key, spec, memo, commit, comparison)
-            live, tracked = await self._engine(key).live(
-                key, kinds, desired, scope=self._scope(obj, spec)
+            live, tracked = await self.tenants.engine(key).live(
+                key, kinds, desired, scope=self.tenants.scope(obj, spec)
             )
             fingerprint = keys.fingerprint(live, tracked)
             comparison = self._compare(key, spec, memo, live, tracked, sources_of)
@@ -275,14 +279,14 @@ class Reconciler:
         started = time.monotonic()
         begun = self.clock()
         try:
-            self._admit(obj, spec)
+            self.tenants.admit(obj, spec)
             creds = await self._credentials(obj, spec)
             ref, commit = await self.git.fetch(spec.repo_url, revision, creds)
             if revision is None:
                 memo.head_ref = ref.ref
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.checked_for != wanted:
-                memo.checked = await self._bounded(
+                memo.checked = await self.tenants.bounded(
                     obj, spec, await self._load(spec, revision, creds)
                 )
                 memo.checked_for, memo.commit = wanted, commit
@@ -317,18 +321,7 @@ class Reconciler:
         if not spec.secret_name:
             return None
         namespace = str((obj.get("metadata") or {}).get("namespace", ""))
-        where = f"{namespace}/{spec.secret_name}"
-        try:  # as the repository's ServiceAccount: it may name only Secrets it may read
-            secret = await self._engine(spec_key(obj)).client.get(
-                resources.SECRETS, spec.secret_name, namespace
-            )
-        except errors.NotFound:
-            raise GitError(f"secret {where} (secretRef) not found") from None
-        except errors.Forbidden as exc:
-            raise tenancy.Refused(f"secret {where} (secretRef): {exc.message or exc}") from None
-        refusal = tenancy.check_secret(secret, spec.repo_url, where=where)
-        if refusal is not None:
-            raise tenancy.Refused(refusal)
+        secret = await self.tenants.secret(obj, spec)  # as the repository's ServiceAccount
         raw = secret.get("data") or {}
         data: dict[str, str] = {}
         for name in ("username", "password", "token", "sshPrivateKey"):
@@ -345,59 +338,6 @@ class Reconciler:
             password=data.get("password"),
             token=data.get("token"),
             ssh_private_key=data.get("sshPrivateKey"),
-        )
-
-    # --- tenancy (gitops.tenancy: the rules; here, where they meet the round) ------------------
-
-    def _admit(self, obj: dict[str, Any], spec: RepoSpec) -> None:
-        """Settle the identity the repository acts as and check its URL, before any request
-        of its round; tenancy.Refused (a ComparisonError naming what to set) otherwise."""
-        key = spec_key(obj)
-        self.identities.pop(key, None)
-        identity = tenancy.identity_for(obj, self.boundaries)
-        refusal = tenancy.check_source(spec.repo_url, self.boundaries)
-        if refusal is not None:
-            raise tenancy.Refused(refusal)
-        self.identities[key] = identity
-
-    def _engine(self, key: str) -> SyncEngine:
-        """The sync engine acting as the repository's identity (one per identity, cached;
-        the reconciler's own when it acts as the reconciler)."""
-        if key not in self.identities:  # fail closed: never act as ourselves by omission
-            raise RuntimeError(f"{key}: no identity settled for this round")
-        identity = self.identities[key]
-        if identity is None:
-            return self.engine
-        engine = self._engines.get(identity)
-        if engine is None:
-            client = self.client.impersonating(identity.user, identity.groups)
-            engine = self._engines[identity] = SyncEngine(client, self.discovery)
-        return engine
-
-    def _scope(self, obj: dict[str, Any], spec: RepoSpec) -> tenancy.Scope | None:
-        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
-        return tenancy.live_scope(namespace, spec.destination, self.boundaries)
-
-    async def _bounded(
-        self, obj: dict[str, Any], spec: RepoSpec, checked: list[Checked]
-    ) -> list[Checked]:
-        """The pre-flight's boundary step (`tenancy.enforce`), with each kind's scope asked of
-        discovery: a refused manifest becomes an entry error at its file:line."""
-        scopes: dict[tuple[str, str], bool] = {}
-        for c in checked:
-            if c.desired is None:
-                continue
-            api_version, kind = str(c.desired.get("apiVersion")), str(c.desired.get("kind"))
-            if (api_version, kind) not in scopes:
-                resource = await self.discovery.resource(api_version, kind)
-                if resource is not None:
-                    scopes[(api_version, kind)] = resource.namespaced
-        return tenancy.enforce(
-            checked,
-            repository_namespace=str((obj.get("metadata") or {}).get("namespace") or ""),
-            destination=spec.destination,
-            scopes=scopes,
-            boundaries=self.boundaries,
         )
 
     def _compare(
@@ -454,7 +394,7 @@ class Reconciler:
         outcomes: list[Outcome] = list(denied)
         todo = [r for r in comparison.resources if r.desired is not None and r.status != "Synced"]
         for r in order.apply_order(todo, _key):
-            outcome = await self._engine(key).apply(r)
+            outcome = await self.tenants.engine(key).apply(r)
             if outcome.failed and r.where:
                 outcome = Outcome(outcome.key, FAILED, f"{r.where}: {outcome.message}")
             outcomes.append(outcome)
@@ -466,7 +406,7 @@ class Reconciler:
             if comparison.prune_blocked:
                 outcomes.append(Outcome(_key(r), PRUNE_SKIPPED, comparison.prune_blocked))
             else:
-                outcomes.append(await self._engine(key).prune(r))
+                outcomes.append(await self.tenants.engine(key).prune(r))
         failed = [o for o in outcomes if o.failed]
         applied_failed = [o for o in failed if o not in denied]
         new_revision = commit.sha != memo.synced_revision
@@ -549,12 +489,6 @@ class Reconciler:
         if memo.retry_at is None:
             return spec.interval
         return max(0.0, min(spec.interval, memo.retry_at - self.monotonic()))
-
-
-def spec_key(obj: dict[str, Any]) -> str:
-    """`namespace/name` of a JobRepository object (the work queue's key)."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 NO_KEY = ResourceKey("", "", "", "")
