@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 
 from gitops.manager import GitOpsReconciler, GitOpsSettings
@@ -35,6 +36,8 @@ from tests.gitops.conftest import (
     tf_job_yaml,
     wait_status,
 )
+from tests.reference.conftest import service_account_kubeconfig
+from tests.support.cluster import Cluster
 
 REAL_RBAC = pytest.mark.skipif(
     not os.environ.get("TRAINOPS_TEST_KUBECONFIG"),
@@ -414,3 +417,80 @@ async def test_the_repository_objects_status_is_still_written_by_the_reconciler(
     assert (await kclient.get(JOB_REPOSITORIES, "jobs", namespace))["status"]["sync"][
         "revision"
     ] == sha
+
+
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "gitops" / "rbac.yaml"
+
+
+@REAL_RBAC
+async def test_the_reconciler_needs_only_the_rights_of_deploy_gitops(
+    cluster: Cluster,
+    kclient: Client,
+    repo_crd: None,
+    namespace: str,
+    team_b: str,
+    remote: Remote,
+    tmp_path: Path,
+) -> None:
+    """deploy/gitops/rbac.yaml, bound to a ServiceAccount whose token runs the reconciler
+    (its Lease moved into the test's namespace): it syncs team-a's repository as team-a's
+    account, and could not write a ConfigMap itself."""
+    suffix = uuid.uuid4().hex[:6]
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    for doc in docs:
+        meta = doc["metadata"]
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            meta["name"] += f"-{suffix}"
+        else:  # the ServiceAccount, and the Lease's Role and RoleBinding
+            meta["namespace"] = namespace
+        if "roleRef" in doc:
+            if doc["roleRef"]["kind"] == "ClusterRole":
+                doc["roleRef"]["name"] += f"-{suffix}"
+            doc["subjects"][0]["namespace"] = namespace
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+    try:
+        identity = service_account_kubeconfig(
+            cluster, namespace, "trainops-gitops", tmp_path / "gitops.kubeconfig"
+        )
+        await service_account(kclient, namespace, "deployer", DEPLOYER_RULES)
+        sha = remote.commit(
+            "jobs and an attack",
+            {"attack.yaml": attack(team_b, suffix), "job.yaml": tf_job_yaml("train")},
+        )
+        async with await Client.connect(identity.kubeconfig) as own:
+            with pytest.raises(errors.Forbidden):
+                await own.create(
+                    resources.CONFIGMAPS, {"metadata": {"name": "x", "namespace": namespace}}
+                )
+            running = GitOpsReconciler(
+                own,
+                tmp_path / "cache",
+                GitOpsSettings(
+                    namespace=namespace,
+                    lease_namespace=namespace,
+                    git_timeout=20,
+                    boundaries=Boundaries(allow_local_repos=True),
+                ),
+            )
+            running.start()
+            try:
+                await running.wait_synced(timeout=20)
+                body = repository(
+                    namespace, remote.url, automated=AUTOMATED, serviceAccountName="deployer"
+                )
+                await create_repository(kclient, body)
+                st = await wait_status(kclient, namespace, synced(sha), timeout=40)
+            finally:
+                await running.stop()
+        job = await kclient.get(resources.TFJOBS, "train", namespace)
+        managers = {m["manager"] for m in job["metadata"]["managedFields"]}
+        assert "trainops-gitops" in managers
+        by_kind = entries(st)
+        assert by_kind["TensorFlowTrainingJob"]["status"] == "Synced"
+        assert {k for k, r in by_kind.items() if r.get("file") == "attack.yaml"} == set(REFUSED_AT)
+        with pytest.raises(errors.NotFound):
+            await kclient.get(CLUSTER_ROLE_BINDINGS, f"pwn-{suffix}")
+    finally:
+        for doc in docs:
+            if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+                cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], check=False)
