@@ -177,9 +177,19 @@ def _spec() -> dict[str, Any]:
                 64,
             ),
             "interval": _duration("How often the repository is polled, e.g. 30s, 3m, 1h.", "3m"),
+            "serviceAccountName": _str(
+                "The ServiceAccount of this namespace the reconciler acts as (impersonates) for "
+                "every read, apply and prune of this repository and to read secretRef. Unset: "
+                "the reconciler's --default-service-account; with neither the repository is "
+                "refused (except under embedded `trainops up`).",
+                minLength=1,
+                maxLength=253,
+                pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+            ),
             "secretRef": _obj(
                 "A Secret in the JobRepository's namespace with sshPrivateKey, or username "
-                "and password, or token.",
+                "and password, or token; and url: the repository URL (or a prefix of it) the "
+                "credentials are for, else they are sent nowhere.",
                 {"name": _str("The Secret's name.", minLength=1, maxLength=253)},
                 required=["name"],
             ),

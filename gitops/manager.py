@@ -25,7 +25,7 @@ import logging
 import os
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from gitops.pushhooks import PushEvent
 from gitops.reconciler import JOB_REPOSITORIES, LOGGER, Memo, Reconciler
 from gitops.redact import redact
 from gitops.spec import read_spec, repo_id
+from gitops.tenancy import Boundaries
 from kube import errors, resources
 from kube.client import Client
 from kube.events import EventBuffer, EventRecorder
@@ -73,6 +74,9 @@ class GitOpsSettings:
     """Watch JobRepositories of this namespace only (None: every namespace)."""
     reconcile: bool = True
     """False: only watch (the Hub's reads work) and never sync: another install syncs."""
+    boundaries: Boundaries = field(default_factory=Boundaries)
+    """What each repository may reach and whom it acts as (`gitops.tenancy`); the default is
+    a shared cluster's: its own namespace, as its ServiceAccount."""
 
 
 class GitOpsReconciler:
@@ -99,7 +103,9 @@ class GitOpsReconciler:
         self.repos = Informer(client, JOB_REPOSITORIES, ns, name="jobrepositories")
         self.job_informers = {r.kind: Informer(client, r, name=r.plural) for r in _JOB_RESOURCES}
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
-        self.reconciler = Reconciler(client, self.git, self._emit, self.metrics)
+        self.reconciler = Reconciler(
+            client, self.git, self._emit, self.metrics, boundaries=self.settings.boundaries
+        )
         self.elector: LeaderElector | None = None
         if self.settings.leader_election:
             self.elector = LeaderElector(

@@ -18,6 +18,10 @@ only the ComparisonError condition changes (cleared by the next good fetch). A r
 is one-shot (a revision that cannot be fetched is an operation in phase Error); after a
 restart the recorded status says what was synced last. Any other exception of a round is a
 ComparisonError/SyncError condition, logged once, retried with back-off.
+
+Tenancy (`gitops.acting`, rules in `gitops.tenancy`): before any request of its round the
+repository's identity is settled and its URL checked; live reads, applies, prunes and the
+`secretRef` read go through the engine of that identity; refused manifests are entry errors.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gitops import keys, order, report, sources, status
+from gitops import keys, order, report, sources, status, tenancy
+from gitops.acting import Tenants
 from gitops.compare import Comparison, ResourceState, compare
 from gitops.discovery import Discovery
 from gitops.git import Commit, Credentials, Git, GitError
@@ -86,7 +91,7 @@ class Memo:
     """The branch the remote HEAD pointed at (when targetRevision is unset)."""
     fingerprint: str | None = None
     generation: int | None = None
-    checked_for: tuple[str, str, bool] | None = None
+    checked_for: tuple[str, str, bool, str] | None = None
     checked: list[Checked] = field(default_factory=list)
     commit: Commit | None = None
     synced_revision: str | None = None
@@ -113,12 +118,18 @@ class Reconciler:
         *,
         clock: Callable[[], datetime] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        boundaries: tenancy.Boundaries | None = None,
     ) -> None:
         self.client = client
         self.git = git
         self.emit = emit
         self.metrics = metrics
-        self.engine = SyncEngine(client, Discovery(client))
+        self.discovery = Discovery(client)
+        self.engine = SyncEngine(client, self.discovery)
+        """The reconciler's own identity (repositories acting as it, and discovery)."""
+        self.tenants = Tenants(
+            client, self.discovery, self.engine, boundaries or tenancy.Boundaries()
+        )
         self.clock = clock or (lambda: datetime.now(UTC))
         self.monotonic = monotonic
         self.memos: dict[str, Memo] = {}
@@ -184,7 +195,9 @@ class Reconciler:
         commit = fetched
         kinds = set(DEFAULT_KINDS) | memo.kinds | keys.kinds_of(memo.checked)
         desired = keys.desired_keys(memo.checked, spec.destination)
-        live, tracked = await self.engine.live(key, kinds, desired)
+        live, tracked = await self.tenants.engine(key).live(
+            key, kinds, desired, scope=self.tenants.scope(obj, spec)
+        )
         fingerprint: str | None = keys.fingerprint(live, tracked)
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry_at is not None and self.monotonic() >= memo.retry_at
@@ -205,7 +218,9 @@ class Reconciler:
         if self._should_sync(spec, memo, commit.sha, comparison, requested, retry_due):
             memo.stage = status.SYNC_ERROR
             operation = await self._sync(key, spec, memo, commit, comparison)
-            live, tracked = await self.engine.live(key, kinds, desired)
+            live, tracked = await self.tenants.engine(key).live(
+                key, kinds, desired, scope=self.tenants.scope(obj, spec)
+            )
             fingerprint = keys.fingerprint(live, tracked)
             comparison = self._compare(key, spec, memo, live, tracked, sources_of)
             if operation.phase == "Succeeded" and spec.self_heal and _actionable(comparison):
@@ -265,13 +280,16 @@ class Reconciler:
         started = time.monotonic()
         begun = self.clock()
         try:
+            self.tenants.admit(obj, spec)
             creds = await self._credentials(obj, spec)
             ref, commit = await self.git.fetch(spec.repo_url, revision, creds)
             if revision is None:
                 memo.head_ref = ref.ref
-            wanted = (commit.sha, spec.path, spec.recurse)
+            wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.checked_for != wanted:
-                memo.checked = await self._load(spec, revision, creds)
+                memo.checked = await self.tenants.bounded(
+                    obj, spec, await self._load(spec, revision, creds)
+                )
                 memo.checked_for, memo.commit = wanted, commit
         except (GitError, sources.SourcesError) as exc:
             self.metrics.fetch_failures.inc()
@@ -304,10 +322,7 @@ class Reconciler:
         if not spec.secret_name:
             return None
         namespace = str((obj.get("metadata") or {}).get("namespace", ""))
-        try:
-            secret = await self.client.get(resources.SECRETS, spec.secret_name, namespace)
-        except errors.NotFound:
-            raise GitError(f"secret {namespace}/{spec.secret_name} (secretRef) not found") from None
+        secret = await self.tenants.secret(obj, spec)  # as the repository's ServiceAccount
         raw = secret.get("data") or {}
         data: dict[str, str] = {}
         for name in ("username", "password", "token", "sshPrivateKey"):
@@ -380,7 +395,7 @@ class Reconciler:
         outcomes: list[Outcome] = list(denied)
         todo = [r for r in comparison.resources if r.desired is not None and r.status != "Synced"]
         for r in order.apply_order(todo, _key):
-            outcome = await self.engine.apply(r)
+            outcome = await self.tenants.engine(key).apply(r)
             if outcome.failed and r.where:
                 outcome = Outcome(outcome.key, FAILED, f"{r.where}: {outcome.message}")
             outcomes.append(outcome)
@@ -392,7 +407,7 @@ class Reconciler:
             if comparison.prune_blocked:
                 outcomes.append(Outcome(_key(r), PRUNE_SKIPPED, comparison.prune_blocked))
             else:
-                outcomes.append(await self.engine.prune(r))
+                outcomes.append(await self.tenants.engine(key).prune(r))
         failed = [o for o in outcomes if o.failed]
         applied_failed = [o for o in failed if o not in denied]
         new_revision = commit.sha != memo.synced_revision

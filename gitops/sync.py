@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gitops import names
+from gitops import names, tenancy
 from gitops.compare import ResourceState, replace_requested
 from gitops.discovery import Discovery
 from gitops.pairing import ResourceKey, key_of
@@ -71,11 +71,17 @@ class SyncEngine:
         repository: str,
         kinds: Iterable[tuple[str, str]],
         desired: Iterable[ResourceKey],
+        *,
+        scope: tenancy.Scope | None = None,
     ) -> tuple[dict[ResourceKey, dict[str, Any]], set[ResourceKey]]:
         """Live objects by key, and the keys of those this repository applied.
 
         `kinds` are (apiVersion, kind) pairs to list by the tracking label; `desired` the keys
-        Git defines (fetched one by one when not found among the tracked)."""
+        Git defines (fetched one by one when not found among the tracked). With a `scope`
+        (`gitops.tenancy.live_scope`) nothing outside it is read, and a list or read the API
+        server forbids (the repository's ServiceAccount may not) is left out: what the
+        account cannot see it cannot change either, and the apply says so per resource."""
+        desired = list(desired)
         live: dict[ResourceKey, dict[str, Any]] = {}
         tracked: set[ResourceKey] = set()
         selector = f"{names.MANAGED_LABEL}=true"
@@ -83,8 +89,7 @@ class SyncEngine:
             resource = await self.discovery.resource(api_version, kind)
             if resource is None:
                 continue
-            body = await self.client.list(resource, label_selector=selector)
-            for obj in body.get("items") or []:
+            for obj in await self._list_tracked(resource, selector, scope, desired):
                 obj.setdefault("apiVersion", resource.api_version)
                 obj.setdefault("kind", resource.kind)
                 key = key_of(obj)
@@ -95,11 +100,11 @@ class SyncEngine:
             if key in live:
                 continue
             resource = await self._resource_of_key(key, kinds)
-            if resource is None:
+            if resource is None or not _in_scope(resource, key.namespace, scope):
                 continue
             try:
                 obj = await self.client.get(resource, key.name, key.namespace or None)
-            except errors.NotFound:
+            except (errors.NotFound, errors.Forbidden):
                 continue
             obj.setdefault("apiVersion", resource.api_version)
             obj.setdefault("kind", resource.kind)
@@ -148,6 +153,47 @@ class SyncEngine:
         return Outcome(key, PRUNED, "pruned")
 
     # --- internals ------------------------------------------------------------------------------
+
+    async def _list_tracked(
+        self,
+        resource: Resource,
+        selector: str,
+        scope: tenancy.Scope | None,
+        desired: list[ResourceKey],
+    ) -> list[dict[str, Any]]:
+        """The objects of `resource` carrying the tracking label, within `scope`: every
+        namespace (None), else one list per namespace of the scope. Under a scope, a list the
+        API server forbids gives nothing; an every-namespace list it forbids falls back to
+        the namespaces Git names."""
+        if scope is None:
+            return list(
+                (await self.client.list(resource, label_selector=selector)).get("items") or []
+            )
+        if not resource.namespaced:
+            if not scope.lists_cluster_kind(resource.group, resource.kind):
+                return []
+            return await self._list_allowed(resource, None, selector)
+        if scope.namespaces is not None:
+            namespaces: list[str] = sorted(scope.namespaces)
+        else:
+            try:
+                body = await self.client.list(resource, label_selector=selector)
+                return list(body.get("items") or [])
+            except errors.Forbidden:
+                namespaces = sorted({k.namespace for k in desired if k.namespace})
+        out: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            out.extend(await self._list_allowed(resource, namespace, selector))
+        return out
+
+    async def _list_allowed(
+        self, resource: Resource, namespace: str | None, selector: str
+    ) -> list[dict[str, Any]]:
+        try:
+            body = await self.client.list(resource, namespace, label_selector=selector)
+        except errors.Forbidden:
+            return []
+        return list(body.get("items") or [])
 
     async def _apply(
         self, resource: Resource, key: ResourceKey, body: dict[str, Any]
@@ -210,6 +256,14 @@ class SyncEngine:
             if kind == key.kind and group == key.group:
                 return await self.discovery.resource(api_version, kind)
         return None
+
+
+def _in_scope(resource: Resource, namespace: str, scope: tenancy.Scope | None) -> bool:
+    if scope is None:
+        return True
+    if not resource.namespaced:
+        return scope.lists_cluster_kind(resource.group, resource.kind)
+    return scope.namespaces is None or namespace in scope.namespaces
 
 
 def _annotation(obj: dict[str, Any]) -> str | None:

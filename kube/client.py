@@ -27,7 +27,7 @@ import orjson
 from kube.errors import Unavailable, from_status
 from kube.resources import Resource
 from kube.transport import JSON as _JSON
-from kube.transport import Transport
+from kube.transport import Transport, impersonating
 
 __all__ = ["PATCH_CONTENT_TYPES", "USER_AGENT", "Client", "PatchType"]
 
@@ -68,6 +68,7 @@ class Client:
         self._http = Transport(api_client)
         self.timeout = timeout
         self.field_manager = field_manager
+        self._identities: dict[tuple[str, tuple[str, ...]], Client] = {}
 
     @classmethod
     async def connect(
@@ -120,6 +121,22 @@ class Client:
 
     async def close(self) -> None:
         await self._http.close()
+
+    def impersonating(self, user: str, groups: tuple[str, ...] = ()) -> Client:
+        """A client acting as `user` in `groups` (Impersonate-User / Impersonate-Group: the
+        API server authorizes each request as that identity, after checking that ours may
+        `impersonate` it). One per identity, cached; it shares this client's connections and
+        credentials, and closing it closes nothing (close this one)."""
+        key = (user, tuple(groups))
+        found = self._identities.get(key)
+        if found is None:
+            found = Client.__new__(Client)
+            found._http = Transport(impersonating(self._http.api_client, user, key[1]), owns=False)
+            found.timeout = self.timeout
+            found.field_manager = self.field_manager
+            found._identities = {}
+            self._identities[key] = found
+        return found
 
     async def __aenter__(self) -> Client:
         return self

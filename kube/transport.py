@@ -11,6 +11,7 @@ read raw (`_preload_content=False`) and parsed here, never through the generated
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import ssl
 from collections.abc import AsyncGenerator, Mapping
@@ -20,7 +21,7 @@ import aiohttp
 
 from kube.errors import Unavailable, from_response
 
-__all__ = ["JSON", "Transport", "describe", "query_params"]
+__all__ = ["JSON", "Transport", "describe", "impersonating", "query_params"]
 
 JSON = "application/json"
 
@@ -28,11 +29,14 @@ JSON = "application/json"
 class Transport:
     """Requests over one ApiClient (and its aiohttp session)."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, *, owns: bool = True) -> None:
         self.api_client = api_client
+        self.owns = owns
+        """Whether `close` closes the ApiClient (a view sharing another's session does not)."""
 
     async def close(self) -> None:
-        await self.api_client.close()
+        if self.owns:
+            await self.api_client.close()
 
     @property
     def host(self) -> str:
@@ -168,6 +172,31 @@ class Transport:
             _preload_content=False,
             _request_timeout=client_timeout,
         )
+
+
+def impersonating(api_client: Any, user: str, groups: tuple[str, ...]) -> Any:
+    """A view of `api_client` (same configuration, credentials and connection pool) whose
+    every request carries `Impersonate-User: user` and one `Impersonate-Group` header per
+    group, as the API server wants them (it does not split a comma-separated value). The
+    ApiClient folds headers into a dict on the way, so they are added one layer below it,
+    where aiohttp takes a multi-valued mapping."""
+    from multidict import CIMultiDict
+
+    view = copy.copy(api_client)
+    send = api_client.request
+
+    def request(method: str, url: str, *args: Any, headers: Any = None, **kwargs: Any) -> Any:
+        multi: CIMultiDict[str] = CIMultiDict()
+        for key, value in (headers or {}).items():
+            if not key.lower().startswith("impersonate-"):
+                multi.add(key, value)
+        multi.add("Impersonate-User", user)
+        for group in groups:
+            multi.add("Impersonate-Group", group)
+        return send(method, url, *args, headers=multi, **kwargs)
+
+    view.request = request
+    return view
 
 
 def query_params(query: Mapping[str, Any]) -> list[tuple[str, str]]:

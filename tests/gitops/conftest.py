@@ -20,6 +20,7 @@ import pytest
 
 from gitops.manager import GitOpsReconciler, GitOpsSettings
 from gitops.reconciler import JOB_REPOSITORIES
+from gitops.tenancy import Boundaries
 from kube import errors
 from kube.client import Client
 from tests.controller.conftest import crds, kclient  # noqa: F401
@@ -35,6 +36,9 @@ GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
 }
 
+
+UNRESTRICTED = Boundaries.unrestricted()
+"""The sync engine's tests act as the reconciler, anywhere (the tenancy tests set their own)."""
 
 # A job the admission webhook denies: its cpu request is above its limit.
 BAD_JOB = """\
@@ -149,7 +153,9 @@ async def gitops(
     running = GitOpsReconciler(
         kclient,
         tmp_path / "git-cache",
-        GitOpsSettings(leader_election=False, namespace=namespace, git_timeout=20),
+        GitOpsSettings(
+            leader_election=False, namespace=namespace, git_timeout=20, boundaries=UNRESTRICTED
+        ),
     )
     running.start()
     try:

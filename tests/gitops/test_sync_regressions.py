@@ -18,6 +18,7 @@ from gitops.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
 from tests.gitops.conftest import (
+    UNRESTRICTED,
     Remote,
     create_repository,
     get_or_none,
@@ -183,7 +184,9 @@ async def test_a_restart_does_not_record_another_sync(
     again = GitOpsReconciler(
         kclient,
         tmp_path / "git-cache-2",
-        GitOpsSettings(leader_election=False, namespace=namespace, git_timeout=20),
+        GitOpsSettings(
+            leader_election=False, namespace=namespace, git_timeout=20, boundaries=UNRESTRICTED
+        ),
     )
     again.start()
     try:

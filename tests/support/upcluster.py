@@ -1,7 +1,8 @@
 """`trainops up` on a real cluster in tests: the arguments, and a clean `default` namespace.
 
 With `TRAINOPS_TEST_KUBECONFIG` set, the `up` fixtures (`tests/up/conftest.py`) start
-`trainops up --kubeconfig $TRAINOPS_TEST_KUBECONFIG --node` instead of the embedded API server.
+`trainops up --kubeconfig $TRAINOPS_TEST_KUBECONFIG --node` (with the tenancy flags its local,
+ServiceAccount-less test repositories need) instead of the embedded API server.
 A real cluster outlives each `up`, unlike the fresh embedded server of a fresh data directory,
 so what one test left in `default` (jobs, pods bound to the node of an `up` that has stopped,
 Events) is deleted before the next `up` starts: the tests keep their fixed names.
@@ -34,7 +35,14 @@ def external_kubeconfig() -> Path | None:
 
 def up_args(kubeconfig: Path | None) -> tuple[str, ...]:
     """`trainops up`'s arguments for the cluster: none for the embedded server."""
-    return () if kubeconfig is None else ("--kubeconfig", str(kubeconfig), "--node")
+    if kubeconfig is None:
+        return ()
+    # The tests' repositories are local (file://) and name no ServiceAccount: on a real
+    # cluster `up` refuses both unless told (docs/GITOPS.md, "Trust and tenancy").
+    return (
+        *("--kubeconfig", str(kubeconfig), "--node"),
+        *("--allow-local-repos", "--allow-reconciler-identity"),
+    )
 
 
 def reset_namespace(kubeconfig: Path, namespace: str = "default") -> None:

@@ -168,6 +168,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Python environment ENV_DIR (a virtualenv or conda env: its bin/ first on PATH); "
         "repeatable, the first match wins; unmatched images run with up's own PATH",
     )
+    up_gitops.add_tenancy_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
     parser.set_defaults(func=run)
 
@@ -227,6 +228,10 @@ def run(args: argparse.Namespace) -> int:
             "webhook on loopback",
             file=sys.stderr,
         )
+        return 2
+    problem = up_gitops.repo_problem(args)
+    if problem is not None:
+        print(f"trainops up: {redact(problem)}", file=sys.stderr)
         return 2
     if kubeconfig is not None:
         args.kubeconfig = kubeconfig.expanduser().absolute()

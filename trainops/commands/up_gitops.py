@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from kube.client import Client
 
 __all__ = [
+    "add_tenancy_arguments",
+    "boundaries",
     "gitops_logging",
+    "repo_problem",
     "repository_name",
     "secret_ref",
     "start_api",
@@ -61,6 +64,98 @@ def repository_name(url: str) -> str:
     return name or "repo"
 
 
+def add_tenancy_arguments(parser: argparse.ArgumentParser) -> None:
+    """The reconciler's tenancy flags (`gitops.tenancy.Boundaries`; docs/GITOPS.md, "Trust
+    and tenancy"): each widens one boundary of what a JobRepository may reach."""
+    group = parser.add_argument_group(
+        "GitOps tenancy",
+        "What each JobRepository may reach. Embedded (no --kubeconfig): one user, so "
+        "repositories act as the reconciler and may use local repositories; with "
+        "--kubeconfig each acts as its spec.serviceAccountName.",
+    )
+    group.add_argument(
+        "--default-service-account",
+        metavar="NAME",
+        help="the ServiceAccount (in its own namespace) a JobRepository without "
+        "spec.serviceAccountName acts as",
+    )
+    group.add_argument(
+        "--allow-reconciler-identity",
+        action="store_true",
+        default=None,
+        help="a JobRepository naming no ServiceAccount (and no --default-service-account) "
+        "acts as the reconciler itself, with all its rights (the default when embedded)",
+    )
+    group.add_argument(
+        "--allow-local-repos",
+        action="store_true",
+        default=None,
+        help="allow file:// URLs and local paths in repoURL (the default when embedded)",
+    )
+    group.add_argument(
+        "--allow-cross-namespace",
+        action="store_true",
+        help="allow namespaced objects outside the JobRepository's own namespace",
+    )
+    group.add_argument(
+        "--allow-cluster-resources",
+        metavar="KIND,...",
+        type=_kinds,
+        default=frozenset(),
+        help="allow these cluster-scoped kinds (Namespace, ClusterRole, "
+        "CustomResourceDefinition.apiextensions.k8s.io, …; * for all)",
+    )
+
+
+def boundaries(args: argparse.Namespace) -> Any:
+    """The `gitops.tenancy.Boundaries` of `up`'s flags: embedded `up` (one user, no RBAC)
+    acts as itself and allows local repositories; `up --kubeconfig` only when told."""
+    from gitops.tenancy import Boundaries
+
+    embedded = getattr(args, "kubeconfig", None) is None
+
+    def flag(name: str) -> bool:
+        value = getattr(args, name, None)
+        return embedded if value is None else bool(value)
+
+    return Boundaries(
+        default_service_account=getattr(args, "default_service_account", None),
+        allow_reconciler_identity=flag("allow_reconciler_identity"),
+        allow_local_repos=flag("allow_local_repos"),
+        allow_cross_namespace=bool(getattr(args, "allow_cross_namespace", False)),
+        allow_cluster_resources=frozenset(getattr(args, "allow_cluster_resources", ())),
+    )
+
+
+def repo_problem(args: argparse.Namespace) -> str | None:
+    """Why the reconciler would refuse `--repo`'s JobRepository (`up --kubeconfig` without the
+    flag it needs), so `up` can say so before anything starts; None when it would not."""
+    from gitops import tenancy
+
+    url = getattr(args, "repo", None)
+    if not url:
+        return None
+    rules = boundaries(args)
+    problem = tenancy.check_source(url, rules)
+    if problem is None:
+        try:
+            tenancy.identity_for({"metadata": {"namespace": "default"}}, rules)
+        except tenancy.Refused:
+            problem = (
+                "it would name no ServiceAccount to act as: pass --default-service-account "
+                "NAME (a ServiceAccount of namespace default), or --allow-reconciler-identity "
+                "to act as this process"
+            )
+    return f"--repo {url}: {problem}" if problem is not None else None
+
+
+def _kinds(text: str) -> frozenset[str]:
+    kinds = frozenset(k.strip() for k in text.split(",") if k.strip())
+    if not kinds:
+        raise argparse.ArgumentTypeError("name at least one kind, e.g. Namespace")
+    return kinds
+
+
 async def start_gitops(
     stack: Any,
     client: Client,
@@ -76,10 +171,11 @@ async def start_gitops(
     from gitops.manager import GitOpsReconciler, GitOpsSettings
     from gitops.reconciler import JOB_REPOSITORIES
 
+    rules = boundaries(args)
     gitops = GitOpsReconciler(
         client,
         data_dir / "git",
-        GitOpsSettings(identity=identity, reconcile=reconcile),
+        GitOpsSettings(identity=identity, reconcile=reconcile, boundaries=rules),
     )
     gitops.start()
     stack.stops.append(gitops.stop)
