@@ -1,0 +1,179 @@
+"""No sync silently destroys running work (issue 16, item 3), end to end: real git repositories
+(file://), the real reconciler, the embedded API server (see test_sync_cluster.py).
+
+- a commit that leaves no manifest (or empties `path`) prunes nothing unless allowEmpty;
+- an object another JobRepository tracks is neither taken over nor pruned;
+- prune follows the repository's uid, not its name.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+from gitops.manager import GitOpsReconciler
+from gitops.reconciler import JOB_REPOSITORIES
+from kube import resources
+from kube.client import Client
+from tests.gitops.conftest import (
+    Remote,
+    create_repository,
+    get_or_none,
+    repository,
+    resource_entry,
+    tf_job_yaml,
+    wait_status,
+)
+from tests.support.cluster import aeventually
+
+TF = resources.TFJOBS
+PRUNE = {"prune": True, "selfHeal": True}
+
+
+def secret_yaml(value: str) -> str:
+    return (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ntype: Opaque\n"
+        f"stringData:\n  token: {value}\n"
+    )
+
+
+def configmap_yaml(name: str) -> str:
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: '1'\n"
+
+
+def synced(revision: str) -> Any:
+    return lambda st: (
+        (st.get("sync") or {}).get("revision") == revision
+        and (st.get("operationState") or {}).get("syncResult", {}).get("revision") == revision
+    )
+
+
+def condition(st: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in st.get("conditions") or [] if c.get("type") == type_), None)
+
+
+def results(st: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(r["name"], r["status"]) for r in st["operationState"]["syncResult"]["resources"]]
+
+
+async def test_a_commit_that_leaves_only_a_readme_prunes_nothing_until_allow_empty(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    first = remote.commit("two", {"a.yaml": tf_job_yaml("a"), "b.yaml": tf_job_yaml("b")})
+    await create_repository(kclient, repository(namespace, remote.url, automated=PRUNE))
+    await wait_status(kclient, namespace, synced(first))
+    uids = {n: (await kclient.get(TF, n, namespace))["metadata"]["uid"] for n in ("a", "b")}
+
+    empty = remote.commit("docs only", {"a.yaml": None, "b.yaml": None, "README.md": "# jobs\n"})
+    st = await wait_status(kclient, namespace, synced(empty))
+    assert sorted(results(st)) == [("a", "PruneSkipped"), ("b", "PruneSkipped")]
+    message = st["operationState"]["syncResult"]["resources"][0]["message"]
+    assert message.startswith("prune skipped: the repository defines no objects")
+    assert "2 objects applied before are kept" in message and "allowEmpty: true" in message
+    cond = condition(st, "PruneSkipped")
+    assert cond is not None and (cond["status"], cond["reason"]) == ("True", "EmptyDesiredState")
+    assert cond["message"] == message
+    assert st["sync"]["status"] == "OutOfSync"
+    for name, uid in uids.items():
+        job = await kclient.get(TF, name, namespace)
+        assert job["metadata"]["uid"] == uid and not job["metadata"].get("deletionTimestamp")
+
+    # Saying so in the spec lets the empty revision prune.
+    obj = await kclient.get(JOB_REPOSITORIES, "jobs", namespace)
+    obj["spec"]["syncPolicy"]["allowEmpty"] = True
+    await kclient.replace(JOB_REPOSITORIES, obj)
+    st = await wait_status(
+        kclient, namespace, lambda s: ("a", "Pruned") in results(s) and s.get("operationState")
+    )
+    assert sorted(results(st)) == [("a", "Pruned"), ("b", "Pruned")]
+    for name in uids:
+        await aeventually(lambda n=name: _gone(kclient, n, namespace))
+    st = await wait_status(kclient, namespace, lambda s: condition(s, "PruneSkipped") is None)
+
+
+async def test_a_path_that_vanished_prunes_nothing(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    first = remote.commit("one", {"jobs/a.yaml": tf_job_yaml("a"), "README.md": "x\n"})
+    await create_repository(
+        kclient, repository(namespace, remote.url, path="jobs", automated=PRUNE)
+    )
+    await wait_status(kclient, namespace, synced(first))
+    remote.commit("moved away", {"jobs/a.yaml": None})
+    st = await wait_status(
+        kclient, namespace, lambda s: condition(s, "ComparisonError") is not None
+    )
+    assert "jobs" in condition(st, "ComparisonError")["message"]  # type: ignore[index]
+    assert st["sync"]["revision"] == first
+    assert await get_or_none(kclient, TF, "a", namespace) is not None
+
+
+async def test_another_repositorys_secret_is_neither_taken_over_nor_pruned(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, tmp_path: Path
+) -> None:
+    team_b, team_a = Remote(tmp_path / "b"), Remote(tmp_path / "a")
+    b_sha = team_b.commit("creds", {"creds.yaml": secret_yaml("team-b-token")})
+    await create_repository(kclient, repository(namespace, team_b.url, name="team-b"))
+    await wait_status(kclient, namespace, synced(b_sha), name="team-b")
+    before = await kclient.get(resources.SECRETS, "creds", namespace)
+
+    a_sha = team_a.commit(
+        "mine", {"creds.yaml": secret_yaml("team-a-token"), "cm.yaml": configmap_yaml("a")}
+    )
+    await create_repository(
+        kclient, repository(namespace, team_a.url, name="team-a", automated=PRUNE)
+    )
+    st = await wait_status(kclient, namespace, synced(a_sha), name="team-a")
+    entry = resource_entry(st, "creds")
+    assert entry["status"] == "OutOfSync"
+    assert entry["message"].startswith(f"tracked by {namespace}/team-b: not taken over")
+    assert (entry["file"], entry["line"]) == ("creds.yaml", 1)
+    assert st["operationState"]["phase"] == "Failed"
+    assert f"creds.yaml:1: tracked by {namespace}/team-b" in st["operationState"]["message"]
+    secret = await kclient.get(resources.SECRETS, "creds", namespace)
+    assert base64.b64decode(secret["data"]["token"]) == b"team-b-token"
+    assert secret["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+    # Gone from team-a's Git: still team-b's, not pruned.
+    a2 = team_a.commit("drop creds", {"creds.yaml": None})
+    st = await wait_status(kclient, namespace, synced(a2), name="team-a")
+    assert [n for n, s in results(st) if s == "Pruned"] == []
+    secret = await kclient.get(resources.SECRETS, "creds", namespace)
+    assert secret["metadata"]["uid"] == before["metadata"]["uid"]
+    assert base64.b64decode(secret["data"]["token"]) == b"team-b-token"
+    assert st["sync"]["status"] == "Synced"
+
+
+async def test_prune_follows_the_repositorys_uid_not_its_name(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    first = remote.commit("two", {"a.yaml": tf_job_yaml("a"), "b.yaml": tf_job_yaml("b")})
+    await create_repository(kclient, repository(namespace, remote.url, automated=PRUNE))
+    await wait_status(kclient, namespace, synced(first))
+    await gitops.delete(namespace, "jobs")
+    await aeventually(lambda: _missing(kclient, JOB_REPOSITORIES, "jobs", namespace), timeout=10)
+    # Another repository under the same name, whose Git holds only `a`: it adopts `a` (its old
+    # repository is gone) but does not prune `b`, which it never applied.
+    other = Remote(remote.work.parent / "other")
+    sha = other.commit("a only", {"a.yaml": tf_job_yaml("a")})
+    created = await create_repository(kclient, repository(namespace, other.url, automated=PRUNE))
+    st = await wait_status(kclient, namespace, synced(sha))
+    assert [n for n, s in results(st) if s == "Pruned"] == []
+    assert results(st) == [("a", "Synced")]
+    job_a = await kclient.get(TF, "a", namespace)
+    annotations = job_a["metadata"]["annotations"]
+    assert annotations["gitops.trainops.dev/repository-uid"] == created["metadata"]["uid"]
+    job_b = await kclient.get(TF, "b", namespace)
+    assert (
+        job_b["metadata"]["annotations"]["gitops.trainops.dev/repository-uid"]
+        != (created["metadata"]["uid"])
+    )
+
+
+async def _gone(client: Client, name: str, namespace: str) -> bool:
+    return await get_or_none(client, TF, name, namespace) is None
+
+
+async def _missing(client: Client, resource: Any, name: str, namespace: str) -> bool:
+    return await get_or_none(client, resource, name, namespace) is None
