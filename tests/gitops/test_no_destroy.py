@@ -3,12 +3,16 @@
 
 - a commit that leaves no manifest (or empties `path`) prunes nothing unless allowEmpty;
 - an object another JobRepository tracks is neither taken over nor pruned;
-- prune follows the repository's uid, not its name.
+- prune follows the repository's uid, not its name;
+- a deadline shortened by hand and reverted by self-heal does not fail the job (the job
+  controller waits controller.lifecycle.DEADLINE_SETTLE before acting on a just-shortened one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ from gitops.manager import GitOpsReconciler
 from gitops.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
+from tests.controller.conftest import controller  # noqa: F401
 from tests.gitops.conftest import (
     Remote,
     create_repository,
@@ -169,6 +174,49 @@ async def test_prune_follows_the_repositorys_uid_not_its_name(
         job_b["metadata"]["annotations"]["gitops.trainops.dev/repository-uid"]
         != (created["metadata"]["uid"])
     )
+
+
+async def test_a_deadline_shortened_by_hand_and_healed_does_not_fail_the_job(
+    gitops: GitOpsReconciler,
+    controller: Any,  # noqa: F811
+    kclient: Client,
+    namespace: str,
+    remote: Remote,
+) -> None:
+    from controller.lifecycle import DEADLINE_SETTLE
+
+    manifest = tf_job_yaml("long").replace(
+        "spec:\n  runMode:", "spec:\n  runPolicy:\n    activeDeadlineSeconds: 3600\n  runMode:"
+    )
+    sha = remote.commit("one", {"long.yaml": manifest})
+    await create_repository(kclient, repository(namespace, remote.url, automated=PRUNE))
+    await wait_status(kclient, namespace, synced(sha))
+
+    async def started() -> Any:
+        job = await kclient.get(TF, "long", namespace)
+        return (job.get("status") or {}).get("startTime") or False
+
+    await aeventually(started, timeout=15)
+    began = time.monotonic()
+    await aeventually(lambda: time.monotonic() - began > 2, timeout=5)  # 1 s is now passed
+    await kclient.patch(
+        TF, "long", {"spec": {"runPolicy": {"activeDeadlineSeconds": 1}}}, namespace,
+        patch_type="merge",
+    )  # fmt: skip
+
+    async def healed() -> bool:
+        job = await kclient.get(TF, "long", namespace)
+        return bool(job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600)
+
+    await aeventually(healed, timeout=10)
+    # Past the settle time the controller decides again, on the healed spec: not Failed.
+    settled = time.monotonic() + DEADLINE_SETTLE + 2
+    while time.monotonic() < settled:
+        job = await kclient.get(TF, "long", namespace)
+        assert (job.get("status") or {}).get("phase") != "Failed", job.get("status")
+        await asyncio.sleep(0.5)  # an observation window, bounded by `settled`
+    conditions = {c["type"]: c for c in job["status"]["conditions"]}
+    assert conditions["Failed"]["status"] == "False"
 
 
 async def _gone(client: Client, name: str, namespace: str) -> bool:
