@@ -80,6 +80,9 @@ async def test_a_commit_that_leaves_only_a_readme_prunes_nothing_until_allow_emp
     assert cond is not None and (cond["status"], cond["reason"]) == ("True", "EmptyDesiredState")
     assert cond["message"] == message
     assert st["sync"]["status"] == "OutOfSync"
+    assert st["operationState"]["message"] == "0 applied, 2 prune skipped: " + message.removeprefix(
+        "prune skipped: "
+    )
     for name, uid in uids.items():
         job = await kclient.get(TF, name, namespace)
         assert job["metadata"]["uid"] == uid and not job["metadata"].get("deletionTimestamp")
