@@ -29,6 +29,7 @@ from gitops.compare import OUT_OF_SYNC, Comparison
 from gitops.pairing import ResourceKey
 
 __all__ = [
+    "UNKNOWN",
     "Lookup",
     "Tracking",
     "foreign_claims",
@@ -39,9 +40,10 @@ __all__ = [
 ]
 
 Lookup = Callable[[str, str], Awaitable[str | None]]
-"""(namespace, name) → the uid of that JobRepository, None when it does not exist. Raise
-nothing: a lookup that cannot tell (forbidden, unreachable) answers the claimed uid, so the
-object counts as another repository's (the safe side)."""
+"""(namespace, name) → the uid of that JobRepository, None when it does not exist, `UNKNOWN`
+when the lookup cannot tell (forbidden, unreachable): the object then counts as another
+repository's (the safe side)."""
+UNKNOWN = "?"
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,9 @@ async def foreign_claims(
             namespace, name = t.repository.split("/", 1)
             alive[t.repository] = await lookup(namespace, name)
         current = alive[t.repository]
+        if current == UNKNOWN:
+            out[key] = t.shown
+            continue
         if current is None or (t.uid is not None and current != t.uid):
             continue  # its repository is gone (or a new one took the name): adoptable
         if t.uid is None and t.repository == repository:

@@ -359,15 +359,15 @@ class Reconciler:
         return guards.guard_empty(comparison, allowed=guards.allow_empty(obj), path=spec.path)
 
     async def _repository_uid(self, namespace: str, name: str) -> str | None:
-        """The uid of the JobRepository `namespace/name`, None when there is none; a
-        refusal answers "unknown" (`?`), which never matches our own uid."""
+        """The uid of the JobRepository `namespace/name`, None when there is none,
+        `ownership.UNKNOWN` when the API server refuses to say (its objects are then kept off)."""
         try:
             other = await self.client.get(JOB_REPOSITORIES, name, namespace)
         except errors.NotFound:
             return None
         except errors.APIError:
-            return "?"
-        return str((other.get("metadata") or {}).get("uid") or "?")
+            return ownership.UNKNOWN
+        return str((other.get("metadata") or {}).get("uid") or ownership.UNKNOWN)
 
     def _should_sync(
         self,

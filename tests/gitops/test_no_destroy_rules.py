@@ -48,7 +48,7 @@ def test_an_object_is_ours_by_uid_and_by_name_only_without_a_uid(
     assert ownership.is_ours(live, REPO, UID) is expected
 
 
-REPOSITORIES = {("ns", "team-b"): "uid-b", ("ns", "jobs"): UID}
+REPOSITORIES = {("ns", "team-b"): "uid-b", ("ns", "jobs"): UID, ("ns", "secret"): "?"}
 
 CLAIMS = [
     pytest.param(obj("ns/team-b", "uid-b"), {KEY: "ns/team-b"}, id="another-live-repository"),
@@ -58,6 +58,7 @@ CLAIMS = [
     pytest.param(obj("ns/jobs", "uid-0"), {}, id="our-name-old-uid-adoptable"),
     pytest.param(obj(None, "uid-x"), {KEY: "the JobRepository with uid uid-x"}, id="uid-only"),
     pytest.param(obj(REPO, UID), {}, id="ours"),
+    pytest.param(obj("ns/secret", "uid-s"), {KEY: "ns/secret"}, id="lookup-cannot-tell"),
     pytest.param(obj(), {}, id="untracked-adoptable"),
 ]
 
