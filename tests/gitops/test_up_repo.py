@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.gitops.conftest import Remote, tf_job_yaml
+from tests.support import upcluster
 from tests.up.conftest import Up, eventually
 from tests.up.conftest import up as up
 from trainops.commands.up_gitops import (
@@ -122,7 +123,7 @@ def test_up_with_two_urls_of_one_base_name_keeps_both_repositories_and_both_jobs
     up.stop()
     refused = subprocess.run(
         [sys.executable, "-m", "trainops", "up", "--data-dir", str(up.data_dir),
-         "--repo", second.url, "--repo-name", "origin"],
+         *upcluster.up_args(up.external), "--repo", second.url, "--repo-name", "origin"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert refused.returncode == 1, refused.stderr
