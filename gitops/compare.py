@@ -17,7 +17,9 @@ Decisions (docs/GITOPS.md has the why):
   no one can tell which objects it held: prune is *blocked* for the whole repository until it
   reads again (`Comparison.prune_blocked`), rather than deleting what it might still define;
 - two documents defining the same object: the first wins, the others are errors naming it;
-- prune candidates do not count towards the repository's health (they are on their way out).
+- prune candidates do not count towards the repository's health (they are on their way out);
+- fields the live object holds by hand (annotation `gitops.trainops.dev/held-fields`,
+  gitops/handheld.py) are neither compared nor applied, and its message says so.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ __all__ = [
     "UNKNOWN",
     "Lookup",
     "Tracking",
+    "claimed",
     "foreign_claims",
     "is_ours",
     "mark_foreign",
@@ -112,6 +113,14 @@ async def foreign_claims(
             continue  # ours before uids were recorded
         out[key] = t.shown
     return out
+
+
+def claimed(comparison: Comparison) -> bool:
+    """Whether `comparison` kept off another repository's object: compared again every round
+    (that repository may be deleted meanwhile, which changes no object this one watches)."""
+    return any(
+        r.error is not None and r.error.startswith("tracked by ") for r in comparison.resources
+    )
 
 
 def mark_foreign(comparison: Comparison, foreign: Mapping[ResourceKey, str]) -> Comparison:

@@ -188,6 +188,7 @@ class Reconciler:
         fingerprint: str | None = keys.fingerprint(live, tracked)
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry_at is not None and self.monotonic() >= memo.retry_at
+        claimed = memo.comparison is not None and ownership.claimed(memo.comparison)
         failing = any(
             c.get("type") in status.ERROR_CONDITIONS
             for c in (obj.get("status") or {}).get("conditions") or []
@@ -196,7 +197,7 @@ class Reconciler:
             commit.sha,
             fingerprint,
             generation,
-        ) and not (memo.refresh or requested or retry_due or failing):
+        ) and not (memo.refresh or requested or retry_due or failing or claimed):
             return self._requeue(spec, memo)
         memo.refresh = False
         sources_of = keys.recorded_sources(obj)

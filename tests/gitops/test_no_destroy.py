@@ -153,6 +153,33 @@ async def test_another_repositorys_secret_is_neither_taken_over_nor_pruned(
     assert st["sync"]["status"] == "Synced"
 
 
+async def test_once_the_other_repository_is_deleted_its_object_is_adopted(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, tmp_path: Path
+) -> None:
+    team_b, team_a = Remote(tmp_path / "b"), Remote(tmp_path / "a")
+    b_sha = team_b.commit("creds", {"creds.yaml": secret_yaml("team-b-token")})
+    await create_repository(kclient, repository(namespace, team_b.url, name="team-b"))
+    await wait_status(kclient, namespace, synced(b_sha), name="team-b")
+    a_sha = team_a.commit("mine", {"creds.yaml": secret_yaml("team-a-token")})
+    created = await create_repository(
+        kclient, repository(namespace, team_a.url, name="team-a", automated=PRUNE)
+    )
+    await wait_status(kclient, namespace, synced(a_sha), name="team-a")
+    await kclient.delete(JOB_REPOSITORIES, "team-b", namespace)
+    # Nothing team-a watches changes; it looks again because it kept off another's object.
+    st = await wait_status(
+        kclient,
+        namespace,
+        lambda s: resource_entry(s, "creds")["status"] == "Synced",
+        name="team-a",
+    )
+    assert st["sync"]["status"] == "Synced"
+    secret = await kclient.get(resources.SECRETS, "creds", namespace)
+    assert base64.b64decode(secret["data"]["token"]) == b"team-a-token"
+    annotations = secret["metadata"]["annotations"]
+    assert annotations["gitops.trainops.dev/repository-uid"] == created["metadata"]["uid"]
+
+
 async def test_prune_follows_the_repositorys_uid_not_its_name(
     gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
 ) -> None:
