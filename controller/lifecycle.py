@@ -32,6 +32,14 @@ it is False) when later, and not while paused; exceeded when the time left is �
 Job: `duration >= allowed`). The time left is returned as `requeue_after` so the shell sets a
 timer instead of waiting for the next pod event (a Kubeflow pain point).
 
+A deadline shortened while the job runs (a hand edit that GitOps self-heal may revert within
+a second) ends the job only once the new value has stood for `DEADLINE_SETTLE` seconds: when
+the deadline is passed and `activeDeadlineSeconds` was written (its newest `managedFields`
+entry's time) after the job was created and less than `DEADLINE_SETTLE` ago, the round waits
+(a timer for the rest) and decides again with the spec as it is then. A deadline reached in
+the ordinary way is not delayed (the field was written at creation), nor on a server that
+keeps no `managedFields`.
+
 Clean-up (`runPolicy.cleanUpPolicy`, seeds 清除策略) once the job has ended: None keeps every
 pod; All deletes every pod and service; Unfinished deletes the pods still Pending, Running or
 Unknown and their services. A job failed by its deadline deletes its unfinished pods whatever
@@ -57,16 +65,20 @@ from controller.spec import JobView
 from controller.status import CONDITION_ORDER, condition, get_condition, parse_time, terminated_at
 
 __all__ = [
+    "DEADLINE_SETTLE",
     "Observed",
     "Outcome",
     "clean_up",
     "conditions_for",
     "deadline_left",
+    "deadline_settle_left",
     "ended_on_its_own",
     "replica_failure",
     "with_condition",
 ]
 
+DEADLINE_SETTLE = 10.0
+"""Seconds a just-shortened deadline waits before it ends a job (module docstring)."""
 ALL_RUNNING = "All pods are running normally."
 NOT_FINISHED = "The job has not finished."
 
@@ -127,6 +139,27 @@ def deadline_left(
     if since is None:
         return float(seconds)
     return seconds - (now - since).total_seconds()
+
+
+def deadline_settle_left(obj: dict[str, Any], now: datetime) -> float:
+    """Seconds a passed deadline still waits because `activeDeadlineSeconds` was changed
+    recently (0: decide now); see the module docstring."""
+    meta = obj.get("metadata") or {}
+    created = parse_time(meta.get("creationTimestamp"))
+    written: datetime | None = None
+    for entry in meta.get("managedFields") or []:
+        if not isinstance(entry, dict) or entry.get("subresource"):
+            continue
+        spec = (entry.get("fieldsV1") or {}).get("f:spec")
+        policy = spec.get("f:runPolicy") if isinstance(spec, dict) else None
+        if not isinstance(policy, dict) or "f:activeDeadlineSeconds" not in policy:
+            continue
+        moment = parse_time(entry.get("time"))
+        if moment is not None and (written is None or moment > written):
+            written = moment
+    if written is None or created is None or written <= created:
+        return 0.0
+    return max(0.0, DEADLINE_SETTLE - (now - written).total_seconds())
 
 
 def ended_on_its_own(pod: dict[str, Any], container: str) -> str | None:

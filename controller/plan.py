@@ -47,6 +47,7 @@ from controller.lifecycle import (
     clean_up,
     conditions_for,
     deadline_left,
+    deadline_settle_left,
     ended_on_its_own,
     replica_failure,
     with_condition,
@@ -253,6 +254,9 @@ class _Round:
         left = deadline_left(self.job, self.start, paused_cond, self.now)
         if left is None or left > 0:
             return None, left
+        settle = deadline_settle_left(self.job.obj, self.now)
+        if settle > 0:  # shortened just now: decide once the edit has stood (or was reverted)
+            return None, settle
         seconds = self.job.active_deadline_seconds
         return (
             Outcome(

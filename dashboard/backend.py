@@ -16,23 +16,37 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Any
 
+from gitops import handheld, names, ownership
 from gitops.apishow import job_row, shown_repository
-from gitops.hub import Hub
+from gitops.hub import Hub, UnknownRepository
 from gitops.redact import redact_value
 from kube import resources
 from kube.client import Client
 from kube.resources import Resource
 
-__all__ = ["JOB_LABEL", "JOB_RESOURCES", "Backend", "UnknownJob"]
+__all__ = [
+    "FIELD_MANAGER",
+    "JOB_LABEL",
+    "JOB_RESOURCES",
+    "Backend",
+    "DeployedFromGit",
+    "UnknownJob",
+]
 
 JOB_LABEL = "batch.tensorstack.dev/job-name"
 """The label the controller puts on every child of a job (controller/labels.py `JOB_NAME`)."""
 JOB_RESOURCES = {r.plural: r for r in (resources.TFJOBS, resources.XGBJOBS)}
 LOG_READ_TIMEOUT = 30.0
+FIELD_MANAGER = "trainops-dashboard"
+"""The field manager of the dashboard's and the API's pause and resume."""
 
 
 class UnknownJob(LookupError):
     """Not a training-job kind (the URL's plural)."""
+
+
+class DeployedFromGit(Exception):
+    """A delete refused: a JobRepository deploys the job and would create it again."""
 
 
 class Backend:
@@ -108,16 +122,77 @@ class Backend:
             deadline_seconds=limit,
         )
 
-    async def set_paused(self, namespace: str, plural: str, name: str, paused: bool) -> None:
-        """A merge patch of `spec.runMode.pause.enabled` (what `kubectl patch --type=merge`
-        does; the controller deletes or recreates the replicas)."""
-        patch = {"spec": {"runMode": {"pause": {"enabled": paused}}}}
-        await self.client.patch(_resource(plural), name, patch, namespace, patch_type="merge")
+    async def set_paused(self, namespace: str, plural: str, name: str, paused: bool) -> bool:
+        """Set `spec.runMode.pause.enabled` (the controller deletes or recreates the replicas);
+        True when the job is deployed from Git and the value is now held by hand.
+
+        Server-side apply as `trainops-dashboard` with force, so this manager owns the field
+        even when it already had the value. On a Git-managed job the same apply adds the
+        pointer to `gitops.trainops.dev/held-fields` (gitops/handheld.py): Git stops managing
+        the field, so neither self-heal nor a later commit undoes the pause or resume."""
+        resource = _resource(plural)
+        job = await self.client.get(resource, name, namespace)
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        held = ownership.tracking(job).tracked
+        if held:
+            pointers = handheld.with_held(job, handheld.PAUSE_POINTER)
+            meta["annotations"] = {names.HELD_FIELDS_ANNOTATION: pointers}
+        body = {
+            "apiVersion": job.get("apiVersion") or resource.api_version,
+            "kind": resource.kind,
+            "metadata": meta,
+            "spec": {"runMode": {"pause": {"enabled": paused}}},
+        }
+        await self.client.patch(
+            resource, name, body, namespace, patch_type="apply",
+            field_manager=FIELD_MANAGER, force=True,
+        )  # fmt: skip
+        return held
 
     async def delete(self, namespace: str, plural: str, name: str) -> None:
-        """Delete the job; its pods and services go with it (garbage collection)."""
+        """Delete the job; its pods and services go with it (garbage collection).
+
+        Refused (`DeployedFromGit`) while a JobRepository that exists tracks the job: its next
+        sync would create the job again, so the deletion would be silently undone."""
+        resource = _resource(plural)
+        job = await self.client.get(resource, name, namespace)
+        refusal = self._deployed_from_git(job)
+        if refusal is not None:
+            raise DeployedFromGit(refusal)
+        uid = (job.get("metadata") or {}).get("uid")
         await self.client.delete(
-            _resource(plural), name, namespace, propagation_policy="Background"
+            resource, name, namespace, propagation_policy="Background",
+            preconditions={"uid": uid} if uid else None,
+        )  # fmt: skip
+
+    def _deployed_from_git(self, job: dict[str, Any]) -> str | None:
+        """Why deleting `job` here would be undone, or None."""
+        t = ownership.tracking(job)
+        if not t.repository or "/" not in t.repository:
+            return None
+        ns, _, rname = t.repository.partition("/")
+        try:
+            repo = self.hub.repository(ns, rname)
+        except UnknownRepository:
+            return None
+        if t.uid and (repo.get("metadata") or {}).get("uid") not in (None, t.uid):
+            return None  # a namesake of the repository that applied it: it is not tracked
+        meta = job.get("metadata") or {}
+        where = next(
+            (
+                f" ({r.get('file')})"
+                for r in (repo.get("status") or {}).get("resources") or []
+                if isinstance(r, dict)
+                and r.get("name") == meta.get("name")
+                and r.get("kind") == job.get("kind")
+                and r.get("file")
+            ),
+            "",
+        )
+        return (
+            f"{str(job.get('kind')).lower()} {meta.get('namespace')}/{meta.get('name')} is "
+            f"deployed from Git by JobRepository {t.repository}{where}: deleting it here would "
+            "be undone by its next sync; remove it from Git instead (a pause from here holds)"
         )
 
 

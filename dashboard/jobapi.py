@@ -2,9 +2,11 @@
 
     GET    /api/v1/jobs/{namespace}/{plural}/{name}          {"job", "pods", "events"}
     GET    /api/v1/jobs/{namespace}/{plural}/{name}/logs     ?pod=&container=&tailLines=&follow=
-    POST   /api/v1/jobs/{namespace}/{plural}/{name}/pause    202 (merge patch of
-    POST   /api/v1/jobs/{namespace}/{plural}/{name}/resume   202  spec.runMode.pause.enabled)
-    DELETE /api/v1/jobs/{namespace}/{plural}/{name}          202 (background propagation)
+    POST   /api/v1/jobs/{namespace}/{plural}/{name}/pause    202 (server-side apply of
+    POST   /api/v1/jobs/{namespace}/{plural}/{name}/resume   202  spec.runMode.pause.enabled;
+                                                                 held by hand on a Git job)
+    DELETE /api/v1/jobs/{namespace}/{plural}/{name}          202 (background propagation);
+                                                             409 while a repository deploys it
 
 Security: nothing here. The API's own middleware (`gitops.api`, rules in `gitops.apiauth`)
 guards these routes as it guards sync and refresh, because it decides by method: a non-loopback
@@ -29,7 +31,7 @@ import orjson
 from aiohttp import web
 
 from dashboard import jobviews
-from dashboard.backend import JOB_LABEL, UnknownJob
+from dashboard.backend import JOB_LABEL, DeployedFromGit, UnknownJob
 from dashboard.pages import BACKEND
 from gitops.api import STREAMS
 from kube import errors
@@ -49,6 +51,11 @@ _WRITE_TIMEOUT = 30.0
 _PASSED = frozenset({400, 404, 409, 422})
 """API server answers passed on as they are (the request's fault); others are 502."""
 _JOB = "/api/v1/jobs/{namespace}/{plural}/{name}"
+HELD_NOTE = (
+    "the job is deployed from Git: spec.runMode.pause.enabled is now held by hand (annotation "
+    "gitops.trainops.dev/held-fields), so self-heal and later commits leave it alone until the "
+    "annotation is removed"
+)
 
 
 def add_routes(app: web.Application) -> None:
@@ -89,6 +96,8 @@ async def delete_job(request: web.Request) -> web.Response:
     namespace, plural, name = _target(request)
     try:
         await request.app[BACKEND].delete(namespace, plural, name)
+    except DeployedFromGit as e:
+        return _error(409, str(e))
     except (UnknownJob, errors.APIError) as e:
         return _failure(e, namespace, plural, name)
     log.info("dashboard: deleting %s %s/%s", plural, namespace, name)
@@ -207,12 +216,15 @@ async def _write(response: web.StreamResponse, data: bytes) -> None:
 async def _set_paused(request: web.Request, paused: bool) -> web.Response:
     namespace, plural, name = _target(request)
     try:
-        await request.app[BACKEND].set_paused(namespace, plural, name, paused)
+        held = await request.app[BACKEND].set_paused(namespace, plural, name, paused)
     except (UnknownJob, errors.APIError) as e:
         return _failure(e, namespace, plural, name)
     what = "pause" if paused else "resume"
     log.info("dashboard: %s requested for %s %s/%s", what, plural, namespace, name)
-    return _json({"status": f"{what} requested", "job": f"{namespace}/{name}"}, status=202)
+    answer = {"status": f"{what} requested", "job": f"{namespace}/{name}", "heldByHand": held}
+    if held:
+        answer["message"] = HELD_NOTE
+    return _json(answer, status=202)
 
 
 def _tail(value: str | None) -> int | None:

@@ -24,6 +24,7 @@ from dashboard.format import (
     text,
 )
 from dashboard.views import JOB_PLURALS, job_path, repository_path, segment
+from gitops import handheld
 
 __all__ = ["REPOSITORY_ANNOTATION", "backoff", "deadline", "job_detail", "pod_summary"]
 
@@ -74,7 +75,13 @@ def job_detail(
         "events": _events(events, now),
         "log_pods": [r["pod"] for r in replicas if r["pod_exists"]],
         "tensorboard": _tensorboard(namespace, name, spec, status),
+        "held": [_field_name(p) for p in handheld.held_pointers(job)] if repository else [],
     }
+
+
+def _field_name(pointer: str) -> str:
+    """`/spec/runMode/pause/enabled` → `spec.runMode.pause.enabled`."""
+    return ".".join(p.replace("~1", "/").replace("~0", "~") for p in pointer.strip("/").split("/"))
 
 
 def backoff(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:

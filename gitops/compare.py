@@ -17,7 +17,9 @@ Decisions (docs/GITOPS.md has the why):
   no one can tell which objects it held: prune is *blocked* for the whole repository until it
   reads again (`Comparison.prune_blocked`), rather than deleting what it might still define;
 - two documents defining the same object: the first wins, the others are errors naming it;
-- prune candidates do not count towards the repository's health (they are on their way out).
+- prune candidates do not count towards the repository's health (they are on their way out);
+- fields the live object holds by hand (annotation `gitops.trainops.dev/held-fields`,
+  gitops/handheld.py) are neither compared nor applied, and its message says so.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from gitops import health, kinds, names
+from gitops import handheld, health, kinds, names
 from gitops.diff import diff, pointers_for
 from gitops.pairing import CLUSTER_SCOPED, ResourceKey, key_of
 from gitops.preflight import Checked
@@ -92,11 +94,14 @@ def compare(
     ignore_differences: Iterable[Mapping[str, Any]] = (),
     cluster_scoped: Collection[tuple[str, str]] = CLUSTER_SCOPED,
     sources: Mapping[ResourceKey, str] | None = None,
+    repository_uid: str = "",
 ) -> Comparison:
     """Compare `checked` (the pre-flight's output, in file order) with `live` (every live
     object of interest by key); `tracked` are the keys of live objects carrying this
     repository's tracking annotation; `sources` the file each object came from, as the last
-    status recorded it (an object of a file in error is kept, not pruned)."""
+    status recorded it (an object of a file in error is kept, not pruned); `repository_uid`
+    the tracking id written beside the name (gitops/ownership.py). Fields the live object
+    holds by hand (gitops/handheld.py) are neither compared nor applied."""
     rules = list(ignore_differences)
     out: list[ResourceState] = []
     first: dict[ResourceKey, str] = {}
@@ -137,10 +142,15 @@ def compare(
         if c.error is not None or c.desired is None:
             out.append(_failed(c, key, current, c.error or "not an object"))
             continue
-        body = apply_body(c.desired, key, repository)
-        result = diff(body, current, pointers_for(key, rules))
+        body = handheld.without_held(
+            apply_body(c.desired, key, repository, repository_uid), current
+        )
+        held = list(handheld.held_pointers(current))
+        result = diff(body, current, pointers_for(key, rules) + held)
         status = OUT_OF_SYNC if result.modified else SYNCED
         message = "" if current is not None else "missing"
+        if held:
+            message = handheld.held_message(held)
         out.append(
             ResourceState(
                 key,
@@ -179,14 +189,19 @@ def compare(
     return Comparison(tuple(out), blocked)
 
 
-def apply_body(desired: dict[str, Any], key: ResourceKey, repository: str) -> dict[str, Any]:
-    """`desired` as it is applied: in its namespace, with the tracking label and annotation."""
+def apply_body(
+    desired: dict[str, Any], key: ResourceKey, repository: str, repository_uid: str = ""
+) -> dict[str, Any]:
+    """`desired` as it is applied: in its namespace, with the tracking label and annotations
+    (the repository's `namespace/name` and, when given, its uid)."""
     body = copy.deepcopy(desired)
     meta = body.setdefault("metadata", {})
     if key.namespace:
         meta["namespace"] = key.namespace
     meta.setdefault("labels", {})[names.MANAGED_LABEL] = "true"
     meta.setdefault("annotations", {})[names.REPOSITORY_ANNOTATION] = repository
+    if repository_uid:
+        meta["annotations"][names.REPOSITORY_UID_ANNOTATION] = repository_uid
     return body
 
 

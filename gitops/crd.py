@@ -218,6 +218,13 @@ def _sync_policy() -> dict[str, Any]:
                     },
                 },
             ),
+            "allowEmpty": {
+                "type": "boolean",
+                "description": "Let a sync whose manifests define no object at all prune "
+                "everything this repository applied. Unset or false: such a sync (a commit "
+                "that leaves only a README, a path emptied) prunes nothing and says so.",
+                "default": False,
+            },
             "retry": _obj(
                 "Retries of a failed sync.",
                 {

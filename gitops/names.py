@@ -10,9 +10,11 @@ __all__ = [
     "API_VERSION",
     "FIELD_MANAGER",
     "GROUP",
+    "HELD_FIELDS_ANNOTATION",
     "KIND",
     "MANAGED_LABEL",
     "REPOSITORY_ANNOTATION",
+    "REPOSITORY_UID_ANNOTATION",
     "SYNC_OPTIONS_ANNOTATION",
     "VERSION",
 ]
@@ -27,6 +29,14 @@ MANAGED_LABEL = f"{GROUP}/managed"
 REPOSITORY_ANNOTATION = f"{GROUP}/repository"
 """Annotation `<namespace>/<name>` of the JobRepository that applied the object; prune deletes
 only objects carrying this repository's value."""
+REPOSITORY_UID_ANNOTATION = f"{GROUP}/repository-uid"
+"""Annotation: the uid of the JobRepository that applied the object, its tracking id. Prune
+deletes only objects carrying this repository's uid (a repository deleted and recreated under
+the same name, or repointed elsewhere by name, is another repository)."""
+HELD_FIELDS_ANNOTATION = f"{GROUP}/held-fields"
+"""Annotation on a live object: comma-separated JSON pointers (`/spec/runMode/pause/enabled`)
+that a person set by hand and that Git does not manage while it is there — no drift, never
+applied. The dashboard and the API's pause and resume set it (gitops/handheld.py)."""
 SYNC_OPTIONS_ANNOTATION = f"{GROUP}/sync-options"
 """Per-resource sync options, e.g. `Replace=true`."""
 FIELD_MANAGER = "trainops-gitops"

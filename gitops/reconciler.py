@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gitops import keys, order, report, sources, status, tenancy
+from gitops import guards, keys, order, ownership, report, sources, status, tenancy
 from gitops.acting import Tenants
 from gitops.compare import Comparison, ResourceState, compare
 from gitops.discovery import Discovery
@@ -47,7 +47,7 @@ from gitops.metrics import GitOpsMetrics
 from gitops.pairing import ResourceKey
 from gitops.preflight import Checked, preflight
 from gitops.redact import redact_value
-from gitops.spec import RepoSpec, backoff_seconds, read_spec
+from gitops.spec import RepoSpec, backoff_seconds, read_spec, repo_id
 from gitops.sync import FAILED, PRUNE_SKIPPED, Outcome, SyncEngine
 from kube import errors, resources
 from kube.client import Client
@@ -195,12 +195,14 @@ class Reconciler:
         commit = fetched
         kinds = set(DEFAULT_KINDS) | memo.kinds | keys.kinds_of(memo.checked)
         desired = keys.desired_keys(memo.checked, spec.destination)
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
         live, tracked = await self.tenants.engine(key).live(
-            key, kinds, desired, scope=self.tenants.scope(obj, spec)
+            key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
         )
         fingerprint: str | None = keys.fingerprint(live, tracked)
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry_at is not None and self.monotonic() >= memo.retry_at
+        claimed = memo.comparison is not None and ownership.claimed(memo.comparison)
         failing = any(
             c.get("type") in status.ERROR_CONDITIONS
             for c in (obj.get("status") or {}).get("conditions") or []
@@ -209,20 +211,20 @@ class Reconciler:
             commit.sha,
             fingerprint,
             generation,
-        ) and not (memo.refresh or requested or retry_due or failing):
+        ) and not (memo.refresh or requested or retry_due or failing or claimed):
             return self._requeue(spec, memo)
         memo.refresh = False
         sources_of = keys.recorded_sources(obj)
-        comparison = self._compare(key, spec, memo, live, tracked, sources_of)
+        comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
         operation = None
         if self._should_sync(spec, memo, commit.sha, comparison, requested, retry_due):
             memo.stage = status.SYNC_ERROR
             operation = await self._sync(key, spec, memo, commit, comparison)
             live, tracked = await self.tenants.engine(key).live(
-                key, kinds, desired, scope=self.tenants.scope(obj, spec)
+                key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
             )
             fingerprint = keys.fingerprint(live, tracked)
-            comparison = self._compare(key, spec, memo, live, tracked, sources_of)
+            comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
             if operation.phase == "Succeeded" and spec.self_heal and _actionable(comparison):
                 # An edit landed between the apply and the re-list: the watch event it caused
                 # must not find this state memoised, or healing waits for the interval.
@@ -231,7 +233,12 @@ class Reconciler:
         memo.comparison = comparison
         memo.kinds |= {(str(o.get("apiVersion")), str(o.get("kind"))) for o in live.values()}
         await self._write_status(
-            obj, lambda old: status.build(old, comparison, commit.sha, self.clock(), operation)
+            obj,
+            lambda old: guards.with_prune_condition(
+                status.build(old, comparison, commit.sha, self.clock(), operation),
+                comparison,
+                self.clock(),
+            ),
         )
         if operation is not None:
             report.report(obj, key, operation, self.emit, log)
@@ -341,16 +348,19 @@ class Reconciler:
             ssh_private_key=data.get("sshPrivateKey"),
         )
 
-    def _compare(
+    async def _compare(
         self,
-        key: str,
+        obj: dict[str, Any],
         spec: RepoSpec,
         memo: Memo,
         live: dict[ResourceKey, dict[str, Any]],
         tracked: set[ResourceKey],
         sources_of: dict[ResourceKey, str],
     ) -> Comparison:
-        return compare(
+        """Compare; then keep off objects another repository tracks (gitops/ownership.py) and
+        block prune of an empty desired state (gitops/guards.py)."""
+        key, uid = repo_id(obj), str((obj.get("metadata") or {}).get("uid") or "")
+        comparison = compare(
             memo.checked,
             live,
             tracked,
@@ -358,7 +368,23 @@ class Reconciler:
             destination=spec.destination,
             ignore_differences=spec.ignore_differences,
             sources=sources_of,
+            repository_uid=uid,
         )
+        desired = [r.key for r in comparison.resources if r.key is not None and not r.prune]
+        foreign = await ownership.foreign_claims(live, desired, key, uid, self._repository_uid)
+        comparison = ownership.mark_foreign(comparison, foreign)
+        return guards.guard_empty(comparison, allowed=guards.allow_empty(obj), path=spec.path)
+
+    async def _repository_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of the JobRepository `namespace/name`, None when there is none,
+        `ownership.UNKNOWN` when the API server refuses to say (its objects are then kept off)."""
+        try:
+            other = await self.client.get(JOB_REPOSITORIES, name, namespace)
+        except errors.NotFound:
+            return None
+        except errors.APIError:
+            return ownership.UNKNOWN
+        return str((other.get("metadata") or {}).get("uid") or ownership.UNKNOWN)
 
     def _should_sync(
         self,

@@ -27,17 +27,20 @@ def is_denial(message: str) -> bool:
 
 
 def summary(outcomes: Sequence[Outcome], entry_errors: Sequence[Outcome]) -> str:
-    """`3 applied, 1 pruned, 1 denied: jobs/bad.yaml:12: …, 1 invalid: …, 1 failed: …` (the
-    first of each)."""
+    """`3 applied, 1 pruned, 2 prune skipped: …, 1 denied: jobs/bad.yaml:12: …, 1 invalid: …,
+    1 failed: …` (the first of each)."""
     applied = sum(1 for o in outcomes if o.status == "Synced" and o.message != "unchanged")
     pruned = sum(1 for o in outcomes if o.status == "Pruned")
     failed = [o for o in outcomes if o.failed]
     denied = [o for o in failed if is_denial(o.message)]
     invalid = [o for o in entry_errors if not is_denial(o.message)]
     others = [o for o in failed if o not in denied and o not in invalid]
+    skipped = [o for o in outcomes if o.status == "PruneSkipped"]
     parts = [f"{applied} applied"]
     if pruned:
         parts.append(f"{pruned} pruned")
+    if skipped:
+        parts.append(f"{len(skipped)} prune skipped: " + _why(skipped[0].message))
     for word, group in (("denied", denied), ("invalid", invalid), ("failed", others)):
         if group:
             more = f" (and {len(group) - 1} more)" if len(group) > 1 else ""
@@ -72,6 +75,10 @@ def report(
         emit(obj, "Normal", "SyncSucceeded", f"synced {short}: {op.message}")
     else:
         emit(obj, "Warning", "SyncFailed", f"sync of {short} failed: {op.message}")
+
+
+def _why(message: str) -> str:
+    return message.removeprefix("prune skipped: ")
 
 
 def _verb(denial: bool, o: Outcome) -> str:

@@ -4,8 +4,9 @@ gitops-engine's `pkg/sync` reduced to what trainops needs, on `kube.Client`:
 
 - **Live state**: every object of the kinds involved (in Git now, or listed in the last status)
   that carries the tracking label, filtered by this repository's tracking annotation, plus a
-  plain GET of each desired object not found that way (an object someone created by hand, or
-  another repository's, is compared — and taken over on apply, as Argo CD does).
+  plain GET of each desired object not found that way (an object someone created by hand is
+  compared — and adopted on apply; one another existing repository tracks is left alone, see
+  gitops/ownership.py).
 - **Apply** is server-side apply with the field manager `trainops-gitops` and `force`: Git
   wins over conflicting managers, while fields Git does not mention (a controller's, a user's
   annotation) stay theirs. The outcome is recorded verbatim: `created`, `configured`,
@@ -27,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gitops import names, tenancy
+from gitops import names, ownership, tenancy
 from gitops.compare import ResourceState, replace_requested
 from gitops.discovery import Discovery
 from gitops.pairing import ResourceKey, key_of
@@ -73,8 +74,10 @@ class SyncEngine:
         desired: Iterable[ResourceKey],
         *,
         scope: tenancy.Scope | None = None,
+        uid: str = "",
     ) -> tuple[dict[ResourceKey, dict[str, Any]], set[ResourceKey]]:
-        """Live objects by key, and the keys of those this repository applied.
+        """Live objects by key, and the keys of those this repository (of uid `uid`) applied
+        (`gitops.ownership.is_ours`: its uid, or its name on objects applied before uids).
 
         `kinds` are (apiVersion, kind) pairs to list by the tracking label; `desired` the keys
         Git defines (fetched one by one when not found among the tracked). With a `scope`
@@ -94,7 +97,7 @@ class SyncEngine:
                 obj.setdefault("kind", resource.kind)
                 key = key_of(obj)
                 live[key] = obj
-                if _annotation(obj) == repository:
+                if ownership.is_ours(obj, repository, uid):
                     tracked.add(key)
         for key in desired:
             if key in live:
@@ -264,12 +267,6 @@ def _in_scope(resource: Resource, namespace: str, scope: tenancy.Scope | None) -
     if not resource.namespaced:
         return scope.lists_cluster_kind(resource.group, resource.kind)
     return scope.namespaces is None or namespace in scope.namespaces
-
-
-def _annotation(obj: dict[str, Any]) -> str | None:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(names.REPOSITORY_ANNOTATION)
-    return str(value) if value is not None else None
 
 
 def _immutable(exc: errors.APIError) -> bool:

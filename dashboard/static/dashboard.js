@@ -348,7 +348,7 @@
       ask: function (b) {
         let text = "Its replica pods are deleted (services stay) until you resume it.";
         if (b.dataset.repository) {
-          text += " " + b.dataset.repository + " deploys this job: if its manifest sets spec.runMode.pause.enabled and the repository self-heals, the next sync undoes the pause.";
+          text += " " + b.dataset.repository + " deploys this job from Git: the pause holds. spec.runMode.pause.enabled becomes yours (annotation gitops.trainops.dev/held-fields): self-heal and later commits leave it alone until that annotation is removed.";
         }
         return ["Pause " + b.dataset.name + "?", text, "Pause"];
       },
@@ -357,7 +357,11 @@
     resume: {
       method: "POST", path: "/resume",
       ask: function (b) {
-        return ["Resume " + b.dataset.name + "?", "Its replicas are created again (with resumeSpecs when the job has them).", "Resume"];
+        let text = "Its replicas are created again (with resumeSpecs when the job has them).";
+        if (b.dataset.repository) {
+          text += " " + b.dataset.repository + " deploys this job from Git: the resume holds too; spec.runMode.pause.enabled stays yours (annotation gitops.trainops.dev/held-fields) until that annotation is removed.";
+        }
+        return ["Resume " + b.dataset.name + "?", text, "Resume"];
       },
       done: function (b) { return "resume requested for " + b.dataset.name; },
     },
@@ -366,7 +370,9 @@
       ask: function (b) {
         return [
           "Delete " + b.dataset.name + "?",
-          "The job, its pods, services and logs are deleted. A repository that deploys it creates it again on its next sync: remove it from Git instead.",
+          b.dataset.repository
+            ? b.dataset.repository + " deploys this job from Git: while that repository exists, deleting it here is refused (its next sync would create it again). Remove it from Git instead, or pause it (a pause holds)."
+            : "The job, its pods, services and logs are deleted.",
           "Delete",
         ];
       },

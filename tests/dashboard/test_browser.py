@@ -136,6 +136,23 @@ def test_the_job_page_shows_the_replicas_and_a_log_line(dashboard: Dashboard, pa
     expect(page.locator("ol#conditions-timeline li.condition").first).to_be_visible()
 
 
+def test_the_delete_confirmation_of_a_git_job_says_before_the_click_that_it_is_refused(
+    dashboard: Dashboard, page: Page
+) -> None:
+    page.goto(f"{dashboard.url}/jobs/default/tensorflowtrainingjobs/mnist")
+    page.locator('button[data-action="delete"]').click()
+    dialog = page.locator("dialog#confirm-dialog")
+    expect(dialog).to_be_visible()
+    expect(page.locator("#confirm-message")).to_have_text(
+        f"{dashboard.repo} deploys this job from Git: while that repository exists, deleting "
+        "it here is refused (its next sync would create it again). Remove it from Git "
+        "instead, or pause it (a pause holds)."
+    )
+    page.locator("#confirm-cancel").click()
+    expect(dialog).to_be_hidden()
+    assert dashboard.tf_job("mnist")["metadata"].get("deletionTimestamp") is None
+
+
 def test_pause_and_resume_from_the_job_page_patch_the_job_and_its_phase_follows(
     dashboard: Dashboard, page: Page
 ) -> None:

@@ -289,7 +289,7 @@ async def test_a_job_that_existed_before_gitops_is_adopted_then_pruned_when_it_l
     sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
     body = repository(namespace, remote.url)
     del body["spec"]["syncPolicy"]["automated"]
-    await create_repository(kclient, body)
+    repo_uid = (await create_repository(kclient, body))["metadata"]["uid"]
     st = await wait_status(
         kclient, namespace, lambda s: (s.get("sync") or {}).get("revision") == sha
     )
@@ -303,6 +303,7 @@ async def test_a_job_that_existed_before_gitops_is_adopted_then_pruned_when_it_l
     assert changed == [
         "+  annotations:",
         f"+    gitops.trainops.dev/repository: {namespace}/jobs",
+        f"+    gitops.trainops.dev/repository-uid: {repo_uid}",
         "+  labels:",
         "+    gitops.trainops.dev/managed: 'true'",
     ]
@@ -325,8 +326,9 @@ async def test_a_job_that_existed_before_gitops_is_adopted_then_pruned_when_it_l
     assert job["metadata"]["uid"] == uid
     assert job["metadata"]["labels"]["gitops.trainops.dev/managed"] == "true"
     assert job["metadata"]["annotations"]["gitops.trainops.dev/repository"] == f"{namespace}/jobs"
-    # Removed from Git: pruned like any job the repository created.
-    remote.commit("drop a", {"a.yaml": None, "keep.txt": "x"})
+    # Removed from Git: pruned like any job the repository created (another object stays in
+    # Git: an empty desired state prunes nothing, see test_no_destroy.py).
+    remote.commit("drop a", {"a.yaml": None, "settings.yaml": CONFIGMAP})
     await aeventually(lambda: _absent(kclient, "a", namespace))
 
 

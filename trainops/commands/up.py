@@ -150,6 +150,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="branch, tag or commit to sync (with --repo; default: the remote's HEAD branch)",
     )
     parser.add_argument(
+        "--repo-name",
+        metavar="NAME",
+        type=up_gitops.dns_name,
+        help="name of --repo's JobRepository in namespace default (default: the repository's "
+        "base name, or with a short hash of URL and path when that name follows another "
+        "source; an existing repository is never repointed at another URL)",
+    )
+    parser.add_argument(
         "--git-webhook-secret",
         metavar="NAMESPACE/NAME",
         type=up_gitops.secret_ref,
@@ -206,8 +214,8 @@ def port_number(*, allow_zero: bool) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    if (args.path or args.revision) and not args.repo:
-        print("trainops up: --path and --revision need --repo", file=sys.stderr)
+    if (args.path or args.revision or args.repo_name) and not args.repo:
+        print("trainops up: --path, --revision and --repo-name need --repo", file=sys.stderr)
         return 2
     kubeconfig = getattr(args, "kubeconfig", None)
     if kubeconfig is not None and args.port:

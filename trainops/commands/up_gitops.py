@@ -23,10 +23,15 @@ if TYPE_CHECKING:
 __all__ = [
     "add_tenancy_arguments",
     "boundaries",
+    "choose_repository",
+    "dns_name",
     "gitops_logging",
     "repo_problem",
+    "repository_candidates",
     "repository_name",
+    "same_source",
     "secret_ref",
+    "source_key",
     "start_api",
     "start_gitops",
     "webhook_secret",
@@ -156,6 +161,64 @@ def _kinds(text: str) -> frozenset[str]:
     return kinds
 
 
+def source_key(url: str, path: str | None) -> tuple[str, str]:
+    """What makes two `--repo` runs the same repository: the URL (without a trailing `/`)
+    and the path (`.` when unset; `./jobs/` is `jobs`)."""
+    import posixpath
+
+    clean = posixpath.normpath((path or ".").strip() or ".").lstrip("/") or "."
+    return url.strip().rstrip("/"), clean
+
+
+def repository_candidates(url: str, path: str | None) -> list[str]:
+    """`up --repo`'s names, in order: the base name while it is free or already ours, then the
+    base name with a short hash of the URL and path (`jobs-3f9a1c`), so each distinct source
+    gets its own JobRepository."""
+    import hashlib
+
+    base = repository_name(url)
+    source = "\n".join(source_key(url, path))
+    digest = hashlib.sha256(source.encode()).hexdigest()[:6]
+    return [base, f"{base[:56].rstrip('-')}-{digest}"]
+
+
+def same_source(existing: dict[str, Any], url: str, path: str | None) -> bool:
+    """Whether the JobRepository `existing` follows `url` at `path`."""
+    spec = existing.get("spec") if isinstance(existing.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    have = source_key(str(spec.get("repoURL") or ""), spec.get("path"))
+    return have == source_key(url, path)
+
+
+async def choose_repository(
+    client: Client, url: str, path: str | None, explicit: str | None
+) -> str:
+    """The JobRepository `default/<name>` for `--repo url --path path`: `--repo-name` when
+    given, else the first candidate that is free or follows this source already. Never one
+    following another source (RuntimeError: one line saying which name to use)."""
+    from gitops.reconciler import JOB_REPOSITORIES
+    from kube import errors
+
+    names = [explicit] if explicit else repository_candidates(url, path)
+    taken: list[str] = []
+    for name in names:
+        try:
+            existing = await client.get(JOB_REPOSITORIES, name, "default")
+        except errors.NotFound:
+            return name
+        if same_source(existing, url, path):
+            return name
+        spec = existing.get("spec") or {}
+        have_url, have_path = source_key(str(spec.get("repoURL") or ""), spec.get("path"))
+        where = have_url + (f" path {have_path}" if have_path != "." else "")
+        taken.append(f"default/{name} follows {where}")
+    flag = "--repo-name" if explicit else "--repo"
+    raise RuntimeError(
+        f"{flag}: {'; '.join(taken)}; it is not repointed at {url}: choose another "
+        "--repo-name, or delete it first (trainops repo delete NAME)"
+    )
+
+
 async def start_gitops(
     stack: Any,
     client: Client,
@@ -166,8 +229,9 @@ async def start_gitops(
     reconcile: bool = True,
 ) -> None:
     """The GitOps reconciler (always: users may create JobRepository objects with kubectl),
-    and with --repo the JobRepository `default/<name>` it keeps applied. Without `reconcile`
-    (`--no-gitops`) it only watches, for the dashboard: another install syncs."""
+    and with --repo the JobRepository `default/<name>` it keeps applied (`choose_repository`:
+    one per URL and path, never repointed). Without `reconcile` (`--no-gitops`) it only watches,
+    for the dashboard: another install syncs."""
     from gitops.manager import GitOpsReconciler, GitOpsSettings
     from gitops.reconciler import JOB_REPOSITORIES
 
@@ -189,7 +253,7 @@ async def start_gitops(
                 "gitops      watching JobRepository objects (kubectl get jobrepo -A)"
             )
         return
-    name = repository_name(args.repo)
+    name = await choose_repository(client, args.repo, args.path, getattr(args, "repo_name", None))
     spec: dict[str, Any] = {
         "repoURL": args.repo,
         "interval": UP_REPO_INTERVAL,
@@ -284,6 +348,19 @@ async def _serve_on_the_last_port(api: Any, app: Any, remembered: Path) -> tuple
                 raise
             log.warning("the dashboard's last port %d is in use; it moves to a free one", last)
     return await api.serve(app, "127.0.0.1", 0)
+
+
+def dns_name(text: str) -> str:
+    """An argparse type for `--repo-name`: a DNS-1123 label (what a JobRepository's name may
+    be), so a bad name is a usage error before anything starts."""
+    import re
+
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: lower-case letters, digits and '-', starting and ending with a letter "
+            "or digit, at most 63 characters"
+        )
+    return text
 
 
 def secret_ref(text: str) -> str:
