@@ -94,9 +94,21 @@ def secure(data_dir: Path) -> list[Tightened]:
     return changed
 
 
+_SECRETS_FIRST = ("state.db", "state.db-wal", "state.db-shm", "token", "kubeconfig", "api-token")
+
+
 def describe(changes: list[Tightened], limit: int = 8) -> str:
-    """`state.db 0644→0600, token 0644→0600, … (and 3 more)`: one line for a log."""
-    shown = [f"{c.path} {c.old:04o}→{c.new:04o}" for c in changes[:limit]]
+    """`. 0755→0700, state.db 0644→0600, token 0644→0600, … (and 3 more)`: one line for a log,
+    the directory itself and what holds secrets (the store, tokens, keys) named first."""
+
+    def rank(c: Tightened) -> int:
+        name = c.path.rsplit("/", 1)[-1]
+        if c.path == ".":
+            return 0
+        return 1 if name in _SECRETS_FIRST or name.endswith(".key") else 2
+
+    ordered = sorted(changes, key=rank)  # stable: the walk's order within a rank
+    shown = [f"{c.path} {c.old:04o}→{c.new:04o}" for c in ordered[:limit]]
     more = len(changes) - limit
     return ", ".join(shown) + (f" (and {more} more)" if more > 0 else "")
 

@@ -123,7 +123,7 @@ async def test_an_unreachable_ssh_remote_says_why_not_gits_advice(tmp_path: Path
     with pytest.raises(GitError) as info:
         await client.fetch("ssh://git@127.0.0.1:1/org/repo.git", None)
     message = str(info.value)
-    assert message.startswith("cannot reach ssh://127.0.0.1:1/org/repo.git: ssh: connect to")
+    assert message.startswith("cannot reach ssh://git@127.0.0.1:1/org/repo.git: ssh: connect to")
     assert message.endswith("Connection refused"), message
 
 

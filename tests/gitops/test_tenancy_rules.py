@@ -344,7 +344,8 @@ def test_a_secret_for_another_url_is_refused_naming_both() -> None:
         where="team-a/prod-db",
     )
     assert refusal is not None
-    assert "is for https://git.example.com/team-a/, not for http://127.0.0.1:9/x.git" in refusal
+    assert "is for https://git.example.com/team-a/, not for http://***@127.0.0.1:9/x.git" in refusal
+    assert "pw" not in refusal
     assert "pw" not in refusal
 
 

@@ -108,7 +108,7 @@ def instance(data_dir: Path) -> Instance:
         text = ""
     if not re.fullmatch(f"[0-9a-f]{{{_ID_LENGTH}}}", text):
         text = secrets.token_hex(_ID_LENGTH // 2)
-        pki.atomic_write(path, text.encode() + b"\n")
+        pki.atomic_write(path, text.encode() + b"\n", 0o600)
     return Instance(text, socket.gethostname())
 
 
