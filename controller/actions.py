@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Action", "Event", "Plan"]
+__all__ = ["REPLICA", "Action", "Event", "Plan"]
+
+REPLICA = "replica"
+"""`Action.reason` of a replica's pod or Service: a refused one sets ReplicaFailure."""
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class Action:
     name: str
     body: dict[str, Any] | None = None  # create: the whole object, ownerReferences included
     uid: str | None = None  # delete: precondition, so a newer object of the same name survives
-    reason: str = ""  # for logs
+    reason: str = ""  # for logs; REPLICA for a replica's pod or Service
 
 
 @dataclass(frozen=True)
