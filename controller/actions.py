@@ -19,11 +19,11 @@ REPLICA = "replica"
 
 @dataclass(frozen=True)
 class Action:
-    verb: Literal["create", "delete"]
+    verb: Literal["create", "update", "delete"]  # update: TensorBoard Deployment only
     kind: Literal["Pod", "Service", "Deployment"]
     name: str
-    body: dict[str, Any] | None = None  # create: the whole object, ownerReferences included
-    uid: str | None = None  # delete: precondition, so a newer object of the same name survives
+    body: dict[str, Any] | None = None  # create/update: the whole object, ownerReferences included
+    uid: str | None = None  # delete/update: precondition, so a newer object of that name survives
     reason: str = ""  # for logs; REPLICA for a replica's pod or Service
 
 

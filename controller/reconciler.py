@@ -202,6 +202,13 @@ class Reconciler:
                 log.warning("%s/%s: %s", namespace, job["metadata"]["name"], message)
                 self.emit(job, planning.Event("Warning", "FailedCreate", message))
                 return why
+        elif action.verb == "update":
+            assert action.body is not None
+            try:
+                # The body carries the live uid: a newer object of that name answers Conflict.
+                await self.client.replace(resource, action.body, namespace)
+            except (errors.NotFound, errors.Conflict):
+                return False  # gone, or replaced by a newer one: the next round sees which
         else:
             preconditions = {"uid": action.uid} if action.uid else None
             try:

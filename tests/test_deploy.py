@@ -175,6 +175,8 @@ CONTROLLER_CLUSTER_RULES = {
         for group, plural in (("", "pods"), ("", "services"), ("apps", "deployments"))
         for verb in ("list", "watch", "create", "delete")
     ),
+    # The TensorBoard Deployment follows a changed tensorboardSpec (a PUT).
+    ("apps", "deployments", "update", ()),
     # ResourceQuotas: an informer, whose changes requeue jobs a quota refused.
     ("", "resourcequotas", "list", ()),
     ("", "resourcequotas", "watch", ()),
@@ -327,6 +329,7 @@ CONTROLLER_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None],
         ("PODS", "SERVICES", "DEPLOYMENTS"),
         None,
     ),
+    ("controller/reconciler.py", frozenset({"replace"}), ("DEPLOYMENTS",), None),
     ("kube/events.py", frozenset({"create", "patch"}), ("EVENTS",), None),
     ("kube/leader.py", frozenset({"get", "create", "replace"}), ("LEASES",), None),
 )
