@@ -20,6 +20,10 @@ Limits (documented in docs/WEBHOOK.md):
   slices instead of queueing them behind every large one. A large request that finds no lane
   within `lane_timeout` seconds (the API server gives up after the webhook's timeoutSeconds,
   5 s in deploy/) gets 503;
+- aiohttp's read buffer per connection is 16 KiB (`webhook.server.READ_BUFSIZE`, not its 256
+  KiB default), and a body is held only by the handler reading it (`_collect`), never cached
+  on the request object a keep-alive connection keeps until its next request; what a
+  connection still costs (TLS buffers) is bounded by `webhook.server`'s connection limit;
 - body read: `body_timeout` seconds after the headers arrived — a client trickling its body
   gets 408 and the connection is closed;
 - after a refused body (408, 413) the rest of it is read and dropped for at most
@@ -229,12 +233,26 @@ async def _read_body(request: web.Request, settings: Settings) -> bytes:
         if request.content.is_eof():  # the usual case: the body came with the headers
             return await request.read()
         async with asyncio.timeout(settings.body_timeout):
-            return await request.read()
+            return await _collect(request, settings.max_body_bytes)
     except TimeoutError:
         text = f"request body not received within {settings.body_timeout:g}s"
         raise _Refused("timeout", _plain(408, text, True)) from None
     except web.HTTPRequestEntityTooLarge:
         raise _Refused("too_large", _plain(413, _too_large(settings), True)) from None
+
+
+async def _collect(request: web.Request, limit: int) -> bytes:
+    """The body, held only by the caller: `request.read()` also keeps it on the request, which
+    aiohttp's connection handler references until the connection's next request arrives — a
+    flood of keep-alive connections then held one 3 MiB body each, long after its answer."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.readany():
+        size += len(chunk)
+        if size > limit:
+            raise web.HTTPRequestEntityTooLarge(limit, size)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _too_large(settings: Settings) -> str:

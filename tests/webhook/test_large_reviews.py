@@ -112,3 +112,73 @@ async def test_a_body_announced_over_the_limit_is_refused_without_taking_a_lane(
         writer.close()
     finally:
         holder[1].close()
+
+
+@pytest.fixture
+async def two_connections(cert_dir: Path) -> AsyncIterator[RunningServer]:
+    config = ServerConfig(
+        cert_dir=cert_dir, host="127.0.0.1", port=0, settings=ONE_LANE, max_connections=2
+    )
+    server = await start(config)
+    yield server
+    await server.close()
+
+
+async def _connect(server: RunningServer, ctx: ssl.SSLContext):
+    return await asyncio.open_connection(
+        "127.0.0.1", server.port, ssl=ctx, server_hostname="localhost"
+    )
+
+
+async def _ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    body = json.dumps(review(example("tensorflow-mnist"))).encode()
+    writer.write(
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
+    async with asyncio.timeout(5):
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)  # the answer's body: the connection is reused
+    return head
+
+
+async def test_a_connection_over_the_limit_is_closed_and_one_is_accepted_once_another_closes(
+    two_connections: RunningServer, client_context: ssl.SSLContext
+) -> None:
+    first = await _connect(two_connections, client_context)
+    second = await _connect(two_connections, client_context)
+    assert (await _ask(*first)).startswith(b"HTTP/1.1 200 ")
+    assert (await _ask(*second)).startswith(b"HTTP/1.1 200 ")
+
+    third = await _connect(two_connections, client_context)
+    async with asyncio.timeout(5):
+        assert await third[0].read() == b""  # closed at once, nothing answered
+    third[1].close()
+
+    first[1].close()
+    await first[1].wait_closed()
+
+    async def fourth_answered() -> bytes:
+        reader, writer = await _connect(two_connections, client_context)
+        try:
+            return await _ask(reader, writer)
+        finally:
+            writer.close()
+
+    async with asyncio.timeout(5):
+        while True:  # the server sees the first connection go a moment after the client does
+            try:
+                answer = await fourth_answered()
+                break
+            except (ConnectionError, asyncio.IncompleteReadError):
+                await asyncio.sleep(0.05)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert (await _ask(*second)).startswith(b"HTTP/1.1 200 ")
+    second[1].close()

@@ -41,6 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="largest request body accepted; larger gets 413 (default 3 MiB + 256 KiB envelope)",
     )
     parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=100,
+        help="open connections at most; more are closed as they connect (default 100)",
+    )
+    parser.add_argument(
         "--large-concurrency",
         type=int,
         default=None,
@@ -116,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
             check_schema=args.check_schema,
         ),
         shutdown_delay=args.shutdown_delay,
+        max_connections=max(1, args.max_connections),
     )
     companion: Companion | None = None
     if args.manage_certs:
