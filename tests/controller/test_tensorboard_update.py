@@ -16,10 +16,8 @@ BEFORE = {"image": "t9kpublic/tensorboard:2.11.0", "trainingLogFilesets": ["t9k:
 AFTER = {
     "image": "t9kpublic/tensorboard:2.12.0",
     "trainingLogFilesets": ["t9k://pvc/logs/a", "t9k://pvc/other/b"],
+    "resources": {"limits": {"cpu": "500m", "memory": "512Mi"}},
 }
-# No `resources` here: the CRD's tensorboardSpec has none (the seeds define image and
-# filesets only), so an API server prunes it; tests/plan/test_tensorboard.py shows the
-# Deployment following it when present.
 
 
 async def _deployment(client: Client, namespace: str, name: str) -> dict[str, Any] | bool:
@@ -57,6 +55,7 @@ async def test_a_changed_tensorboard_spec_updates_the_deployment(
     (container,) = pod["containers"]
     assert container["image"] == AFTER["image"]
     assert container["args"][0] == "--logdir_spec=logs/a:/t9k/pvc/logs/a,other/b:/t9k/pvc/other/b"
+    assert container["resources"] == AFTER["resources"]
     assert [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]] == ["logs", "other"]
 
     async def settled() -> bool:
