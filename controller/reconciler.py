@@ -158,7 +158,7 @@ class Reconciler:
         if status != (job.get("status") or {}):
             await self._write_status(resource, job, status)
         retry = refusals.retry_after(status, now)
-        if retry is None and any(isinstance(o, str) for _, o in creates):
+        if retry is None and any(isinstance(o, str) for o in outcomes):
             retry = refusals.MAX_RETRY_SECONDS  # a TensorBoard object refused: no condition
         timers = [t for t in (result.requeue_after, retry) if t is not None]
         return min(timers) if timers else None
@@ -209,6 +209,14 @@ class Reconciler:
                 await self.client.replace(resource, action.body, namespace)
             except (errors.NotFound, errors.Conflict):
                 return False  # gone, or replaced by a newer one: the next round sees which
+            except errors.APIError as exc:
+                if not _is_refusal(exc):
+                    raise
+                why = exc.message or exc.reason or f"HTTP {exc.status}"
+                message = f"updating {action.kind} {action.name}: {why}"
+                log.warning("%s/%s: %s", namespace, job["metadata"]["name"], message)
+                self.emit(job, planning.Event("Warning", "FailedUpdate", message))
+                return why
         else:
             preconditions = {"uid": action.uid} if action.uid else None
             try:

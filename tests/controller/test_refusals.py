@@ -11,8 +11,7 @@ import pytest
 
 from controller import refusals
 from controller.actions import Event
-from controller.status import fmt_time
-from controller.status import parse_time
+from controller.status import fmt_time, parse_time
 from tests.plan.builders import World, at, condition, workers
 
 SUCCESS = "SuccessfulCreate"

@@ -60,7 +60,10 @@ class DenyingPolicy:
         body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
         return web.json_response({**body, "response": response})
 
-    def configuration(self, name: str, job: str) -> dict[str, Any]:
+    def configuration(
+        self, name: str, job: str, *, resource: str = "pods", operation: str = "CREATE"
+    ) -> dict[str, Any]:
+        group = "apps" if resource == "deployments" else ""
         return {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
@@ -74,10 +77,10 @@ class DenyingPolicy:
                     },
                     "rules": [
                         {
-                            "apiGroups": [""],
+                            "apiGroups": [group],
                             "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["pods"],
+                            "operations": [operation],
+                            "resources": [resource],
                             "scope": "Namespaced",
                         }
                     ],
@@ -262,3 +265,42 @@ async def test_a_pod_over_the_namespaces_quota_is_surfaced_and_created_when_the_
         return (conds.get("ReplicaFailure") or {}).get("status") == "False"
 
     await aeventually(healthy, timeout=15)
+
+
+async def test_a_refused_tensorboard_update_is_a_warning_not_a_failing_reconcile(
+    controller: Controller, kclient: Client, namespace: str, policy: DenyingPolicy
+) -> None:
+    name = f"tbpolicy-{namespace}"[:40].rstrip("-")
+    board = {"image": "t9kpublic/tensorboard:2.11.0", "trainingLogFilesets": ["t9k://pvc/logs"]}
+    job = tf_job(replica("worker", 1), name=name, tensorboardSpec=board)
+    job["metadata"]["namespace"] = namespace
+    await kclient.create(resources.TFJOBS, job)
+
+    async def deployed() -> bool:
+        body = await kclient.list(resources.DEPLOYMENTS, namespace)
+        return any(d["metadata"]["name"] == f"{name}-tensorboard" for d in body["items"])
+
+    await aeventually(deployed, timeout=15)
+    config = policy.configuration(
+        f"trainops-test-tb-{namespace}", name, resource="deployments", operation="UPDATE"
+    )
+    await kclient.create(resources.VALIDATING_WEBHOOK_CONFIGURATIONS, config)
+    try:
+        change = {"spec": {"tensorboardSpec": {**board, "image": "t9kpublic/tensorboard:2.12.0"}}}
+        await kclient.patch(resources.TFJOBS, name, change, namespace)
+
+        async def warned() -> list[dict[str, Any]] | bool:
+            return await _events(kclient, namespace, name, "FailedUpdate") or False
+
+        [event] = await aeventually(warned, timeout=15)
+        assert event["type"] == "Warning"
+        assert event["message"].startswith(f"updating Deployment {name}-tensorboard: ")
+        assert POLICY in event["message"]
+        status = await job_status(kclient, resources.TFJOBS, namespace, name)
+        assert status["tensorboard"]["action"] == "UPDATE"
+        assert controller.problems() == {}
+    finally:
+        with contextlib.suppress(errors.NotFound):
+            await kclient.delete(
+                resources.VALIDATING_WEBHOOK_CONFIGURATIONS, config["metadata"]["name"]
+            )
