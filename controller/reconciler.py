@@ -193,7 +193,7 @@ class Reconciler:
             except errors.AlreadyExists:
                 return False  # created before (a stale cache or a crash): names are deterministic
             except errors.APIError as exc:
-                if not _is_refusal(exc):
+                if not refusals.is_refusal(exc.status):
                     raise
                 # Say so on the job, as the Job and ReplicaSet controllers do (FailedCreate);
                 # the reconcile succeeds and retries after a bounded back-off.
@@ -210,7 +210,7 @@ class Reconciler:
             except (errors.NotFound, errors.Conflict):
                 return False  # gone, or replaced by a newer one: the next round sees which
             except errors.APIError as exc:
-                if not _is_refusal(exc):
+                if not refusals.is_refusal(exc.status):
                     raise
                 why = exc.message or exc.reason or f"HTTP {exc.status}"
                 message = f"updating {action.kind} {action.name}: {why}"
@@ -232,8 +232,3 @@ class Reconciler:
         self.metrics.actions.labels(action.verb, action.kind).inc()
         log.info("%s %s %s/%s: %s", action.verb, action.kind, namespace, action.name, action.reason)
         return True
-
-
-def _is_refusal(exc: errors.APIError) -> bool:
-    """An answer judging the request (4xx but 429), not a failure to answer it."""
-    return 400 <= exc.status < 500 and exc.status != 429

@@ -36,6 +36,7 @@ __all__ = [
     "MAX_RETRY_SECONDS",
     "MIN_RETRY_SECONDS",
     "confirmed_events",
+    "is_refusal",
     "keep_failed_create",
     "refused_before",
     "retry_after",
@@ -45,6 +46,12 @@ __all__ = [
 FAILED_CREATE = "FailedCreate"
 MIN_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 300.0
+
+
+def is_refusal(status: int) -> bool:
+    """Whether an API error's HTTP status judges the request (4xx but 429; AlreadyExists is
+    told apart by the caller) rather than reporting a failure to answer it."""
+    return 400 <= status < 500 and status != 429
 
 
 def confirmed_events(events: Iterable[Event], refused: Collection[str]) -> tuple[Event, ...]:

@@ -228,3 +228,14 @@ def test_every_round_of_a_lasting_refusal_waits_longer_up_to_five_minutes() -> N
     assert waits[:4] == [1.0, 1.0, 2.0, 4.0]
     assert waits == sorted(waits)
     assert waits[-1] == refusals.MAX_RETRY_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("status", "refusal"),
+    [(400, True), (403, True), (404, True), (409, True), (422, True), (429, False),
+     (500, False), (503, False), (0, False)],
+)  # fmt: skip
+def test_a_refusal_is_an_answer_judging_the_request_not_a_failure_to_answer(
+    status: int, refusal: bool
+) -> None:
+    assert refusals.is_refusal(status) is refusal
