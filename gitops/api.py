@@ -501,6 +501,9 @@ async def _read_body(request: web.Request) -> bytes:
         raise _ApiError(
             408, f"request body not received within {settings.body_timeout:g}s"
         ) from None
+    except ConnectionResetError:  # the client went away mid-body: nobody to answer, no error
+        log.debug("%s %s: the client closed the connection mid-body", request.method, request.path)
+        raise _ApiError(400, "connection closed mid-body") from None
     return b"".join(chunks)
 
 

@@ -677,20 +677,28 @@ def _explain(stderr: str, what: str, url: str | None, secrets: tuple[str, ...]) 
         )
     ):
         return f"repository not found:{where}"
-    if any(
-        s in low
-        for s in (
-            "could not resolve host",
-            "connection refused",
-            "connection timed out",
-            "network is unreachable",
-            "no route to host",
-            "could not resolve hostname",
-            "failed to connect",
-        )
-    ):
-        return f"cannot reach{where}: {_last_line(text)}"
+    unreachable = (
+        "could not resolve host",
+        "connection refused",
+        "connection timed out",
+        "network is unreachable",
+        "no route to host",
+        "could not resolve hostname",
+        "failed to connect",
+    )
+    if any(s in low for s in unreachable):
+        # ssh's own line says why; git's last lines are advice ("…and the repository exists.").
+        return f"cannot reach{where}: {_line_with(text, unreachable)}"
     return f"git failed to {what}{where}: {_last_line(text)}"
+
+
+def _line_with(text: str, phrases: tuple[str, ...]) -> str:
+    """The first line of `text` that contains one of `phrases` (lower case), as _last_line
+    would show it; the last line when none does."""
+    for line in text.splitlines():
+        if any(p in line.lower() for p in phrases):
+            return _last_line(line)
+    return _last_line(text)
 
 
 def _last_line(text: str) -> str:

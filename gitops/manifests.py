@@ -165,6 +165,9 @@ def load_paths(
     return documents, errors
 
 
+_TOO_DEEP = "document is nested too deeply to load"
+
+
 def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[LoadError]]:
     """Every non-empty document in `text`; loading stops at the first syntax error."""
     documents: list[Document] = []
@@ -196,11 +199,16 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
-        errors.append(LoadError(file, line, f"YAML syntax error: {_describe(e, text)}"))
+        if "exceeded maximum nesting depth" in str(e.problem):
+            # PyYAML >= 6.0.4 stops at its own depth limit where older ones hit RecursionError
+            # below: one message for both.
+            errors.append(LoadError(file, line, _TOO_DEEP))
+        else:
+            errors.append(LoadError(file, line, f"YAML syntax error: {_describe(e, text)}"))
     except yaml.YAMLError as e:
         errors.append(LoadError(file, None, f"YAML error: {e}"))
     except RecursionError:
-        errors.append(LoadError(file, None, "document is nested too deeply to load"))
+        errors.append(LoadError(file, None, _TOO_DEEP))
     except UnicodeError:
         errors.append(LoadError(file, None, "not valid Unicode text"))
     except (ValueError, TypeError) as e:

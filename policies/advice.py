@@ -10,9 +10,12 @@ from typing import Any
 
 from policies.kinds import KindSpec, Replica
 
-__all__ = ["MAX_WARNING_LENGTH", "warnings_for"]
+__all__ = ["MANY_REPLICAS", "MAX_WARNING_LENGTH", "warnings_for"]
 
 MAX_WARNING_LENGTH = 120
+MANY_REPLICAS = 1000
+"""More replicas than this in one entry is warned about: each is a pod and a Service, and a
+number this large is more often a typo than a plan (a node runs ~110 pods by default)."""
 
 
 def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) -> list[str]:
@@ -20,6 +23,11 @@ def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) 
     found: list[str] = []
     main = kind.main_container
     for r in replicas:
+        if r.replicas is not None and r.replicas > MANY_REPLICAS:
+            found.append(
+                f"spec.replicaSpecs[{r.position}].replicas: {r.replicas} replicas make"
+                f" {r.replicas} pods and Services; more than {MANY_REPLICAS} is unusual"
+            )
         template = r.raw.get("template")
         pod_spec = template.get("spec") if isinstance(template, dict) else None
         if not isinstance(pod_spec, dict):

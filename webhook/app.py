@@ -239,6 +239,8 @@ async def _read_body(request: web.Request, settings: Settings) -> bytes:
         raise _Refused("timeout", _plain(408, text, True)) from None
     except web.HTTPRequestEntityTooLarge:
         raise _Refused("too_large", _plain(413, _too_large(settings), True)) from None
+    except ConnectionResetError:  # the client went away mid-body: nobody to answer, no error
+        raise _Refused("client_gone", _plain(400, "connection closed mid-body", True)) from None
 
 
 async def _collect(request: web.Request, limit: int) -> bytes:

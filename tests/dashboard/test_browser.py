@@ -56,6 +56,13 @@ def test_the_front_page_shows_the_repository_synced_at_the_commit_and_its_job(
     # It runs to the end: Succeeded (followed live when it was still running at page load).
     expect(job.locator(".phase")).to_have_attribute("data-phase", "Succeeded", timeout=LIVE)
     expect(page.locator("#stream-status")).to_have_attribute("data-state", "open")
+    # Nothing is wider than the 1280-px window: neither the page nor a table inside its box.
+    overflow = page.evaluate(
+        """() => [document.documentElement, ...document.querySelectorAll('.table-wrap, table')]
+            .filter(e => e.scrollWidth > e.clientWidth + 1)
+            .map(e => `${e.tagName}.${e.className}: ${e.scrollWidth} > ${e.clientWidth}`)"""
+    )
+    assert overflow == []
 
 
 def test_a_pushed_denial_updates_the_open_page_shows_the_message_as_text_and_its_file_line(

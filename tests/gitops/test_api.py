@@ -316,6 +316,36 @@ async def test_an_unexpected_exception_is_a_500_without_details_and_a_logged_tra
     assert "Traceback" in caplog.text
 
 
+async def test_a_client_that_leaves_mid_body_logs_no_error_and_the_api_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gone = "POST /api/v1/webhooks/git: the client closed the connection mid-body"
+    app = api.create_app(FakeHub(), token=None, webhook_secret="s3cret", allow_remote_writes=False)
+    runner, port = await api.serve(app, "127.0.0.1", 0)
+    try:
+        with caplog.at_level(logging.DEBUG):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                b"POST /api/v1/webhooks/git HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue"
+                b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+            )
+            # 100 Continue: the request reached its handler, which reads the body next.
+            async with asyncio.timeout(5):
+                assert (await reader.readline()).startswith(b"HTTP/1.1 100 ")
+            writer.write(b'{"ref":')
+            await writer.drain()
+            writer.transport.abort()
+            async with asyncio.timeout(5):
+                while gone not in caplog.text:
+                    await asyncio.sleep(0.02)
+        url = f"http://127.0.0.1:{port}/api/v1/repositories"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            assert response.status == 200
+    finally:
+        await runner.cleanup()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
 # --- actions -------------------------------------------------------------------------------------
 
 

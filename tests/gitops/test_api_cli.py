@@ -20,7 +20,7 @@ import yaml
 
 from gitops import api
 from tests.gitops.test_api import DIFF, TOKEN, FakeHub, fixture_repositories, masked
-from trainops.commands.repo import age, table
+from trainops.commands.repo_output import age, describe, table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,19 +106,18 @@ async def test_list_in_one_namespace_and_as_json_and_yaml(tmp_path: Path) -> Non
     assert "No JobRepositories found in namespace nobody." in empty.stderr
 
 
-async def test_get_one_row_whole_object_and_not_found(tmp_path: Path) -> None:
+async def test_get_describes_one_whole_object_and_not_found(tmp_path: Path) -> None:
     async with server(FakeHub()) as url:
-        row = await trainops(tmp_path, "get", "jobs", "--server", url)
+        described = await trainops(tmp_path, "get", "jobs", "--server", url)
         whole = await trainops(tmp_path, "get", "team-a/models", "--server", url, "-o", "yaml")
         other_ns = await trainops(tmp_path, "get", "models", "-n", "team-a", "--server", url)
         missing = await trainops(tmp_path, "get", "x", "--server", url)
-    assert row.returncode == 0
-    assert [r[:5] for r in rows(row.stdout)] == [
-        ["NAMESPACE", "NAME", "SYNC", "HEALTH", "REVISION"],
-        ["default", "jobs", "Synced", "Healthy", "0123456"],
-    ]
+    assert described.returncode == 0
+    assert described.stdout.startswith("Name:             default/jobs\n")
+    assert "Repository:       https://github.com/org/jobs.git\n" in described.stdout
+    assert "Sync status:      Synced to 0123456" in described.stdout
     assert yaml.safe_load(whole.stdout) == fixture_repositories()[2]
-    assert rows(other_ns.stdout)[1][:2] == ["team-a", "models"]
+    assert other_ns.stdout.startswith("Name:             team-a/models\n")
     assert missing.returncode == 1
     assert missing.stdout == ""
     assert missing.stderr.strip() == "trainops repo: jobrepository default/x not found"
@@ -293,3 +292,63 @@ async def test_diff_of_a_repository_that_cannot_be_compared_is_an_error(tmp_path
     assert result.returncode == 2 and result.stdout == ""
     assert "default/jobs cannot be compared with Git: path 'jobs' does not exist" in result.stderr
     assert fine.returncode == 1  # the others are as before
+
+
+def test_get_describes_source_policy_status_conditions_and_each_resource_at_its_line() -> None:
+    obj = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "jobs",
+            "creationTimestamp": "2029-12-31T23:00:00Z",
+        },
+        "spec": {
+            "repoURL": "https://h/r.git",
+            "path": "jobs",
+            "syncPolicy": {"automated": {"prune": True, "selfHeal": True}},
+        },
+        "status": {
+            "sync": {"status": "OutOfSync", "revision": "0123456789abcdef0123"},
+            "health": {"status": "Degraded", "message": "1 denied"},
+            "operationState": {
+                "phase": "Failed",
+                "finishedAt": "2029-12-31T23:59:00Z",
+                "message": "1 resource denied",
+            },
+            "conditions": [{"type": "SyncError", "message": "boom"}],
+            "resources": [
+                {
+                    "kind": "TensorFlowTrainingJob",
+                    "namespace": "ns",
+                    "name": "bad",
+                    "status": "OutOfSync",
+                    "health": "Missing",
+                    "message": "spec.replicaSpecs[0].replicas: must be at least 1",
+                    "file": "jobs/bad.yaml",
+                    "line": 7,
+                },
+                {"kind": "ConfigMap", "namespace": "ns", "name": "cm", "status": "Synced"},
+            ],
+        },
+    }
+    text = describe(obj, now=datetime(2030, 1, 1, tzinfo=UTC))
+    assert text.splitlines()[:10] == [
+        "Name:             ns/jobs",
+        "Created:          2029-12-31T23:00:00Z (60m ago)",
+        "Repository:       https://h/r.git",
+        "Path:             jobs",
+        "Target revision:  <the remote's HEAD>",
+        "Sync policy:      automated (prune, self-heal)",
+        "Sync status:      OutOfSync to 0123456789ab",
+        "Health status:    Degraded: 1 denied",
+        "Last sync:        Failed at 2029-12-31T23:59:00Z: 1 resource denied",
+        "Condition:        SyncError: boom",
+    ]
+    assert [line.split()[:6] for line in text.splitlines()[11:]] == [
+        ["FILE:LINE", "KIND", "NAMESPACE", "NAME", "STATUS", "HEALTH"],
+        ["jobs/bad.yaml:7", "TensorFlowTrainingJob", "ns", "bad", "OutOfSync", "Missing"],
+        ["<live", "only>", "ConfigMap", "ns", "cm", "Synced"],
+    ]
+    assert "must be at least 1" in text.splitlines()[12]
+    manual = describe({"metadata": {"namespace": "a", "name": "b"}, "spec": {}})
+    assert "Sync policy:      manual" in manual
+    assert manual.endswith("\nNo resources.\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -114,6 +115,16 @@ async def test_hostile_refs_and_urls_are_refused_and_nothing_runs(
     with pytest.raises(GitError, match="unsupported"):
         await client.fetch(f"ext::touch%S{marker}", None)
     assert not marker.exists()
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client to reach the remote with")
+async def test_an_unreachable_ssh_remote_says_why_not_gits_advice(tmp_path: Path) -> None:
+    client = Git(tmp_path / "cache", timeout=20)
+    with pytest.raises(GitError) as info:
+        await client.fetch("ssh://git@127.0.0.1:1/org/repo.git", None)
+    message = str(info.value)
+    assert message.startswith("cannot reach ssh://127.0.0.1:1/org/repo.git: ssh: connect to")
+    assert message.endswith("Connection refused"), message
 
 
 async def test_a_token_in_the_url_never_appears_in_an_error(tmp_path: Path) -> None:

@@ -53,6 +53,11 @@ WARNINGS: dict[str, tuple[Callable[[], Job], list[str]]] = {
         lambda: tf_job(runMode={"pause": {"enabled": True}}),
         ["spec.runMode.pause.enabled: the job is paused"],
     ),
+    "a hundred thousand replicas are warned about": (
+        lambda: tf_job(replica("worker", 100_000)),
+        ["spec.replicaSpecs[0].replicas: 100000 replicas make 100000 pods and Services"],
+    ),
+    "a thousand replicas are not": (lambda: tf_job(replica("worker", 1000)), []),
     "disabled modes are not announced": (
         lambda: tf_job(runMode={"debug": {"enabled": False}, "pause": {"enabled": False}}),
         [],

@@ -60,7 +60,7 @@ class Up:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
                 self.output.append(line)
-                if "export KUBECONFIG=" in line:
+                if "again to resume" in line:  # the banner's last line: all of it is read
                     ready.set()
 
         threading.Thread(target=read, daemon=True).start()

@@ -95,7 +95,8 @@ def test_the_banner_names_the_cluster_and_its_kubeconfig(on_target: Up, target: 
     assert f"API server  {server} (from {target})" in text
     assert f"export KUBECONFIG={target}" in text
     assert "kubelet     node trainops" in text
-    assert f"run `trainops up --kubeconfig {target}` again to resume" in text
+    resume = f"trainops up --data-dir {on_target.data_dir} --kubeconfig {target}"
+    assert f"run `{resume}` again to resume" in text
 
 
 def test_the_crds_are_installed_on_the_cluster_and_established(kubectl: Kubectl) -> None:

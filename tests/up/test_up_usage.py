@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.up.conftest import stray_processes
+from tests.up.conftest import Up, stray_processes
 
 
 def _up(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -193,3 +193,27 @@ def test_the_api_answers_on_the_dashboard_port_and_up_records_its_address(
     ) in banner
     assert not (data_dir / "api.json").exists()
     assert stray_processes(data_dir) == []
+
+
+def _dashboard_port(output: list[str]) -> int:
+    (line,) = [line for line in output if line.strip().startswith("dashboard ")]
+    return int(line.strip().rsplit(":", 1)[1].rstrip("/"))
+
+
+def test_the_dashboard_keeps_its_port_across_restarts_unless_it_is_taken(up: Up) -> None:
+    up.start()
+    first = _dashboard_port(up.output)
+    assert up.stop() == 0
+    up.start()
+    assert _dashboard_port(up.output) == first
+    assert up.stop() == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", first))
+        taken.listen()
+        up.start()
+        moved = _dashboard_port(up.output)
+    assert moved != first
+    assert f"the dashboard's last port {first} is in use; it moves to a free one" in "".join(
+        up.output
+    )
+    assert (up.data_dir / "dashboard.port").read_text() == f"{moved}\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -193,15 +194,17 @@ async def test_a_client_that_trickles_its_body_gets_408(
     assert _counted(strict_server) == {"timeout": 1.0, "observed": 1.0}
 
 
-async def test_a_client_that_leaves_mid_body_is_still_timed(
-    strict_server: RunningServer, client_context: ssl.SSLContext
+async def test_a_client_that_leaves_mid_body_is_counted_and_timed_without_an_error_logged(
+    strict_server: RunningServer, client_context: ssl.SSLContext, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _, writer = await _send_part_of_a_body(strict_server, client_context)
-    await asyncio.sleep(0.1)
-    writer.transport.abort()
-    async with asyncio.timeout(5):
-        while _counted(strict_server).get("observed") != 1.0:
-            await asyncio.sleep(0.02)
+    with caplog.at_level(logging.WARNING):
+        _, writer = await _send_part_of_a_body(strict_server, client_context)
+        writer.transport.abort()
+        async with asyncio.timeout(5):
+            while _counted(strict_server).get("observed") != 1.0:
+                await asyncio.sleep(0.02)
+    assert _counted(strict_server) == {"client_gone": 1.0, "observed": 1.0}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_a_client_that_never_starts_tls_is_disconnected(strict_server: RunningServer) -> None:

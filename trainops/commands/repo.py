@@ -5,8 +5,9 @@ in its data directory (`DATA_DIR/api.json`, see `gitops.api.read_address`); the 
 `--token`, else `$TRAINOPS_TOKEN`, else the one in `api.json` (only for the server named
 there). `NAME` is `namespace/name` or `name` in `-n/--namespace` (default `default`).
 
-Output is kubectl's: `list` and `get` print a table (`NAMESPACE NAME SYNC HEALTH REVISION AGE
-REPO`; `list` shows every namespace unless `-n` is given) or, with `-o json|yaml`, the objects
+Output is kubectl's: `list` prints a table (`NAMESPACE NAME SYNC HEALTH REVISION AGE REPO`;
+every namespace unless `-n` is given), `get` a description (source, policy, sync and health, the
+last sync, conditions, each resource at its FILE:LINE) or, with `-o json|yaml`, the objects
 (`list` as a `kind: List`); `sync` and `refresh` say what was queued; `diff` prints each
 resource's unified diff under a `# FILE:LINE KIND/NAME` header.
 
@@ -20,16 +21,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from trainops.commands.repo_output import age, describe, print_objects, table
 
 __all__ = ["age", "register", "run", "table"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_DIFF_ERROR = 2
-COLUMNS = ("NAMESPACE", "NAME", "SYNC", "HEALTH", "REVISION", "AGE", "REPO")
 _START_HINT = "start it with `trainops up --repo GIT_URL` or pass --server URL"
 
 
@@ -95,7 +96,8 @@ def _common(parser: argparse.ArgumentParser, data_dir: Path, *, suppress: bool) 
         "--token",
         metavar="TOKEN",
         default=default(None),
-        help="bearer token for sync and refresh (default: $TRAINOPS_TOKEN, else api.json's)",
+        help="bearer token for sync, refresh and delete (default: $TRAINOPS_TOKEN, else "
+        "api.json's)",
     )
     parser.add_argument(
         "--data-dir",
@@ -109,7 +111,8 @@ def _common(parser: argparse.ArgumentParser, data_dir: Path, *, suppress: bool) 
         "--namespace",
         metavar="NS",
         default=default(None),
-        help="namespace of NAME (default: default); for list, show only this namespace",
+        help="the namespace: of NAME for get, sync, refresh, diff and delete (default: default); "
+        "for list, list only this namespace (default: every namespace)",
     )
     parser.add_argument(
         "--timeout",
@@ -225,7 +228,7 @@ async def _command(
         if namespace is not None:
             items = [i for i in items if _meta(i).get("namespace") == namespace]
         if args.output:
-            _print_objects({"apiVersion": "v1", "kind": "List", "items": items}, args.output)
+            print_objects({"apiVersion": "v1", "kind": "List", "items": items}, args.output)
         elif not items:
             where = f" in namespace {namespace}" if namespace else ""
             print(f"No JobRepositories found{where}.", file=sys.stderr)
@@ -237,9 +240,9 @@ async def _command(
     if command == "get":
         obj = await client.get(path, namespace=namespace, name=name)
         if args.output:
-            _print_objects(obj, args.output)
+            print_objects(obj, args.output)
         else:
-            sys.stdout.write(table([obj]))
+            sys.stdout.write(describe(obj))
         return EXIT_OK
     if command == "sync":
         body = {"revision": args.revision} if args.revision else {}
@@ -313,91 +316,6 @@ class _Client:
         raise Failure(f"the trainops API at {self.server} answered {response.status}: {message}")
 
 
-# --- output --------------------------------------------------------------------------------------
-
-
-def table(items: list[dict[str, Any]], now: datetime | None = None) -> str:
-    """kubectl's table: columns padded to the widest cell, three spaces apart."""
-    now = now or datetime.now(UTC)
-    rows = [COLUMNS, *(_row(i, now) for i in items)]
-    widths = [max(len(r[c]) for r in rows) for c in range(len(COLUMNS))]
-    lines = [
-        "   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _row(obj: dict[str, Any], now: datetime) -> tuple[str, ...]:
-    meta = _meta(obj)
-    status = _dict(obj.get("status"))
-    sync, health = _dict(status.get("sync")), _dict(status.get("health"))
-    spec = _dict(obj.get("spec"))
-    revision = sync.get("shortRevision") or str(sync.get("revision") or "")[:7]
-    return tuple(
-        str(v) if v else "<none>"
-        for v in (
-            meta.get("namespace"),
-            meta.get("name"),
-            sync.get("status"),
-            health.get("status"),
-            revision,
-            age(meta.get("creationTimestamp"), now),
-            spec.get("repoURL"),
-        )
-    )
-
-
-def age(timestamp: Any, now: datetime) -> str:
-    """kubectl's age (`duration.HumanDuration`): 45s, 5m30s, 2h10m, 3d4h, 400d, 2y30d."""
-    if not isinstance(timestamp, str):
-        return "<unknown>"
-    try:
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return "<unknown>"
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
-    seconds = int((now - then).total_seconds())
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
-    return f"{hours // 24 // 365}y"
-
-
-def _print_objects(doc: Any, output: str) -> None:
-    if output == "json":
-        import json
-
-        sys.stdout.write(json.dumps(doc, indent=4) + "\n")
-    else:
-        import yaml
-
-        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
-
-
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return _dict(obj.get("metadata"))
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}

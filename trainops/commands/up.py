@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import logging
 import os
+import shlex
 import signal
 import sys
 import time
@@ -98,17 +99,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=port_number(allow_zero=False),
         default=None,
         metavar="PORT",
-        help="port of the HTTP API on 127.0.0.1 (default: a free one; recorded in DATA_DIR/api.json "
-        "for `trainops repo`); the dashboard is served there too, at /",
+        help="port of the HTTP API on 127.0.0.1 (default: the one the last `up` on this data "
+        "directory used, else a free one; recorded in DATA_DIR/api.json for `trainops repo`); "
+        "the dashboard is served there too, at /",
     )
     parser.add_argument(
         "--repo", metavar="GIT_URL", help="sync training jobs from this Git repository"
     )
     parser.add_argument(
-        "--path", metavar="DIR", help="directory of the repository to sync (with --repo)"
+        "--path",
+        metavar="DIR",
+        help="directory of the repository to sync (with --repo; default: the repository's root)",
     )
     parser.add_argument(
-        "--revision", metavar="REF", help="branch, tag or commit to sync (with --repo)"
+        "--revision",
+        metavar="REF",
+        help="branch, tag or commit to sync (with --repo; default: the remote's HEAD branch)",
     )
     parser.add_argument(
         "--git-webhook-secret",
@@ -414,6 +420,10 @@ def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
 
 
 def _resume_command(args: argparse.Namespace) -> str:
-    """`up` as it was started: with `--kubeconfig FILE` when that names the cluster."""
-    kubeconfig = getattr(args, "kubeconfig", None)
-    return "trainops up" if kubeconfig is None else f"trainops up --kubeconfig {kubeconfig}"
+    """`up` on the same data directory and cluster: `--data-dir` and `--kubeconfig` as given."""
+    words = ["trainops", "up"]
+    if getattr(args, "data_dir", None) is not None:
+        words += ["--data-dir", str(args.data_dir)]
+    if getattr(args, "kubeconfig", None) is not None:
+        words += ["--kubeconfig", str(args.kubeconfig)]
+    return shlex.join(words)

@@ -31,6 +31,8 @@ GITOPS_LOGGER = "trainops.gitops"
 UP_REPO_INTERVAL = "10s"
 """`up`'s repository is polled often: one local user, and a push should show up quickly."""
 
+log = logging.getLogger(__name__)
+
 
 def gitops_logging(verbose: bool) -> None:
     """Syncs, denials and admissions at INFO, one human line each (`gitops default/jobs:
@@ -129,8 +131,12 @@ async def start_api(
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app.router.add_get("/metrics", metrics)
+    remembered = data_dir / DASHBOARD_PORT_FILE
     try:
-        runner, port = await api.serve(app, "127.0.0.1", args.dashboard_port or 0)
+        if args.dashboard_port:
+            runner, port = await api.serve(app, "127.0.0.1", args.dashboard_port)
+        else:
+            runner, port = await _serve_on_the_last_port(api, app, remembered)
     except OSError as e:
         if e.errno == errno.EADDRINUSE and args.dashboard_port:
             raise RuntimeError(
@@ -138,6 +144,7 @@ async def start_api(
                 "program; choose another, or leave --dashboard-port out to pick a free one"
             ) from None
         raise
+    remembered.write_text(f"{port}\n")
     url = api.base_url("127.0.0.1", port)
     api.write_address(data_dir, url, None)
 
@@ -148,6 +155,26 @@ async def start_api(
     stack.stops.append(stop)
     stack.api_url = url
     stack.notes.append(f"API         {url}/api/v1/repositories, /api/v1/jobs, /metrics")
+
+
+DASHBOARD_PORT_FILE = "dashboard.port"
+"""The API's port, kept across restarts so the dashboard's address (and bookmarks) stays."""
+
+
+async def _serve_on_the_last_port(api: Any, app: Any, remembered: Path) -> tuple[Any, int]:
+    """Serve on the port the last `up` on this data directory used, else on a free one."""
+    try:
+        last = int(remembered.read_text().strip())
+    except (OSError, ValueError):
+        last = 0
+    if 0 < last < 65536:
+        try:
+            return await api.serve(app, "127.0.0.1", last)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            log.warning("the dashboard's last port %d is in use; it moves to a free one", last)
+    return await api.serve(app, "127.0.0.1", 0)
 
 
 def secret_ref(text: str) -> str:

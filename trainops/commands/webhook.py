@@ -30,9 +30,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         help="directory holding tls.crt and tls.key (watched; changes are picked up live)",
     )
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
     parser.add_argument(
-        "--port", type=port_number(allow_zero=True), default=8443, help="port to listen on"
+        "--host", default="0.0.0.0", help="address to listen on (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port",
+        type=port_number(allow_zero=True),
+        default=8443,
+        help="port to listen on (default: %(default)s)",
     )
     parser.add_argument(
         "--max-body-bytes",
