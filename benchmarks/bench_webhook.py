@@ -12,6 +12,14 @@ and prints req/s, p50, p99 and the webhook/floor ratios as a Markdown table. Fin
 ~100k requests at the webhook in rounds and samples its resident memory after each round.
 
 Results with the machine they ran on go in docs/WEBHOOK.md ("Performance").
+
+    .venv/bin/python benchmarks/bench_webhook.py --flood [--duration 15] [--flood-conns 32]
+
+measures instead (no wrk needed) what a flood of large reviews does to a normal one: one
+client sends a normal /validate review at a time while `--flood-conns` connections each send
+UPDATE reviews carrying two 1.5 MiB objects back to back; it prints the normal review's p50,
+p99 and max latency without and with the flood, the flood's answers by status, and the
+webhook's largest resident memory (sampled every 100 ms). Results: docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -191,6 +199,165 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def _start_webhook(tmp: Path, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            *_PIN_SERVER,
+            sys.executable,
+            "-m",
+            "trainops",
+            "webhook",
+            "--cert-dir",
+            str(tmp),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def _large_update(tmp: Path) -> bytes:
+    """An UPDATE review of a job at etcd's 1.5 MiB object limit (object and old object)."""
+    import yaml
+
+    job = yaml.safe_load((ROOT / "examples" / "tensorflow-mnist.yaml").read_text())
+    job["metadata"]["namespace"] = "default"
+    job, _ = policies.default(job)
+    job["metadata"]["annotations"] = {"bulk": "x" * (1536 * 1024 - 4096)}
+    sent = _review(job, "UPDATE")
+    sent["request"]["oldObject"] = job
+    return json.dumps(sent).encode()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def flood_worker(spec: str) -> int:
+    """The flooding side (its own process): print the answers by status as JSON."""
+    import asyncio
+
+    import aiohttp
+
+    url, cafile, body_file, duration, conns = spec.split()
+    body = Path(body_file).read_bytes()
+    ctx = ssl.create_default_context(cafile=cafile)
+    codes: dict[int, int] = {}
+
+    async def one(session: aiohttp.ClientSession, until: float) -> None:
+        while time.monotonic() < until:
+            try:
+                headers = {"Content-Type": "application/json"}
+                async with session.post(url, data=body, headers=headers) as resp:
+                    await resp.read()
+                    codes[resp.status] = codes.get(resp.status, 0) + 1
+            except (aiohttp.ClientError, TimeoutError):
+                codes[0] = codes.get(0, 0) + 1
+
+    async def run() -> None:
+        connector = aiohttp.TCPConnector(ssl=ctx, limit=0)
+        timeout = aiohttp.ClientTimeout(total=30)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            until = time.monotonic() + float(duration)
+            await asyncio.gather(*(one(session, until) for _ in range(int(conns))))
+
+    asyncio.run(run())
+    print(json.dumps(codes))
+    return 0
+
+
+def flood(args: argparse.Namespace) -> int:
+    """A normal review's latency while large reviews flood the webhook (docs/PERFORMANCE.md)."""
+    import asyncio
+
+    import aiohttp
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-webhook-flood-"))
+    ca = pki.new_ca()
+    pki.write_bundle(tmp, ca, pki.new_serving_cert(ca, []))
+    normal = _bodies(tmp)["validate"].read_bytes()
+    large = _large_update(tmp)
+    ctx = ssl.create_default_context(cafile=str(tmp / "ca.crt"))
+    port = _free_port()
+    webhook = _start_webhook(tmp, port)
+    url = f"https://127.0.0.1:{port}/validate"
+    headers = {"Content-Type": "application/json"}
+
+    async def probe(session: aiohttp.ClientSession, until: float) -> list[float]:
+        latencies = []
+        while time.monotonic() < until:
+            started = time.perf_counter()
+            async with session.post(url, data=normal, headers=headers) as resp:
+                await resp.read()
+                assert resp.status == 200, resp.status
+            latencies.append(time.perf_counter() - started)
+        return latencies
+
+    async def sample(until: float, rss: list[int]) -> None:
+        while time.monotonic() < until:
+            rss.append(_rss_kib(webhook.pid))
+            await asyncio.sleep(0.1)
+
+    async def run() -> dict[str, object]:
+        timeout = aiohttp.ClientTimeout(total=30)
+        connector = aiohttp.TCPConnector(ssl=ctx, limit=0)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            await probe(session, time.monotonic() + 2)  # warm up
+            idle_rss = _rss_kib(webhook.pid)
+            quiet = await probe(session, time.monotonic() + args.duration)
+            # The flood comes from another process, so its own work (TLS, 3 MiB writes) does
+            # not delay this loop's probe.
+            large_file = tmp / "large.json"
+            large_file.write_bytes(large)
+            worker = await asyncio.create_subprocess_exec(
+                *_PIN_CLIENT,
+                sys.executable,
+                __file__,
+                "--flood-worker",
+                f"{url} {tmp / 'ca.crt'} {large_file} {args.duration} {args.flood_conns}",
+                stdout=asyncio.subprocess.PIPE,
+            )
+            await asyncio.sleep(1.0)  # the flood is under way
+            rss: list[int] = []
+            until = time.monotonic() + args.duration - 2
+            flooded, _ = await asyncio.gather(probe(session, until), sample(until, rss))
+            stdout, _ = await worker.communicate()
+            return {
+                "idle_rss_kib": idle_rss,
+                "quiet": quiet,
+                "flooded": flooded,
+                "codes": json.loads(stdout.decode() or "{}"),
+                "max_rss_kib": max(rss),
+            }
+
+    try:
+        _wait_healthy(port, ctx, webhook)
+        out = asyncio.run(run())
+    finally:
+        webhook.terminate()
+        webhook.wait(timeout=20)
+    quiet, flooded = out["quiet"], out["flooded"]
+    assert isinstance(quiet, list) and isinstance(flooded, list)
+    for label, values in (("no flood", quiet), (f"flood of {args.flood_conns}", flooded)):
+        print(
+            f"normal /validate, {label:12}: {len(values)} reviews, p50 "
+            f"{_percentile(values, 0.5) * 1e3:.1f} ms, p99 {_percentile(values, 0.99) * 1e3:.1f} "
+            f"ms, max {max(values) * 1e3:.1f} ms"
+        )
+    print(f"large reviews ({len(large)} bytes) answered by status: {out['codes']}")
+    print(
+        f"webhook RSS: idle {out['idle_rss_kib']} KiB, max during the flood {out['max_rss_kib']} KiB"
+    )
+    print(f"Machine: {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run")
@@ -203,7 +370,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="alternating runs per cell (median)")
     parser.add_argument("--rss-requests", type=int, default=100_000)
     parser.add_argument("--json", type=Path, help="also write raw results here")
+    parser.add_argument("--flood", action="store_true", help="measure a flood of large reviews")
+    parser.add_argument("--flood-conns", type=int, default=32)
+    parser.add_argument("--flood-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.flood_worker:
+        return flood_worker(args.flood_worker)
+    if args.flood:
+        return flood(args)
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk", file=sys.stderr)
         return 2

@@ -11,17 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Action", "Event", "Plan"]
+__all__ = ["REPLICA", "Action", "Event", "Plan"]
+
+REPLICA = "replica"
+"""`Action.reason` of a replica's pod or Service: a refused one sets ReplicaFailure."""
 
 
 @dataclass(frozen=True)
 class Action:
-    verb: Literal["create", "delete"]
+    verb: Literal["create", "update", "delete"]  # update: TensorBoard Deployment only
     kind: Literal["Pod", "Service", "Deployment"]
     name: str
-    body: dict[str, Any] | None = None  # create: the whole object, ownerReferences included
-    uid: str | None = None  # delete: precondition, so a newer object of the same name survives
-    reason: str = ""  # for logs
+    body: dict[str, Any] | None = None  # create/update: the whole object, ownerReferences included
+    uid: str | None = None  # delete/update: precondition, so a newer object of that name survives
+    reason: str = ""  # for logs; REPLICA for a replica's pod or Service
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,10 @@ its traceback, restarted with back-off and shown by `/readyz`):
   Deployments (selected by the job-name label, indexed by their controlling owner's uid). Every
   replica; standbys keep warm caches, so a new leader starts at once;
 - a job event enqueues the job's key; a child's event enqueues its owner's key;
+- one informer on ResourceQuotas (every namespace): any change to a namespace's quota (raised,
+  removed, or its `used` recomputed after pods went away) may let a refused create through,
+  so it enqueues that namespace's jobs whose ReplicaFailure says FailedCreate at once, instead
+  of at their next back-off retry (controller/refusals.py);
 - only the leader (a `coordination.k8s.io/v1` Lease) runs the workers, which reconcile one key
   at a time each (`kube.run_workers`); a lost lease stops them;
 - every `resync_seconds` each known job is enqueued again: level-triggered, so a missed event or
@@ -23,7 +27,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from controller import labels
+from controller import labels, refusals
 from controller.actions import Event
 from controller.metrics import ControllerMetrics
 from controller.reconciler import (
@@ -47,6 +51,7 @@ __all__ = ["Controller", "ControllerSettings"]
 log = logging.getLogger(__name__)
 
 COMPONENT = "trainops-controller"
+NAMESPACE_INDEX = "namespace"
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,8 @@ class Controller:
         self.supervisor = supervisor or Supervisor(logger=log)
         self.queue = WorkQueue(name="jobs", metrics=self.metrics)
         self.jobs = {
-            kind: Informer(client, resource, name=kind) for kind, resource in JOB_RESOURCES.items()
+            kind: Informer(client, resource, name=kind, indexers={NAMESPACE_INDEX: _namespace})
+            for kind, resource in JOB_RESOURCES.items()
         }
         selector = labels.JOB_NAME
         indexers = {OWNER_INDEX: owner_uid}
@@ -94,6 +100,8 @@ class Controller:
             services=child(resources.SERVICES),
             deployments=child(resources.DEPLOYMENTS),
         )
+        # Why a refused create may pass now: its namespace's quota changed.
+        self.quotas = Informer(client, resources.RESOURCEQUOTAS, name="resourcequotas")
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
         self.reconciler = Reconciler(client, self.children, self._emit, self.metrics)
         self.elector: LeaderElector | None = None
@@ -111,6 +119,7 @@ class Controller:
             informer.add_handler(self._on_job(kind))
         for informer in (self.children.pods, self.children.services, self.children.deployments):
             informer.add_handler(self._on_child)
+        self.quotas.add_handler(self._on_quota)
         self.metrics.jobs_by_phase(self._phase_counts)
         self.metrics.queue_length(lambda: len(self.queue))
 
@@ -118,7 +127,7 @@ class Controller:
     def start(self) -> None:
         for kind, informer in self.jobs.items():
             self.supervisor.start(f"informer/{kind}", informer.run)
-        for informer in (self.children.pods, self.children.services, self.children.deployments):
+        for informer in self._other_informers():
             self.supervisor.start(f"informer/{informer.name}", informer.run)
         self.supervisor.start("leader", self._lead)
         self.supervisor.start("resync", self._resync)
@@ -131,11 +140,11 @@ class Controller:
         self.queue.shut_down()
 
     async def wait_synced(self, timeout: float | None = None) -> None:
-        await wait_synced([*self.jobs.values(), *self._child_informers()], timeout)
+        await wait_synced([*self.jobs.values(), *self._other_informers()], timeout)
 
     def problems(self) -> dict[str, str]:
         """Why the controller is not ready ({} when it is): crashed loops, unsynced caches."""
-        informers = [*self.jobs.values(), *self._child_informers()]
+        informers = [*self.jobs.values(), *self._other_informers()]
         return {**self.supervisor.problems(), **unsynced(informers)}
 
     @property
@@ -143,8 +152,8 @@ class Controller:
         return self.elector.is_leader if self.elector else True
 
     # -- internals ------------------------------------------------------------------------------
-    def _child_informers(self) -> list[Informer]:
-        return [self.children.pods, self.children.services, self.children.deployments]
+    def _other_informers(self) -> list[Informer]:
+        return [self.children.pods, self.children.services, self.children.deployments, self.quotas]
 
     async def _lead(self) -> None:
         await lead(self.elector, self._work)
@@ -182,6 +191,13 @@ class Controller:
             if ref.get("controller") and ref.get("kind") in JOB_RESOURCES:
                 self.queue.add(job_key(ref["kind"], meta.get("namespace", ""), ref["name"]))
 
+    def _on_quota(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+        for kind, informer in self.jobs.items():
+            for job in informer.by_index(NAMESPACE_INDEX, namespace):
+                if refusals.refused_before((job.get("status") or {}).get("conditions") or []):
+                    self.queue.add(_key_of(kind, job))
+
     def _phase_counts(self) -> dict[tuple[str, str], int]:
         counts: Counter[tuple[str, str]] = Counter()
         for kind, informer in self.jobs.items():
@@ -193,3 +209,7 @@ class Controller:
 def _key_of(kind: str, job: dict[str, Any]) -> str:
     meta = job.get("metadata") or {}
     return job_key(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def _namespace(obj: dict[str, Any]) -> list[str]:
+    return [str((obj.get("metadata") or {}).get("namespace") or "")]

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import policies
 from controller import tensorboard as tb
-from controller.actions import Action, Event, Plan
+from controller.actions import REPLICA, Action, Event, Plan
 from controller.lifecycle import (
     Observed,
     Outcome,
@@ -285,14 +285,14 @@ class _Round:
             name = r.rid.name
             if r.service is None:
                 body = service_body(self.job, r.rid)
-                self.actions.append(Action("create", "Service", name, body=body, reason="replica"))
+                self.actions.append(Action("create", "Service", name, body=body, reason=REPLICA))
             if pausing:
                 if r.live:
                     self._delete_pod(r, "pause")
                 self.phases[name] = "Deleted"
             elif r.pod is None:
                 body = pod_body(self.job, r.rid, restart_count=r.count, mode=mode)
-                self.actions.append(Action("create", "Pod", name, body=body, reason="replica"))
+                self.actions.append(Action("create", "Pod", name, body=body, reason=REPLICA))
                 self.phases[name] = "Creating"
             else:
                 decision = self.decisions.get(name)
@@ -369,7 +369,9 @@ class _Round:
                     [] if pausing and outcome is None else self._failures(outcome is not None)
                 ),
             )
-            creating = "Creating" in self.phases.values()
+            creating = "Creating" in self.phases.values() or any(
+                r.service is None for r in self.replicas
+            )
             conditions = keep_failed_create(conditions, old_conditions, creating=creating)
         status = self._status(conditions, phase, outcome, finished_before)
         self._events(status, outcome)

@@ -14,6 +14,12 @@ actions, all at once. A crash between any two steps leaves a state the next reco
 without duplicating a pod or a restart. Events are handed to `emit`, which buffers them for a
 background sender: a slow Events API must not slow reconciling (client-go's recorder is
 asynchronous for the same reason).
+
+A create the API server refuses (403 quota or policy, 422, … — controller/refusals.py) is not
+an error of this reconcile: a Warning FailedCreate event, then a second status write after the
+actions saying ReplicaFailure=True/FailedCreate with the server's message, and the reconcile
+returns the refusal's retry delay (≤ 5 min) rather than raising into the work queue's back-off
+(up to 1,000 s). Raising is kept for what may pass by itself: outages, 429, 5xx, conflicts.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 from controller import plan as planning
 from controller import refusals
+from controller.actions import REPLICA
 from controller.metrics import ControllerMetrics
 from controller.status import fmt_time
 from kube import errors, resources
@@ -133,15 +140,15 @@ class Reconciler:
         outcomes = await asyncio.gather(
             *(self._execute(job, a) for a in result.actions), return_exceptions=True
         )
-        # SuccessfulCreate names only the pods created; those the API server refused as Invalid
-        # are named, with its reason, in the status.
+        # SuccessfulCreate names only the pods created; the replica pods and Services the API
+        # server refused are named, with its reason, in the status (controller/refusals.py).
         creates = [
-            (a.name, o)
-            for a, o in zip(result.actions, outcomes, strict=True)
-            if a.kind == "Pod" and a.verb == "create"
+            (a, o) for a, o in zip(result.actions, outcomes, strict=True) if a.verb == "create"
         ]
-        refused = {name: o for name, o in creates if isinstance(o, str)}
-        not_created = {name for name, o in creates if o is not True}
+        refused: dict[tuple[str, str], str] = {
+            (a.kind, a.name): o for a, o in creates if isinstance(o, str) and a.reason == REPLICA
+        }
+        not_created = {a.name for a, o in creates if a.kind == "Pod" and o is not True}
         for event in refusals.confirmed_events(result.events, not_created):
             self.emit(job, event)
         for outcome in outcomes:
@@ -150,7 +157,11 @@ class Reconciler:
         status = refusals.with_refused_creates(result.status, refused, fmt_time(now))
         if status != (job.get("status") or {}):
             await self._write_status(resource, job, status)
-        return result.requeue_after
+        retry = refusals.retry_after(status, now)
+        if retry is None and any(isinstance(o, str) for o in outcomes):
+            retry = refusals.MAX_RETRY_SECONDS  # a TensorBoard object refused: no condition
+        timers = [t for t in (result.requeue_after, retry) if t is not None]
+        return min(timers) if timers else None
 
     async def _write_status(
         self, resource: Resource, job: dict[str, Any], status: dict[str, Any]
@@ -171,7 +182,8 @@ class Reconciler:
 
     async def _execute(self, job: dict[str, Any], action: planning.Action) -> bool | str:
         """Carry out `action`: True if done, False if there was nothing to do, the API server's
-        message if it refused a create as Invalid."""
+        message if it refused a create (controller/refusals.py says which answers are
+        refusals); anything else (an outage, 429, 5xx) raises, for the work queue to retry."""
         namespace = str(job["metadata"].get("namespace", ""))
         resource = _CHILD_RESOURCES[action.kind]
         if action.verb == "create":
@@ -180,13 +192,31 @@ class Reconciler:
                 await self.client.create(resource, action.body, namespace)
             except errors.AlreadyExists:
                 return False  # created before (a stale cache or a crash): names are deterministic
-            except errors.Invalid as exc:
-                # Retrying the same object cannot help: say so on the job, as the Job and
-                # ReplicaSet controllers do (FailedCreate), and wait for the job to change.
-                message = f"creating {action.kind} {action.name}: {exc.message}"
+            except errors.APIError as exc:
+                if not refusals.is_refusal(exc.status):
+                    raise
+                # Say so on the job, as the Job and ReplicaSet controllers do (FailedCreate);
+                # the reconcile succeeds and retries after a bounded back-off.
+                why = exc.message or exc.reason or f"HTTP {exc.status}"
+                message = f"creating {action.kind} {action.name}: {why}"
                 log.warning("%s/%s: %s", namespace, job["metadata"]["name"], message)
                 self.emit(job, planning.Event("Warning", "FailedCreate", message))
-                return exc.message
+                return why
+        elif action.verb == "update":
+            assert action.body is not None
+            try:
+                # The body carries the live uid: a newer object of that name answers Conflict.
+                await self.client.replace(resource, action.body, namespace)
+            except (errors.NotFound, errors.Conflict):
+                return False  # gone, or replaced by a newer one: the next round sees which
+            except errors.APIError as exc:
+                if not refusals.is_refusal(exc.status):
+                    raise
+                why = exc.message or exc.reason or f"HTTP {exc.status}"
+                message = f"updating {action.kind} {action.name}: {why}"
+                log.warning("%s/%s: %s", namespace, job["metadata"]["name"], message)
+                self.emit(job, planning.Event("Warning", "FailedUpdate", message))
+                return why
         else:
             preconditions = {"uid": action.uid} if action.uid else None
             try:

@@ -19,11 +19,23 @@ dependent, note, ready, reason, type) with `dependent` naming the Deployment.
 - Removing `tensorboardSpec` deletes both; `status.tensorboard` then reports DELETE until the
   Deployment is gone, and disappears. The TensorBoard outlives the job's end (it is how the
   results are looked at) and is deleted with the job by garbage collection.
-- The spec is immutable (policies/update.py), so an existing Deployment is never updated.
+- `tensorboardSpec` may change (policies/update.py allows it): the Deployment follows it. Its
+  annotation `batch.tensorstack.dev/tensorboard-spec-hash` is a hash of the Deployment spec
+  the job asks for (image, log directories and volumes, resources); when the spec asked for
+  now hashes differently, the Deployment is replaced (PUT, guarded by its uid) with the new
+  one, and its own controller rolls the pod. Why a hash of what we asked for, not a comparison
+  with what is stored: the API server defaults many fields of a Deployment (strategy,
+  revisionHistoryLimit, the pod's terminationMessagePath, …), so the stored object never
+  equals the one sent, and a comparison would have to know every default. A Deployment made
+  before the annotation existed is replaced once to gain it (its pod template is unchanged,
+  so nothing rolls). `status.tensorboard` says UPDATE (reason DependentUpdating) for the round
+  that replaces it, with a Normal `TensorBoardUpdated` event.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from controller import labels as L
@@ -31,9 +43,18 @@ from controller.actions import Action, Event
 from controller.replicas import owner_reference
 from controller.spec import JobView
 
-__all__ = ["PORT", "deployment_body", "logdirs", "plan_tensorboard", "service_body"]
+__all__ = [
+    "PORT",
+    "SPEC_HASH",
+    "deployment_body",
+    "logdirs",
+    "plan_tensorboard",
+    "service_body",
+    "spec_hash",
+]
 
 PORT = 6006
+SPEC_HASH = "batch.tensorstack.dev/tensorboard-spec-hash"
 PREFIX = "t9k://pvc/"
 MOUNT_ROOT = "/t9k/pvc/"
 
@@ -86,6 +107,23 @@ def deployment_body(job: JobView, spec: dict[str, Any]) -> dict[str, Any]:
     if isinstance(spec.get("resources"), dict):
         container["resources"] = spec["resources"]
     labels = _labels(job)
+    deployment_spec = {
+        "replicas": 1,
+        "selector": {"matchLabels": labels},
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "containers": [container],
+                "volumes": [
+                    {
+                        "name": f"pvc-{i}",
+                        "persistentVolumeClaim": {"claimName": pvc, "readOnly": True},
+                    }
+                    for i, pvc in enumerate(pvcs)
+                ],
+            },
+        },
+    }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -93,26 +131,17 @@ def deployment_body(job: JobView, spec: dict[str, Any]) -> dict[str, Any]:
             "name": name_of(job),
             "namespace": job.namespace,
             "labels": labels,
+            "annotations": {SPEC_HASH: spec_hash(deployment_spec)},
             "ownerReferences": [owner_reference(job)],
         },
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [container],
-                    "volumes": [
-                        {
-                            "name": f"pvc-{i}",
-                            "persistentVolumeClaim": {"claimName": pvc, "readOnly": True},
-                        }
-                        for i, pvc in enumerate(pvcs)
-                    ],
-                },
-            },
-        },
+        "spec": deployment_spec,
     }
+
+
+def spec_hash(deployment_spec: dict[str, Any]) -> str:
+    """A short, stable digest of a Deployment spec as we ask for it (keys sorted)."""
+    text = json.dumps(deployment_spec, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def service_body(job: JobView) -> dict[str, Any]:
@@ -201,6 +230,32 @@ def plan_tensorboard(
             []
             if (old or {}).get("action") == "CREATE"
             else [Event("Normal", "TensorBoardCreated", f"creating TensorBoard {name}")]
+        )
+        return status, actions, events
+    meta = deployment.get("metadata") or {}
+    desired = deployment_body(job, spec)
+    wanted = desired["metadata"]["annotations"][SPEC_HASH]
+    if (meta.get("annotations") or {}).get(SPEC_HASH) != wanted and not meta.get(
+        "deletionTimestamp"
+    ):
+        uid = meta.get("uid")
+        if uid:
+            desired["metadata"]["uid"] = uid  # PUT refuses (409) a newer object of this name
+        actions.append(
+            Action("update", "Deployment", name, body=desired, uid=uid, reason="tensorboardSpec")
+        )
+        status = {
+            "action": "UPDATE",
+            "dependent": _dependent(job, deployment),
+            "note": f"TensorBoard [{name}] is being updated",
+            "ready": False,
+            "reason": "DependentUpdating",
+            "type": "Normal",
+        }
+        events = (
+            []
+            if (old or {}).get("action") == "UPDATE"
+            else [Event("Normal", "TensorBoardUpdated", f"updating TensorBoard {name}")]
         )
         return status, actions, events
     available = (deployment.get("status") or {}).get("availableReplicas")

@@ -78,6 +78,10 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "replicaset-controller",
     "deployment-controller",
+    # Fills a ResourceQuota's status (hard, used) and recomputes `used` when objects go away:
+    # without it the ResourceQuota admission plugin has no usage to check against and admits
+    # everything (tests/controller/test_refused_creates.py needs a quota that refuses).
+    "resourcequota-controller",
     # Publishes kube-root-ca.crt in every namespace: a real kubelet mounts it into each pod's
     # service-account token volume, and our process kubelet waits for it as one does.
     "root-ca-certificate-publisher-controller",

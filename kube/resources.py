@@ -23,6 +23,7 @@ __all__ = [
     "NODES",
     "PODS",
     "REPLICASETS",
+    "RESOURCEQUOTAS",
     "SECRETS",
     "SERVICES",
     "TFJOBS",
@@ -78,6 +79,7 @@ EVENTS = Resource("", "v1", "events", "Event", True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
 NODES = Resource("", "v1", "nodes", "Node", False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)

@@ -21,7 +21,7 @@ from typing import Any
 from policies.fieldpath import FieldError, Path, invalid, required
 from policies.quantity import QuantityError, parse_quantity
 
-__all__ = ["validate_pod_resources"]
+__all__ = ["validate_pod_resources", "validate_resources"]
 
 _CONTAINER_LISTS = ("initContainers", "containers")
 
@@ -47,6 +47,13 @@ def validate_pod_resources(
     return errors
 
 
+def validate_resources(resources: Any, path: Path) -> list[FieldError]:
+    """One `resources` object (requests, limits) outside a pod spec, e.g. the TensorBoard's."""
+    if not isinstance(resources, dict) or not resources:
+        return []
+    return _check(resources, lambda section, name: path.child(section).key(name))
+
+
 def _validate_resources(
     resources: dict[str, Any], pod_path: Callable[[], Path], list_name: str, index: int
 ) -> list[FieldError]:
@@ -54,6 +61,11 @@ def _validate_resources(
 
     def at(section: str, name: str) -> Path:
         return pod_path().child(list_name).index(index).child("resources", section).key(name)
+
+    return _check(resources, at)
+
+
+def _check(resources: dict[str, Any], at: Callable[[str, str], Path]) -> list[FieldError]:
 
     errors: list[FieldError] = []
     requests = _parse_section(resources, "requests", at, errors)

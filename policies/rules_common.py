@@ -22,7 +22,7 @@ from policies.fieldpath import (
     required,
 )
 from policies.kinds import KindSpec, Replica
-from policies.resources import validate_pod_resources
+from policies.resources import validate_pod_resources, validate_resources
 
 __all__ = [
     "CLEAN_UP_POLICIES",
@@ -206,7 +206,7 @@ def validate_scheduler(spec: dict[str, Any]) -> list[FieldError]:
 
 
 def validate_tensorboard(spec: dict[str, Any]) -> list[FieldError]:
-    """An image and at least one `t9k://pvc/<pvc-name>/<path>` fileset."""
+    """An image, at least one `t9k://pvc/<pvc-name>/<path>` fileset, sound resources."""
     board = spec.get("tensorboardSpec")
     if not isinstance(board, dict):
         return []
@@ -225,6 +225,7 @@ def validate_tensorboard(spec: dict[str, Any]) -> list[FieldError]:
                 detail = _fileset_problem(uri)
                 if detail:
                     errors.append(invalid(fpath.index(i), uri, detail))
+    errors.extend(validate_resources(board.get("resources"), path.child("resources")))
     return errors
 
 

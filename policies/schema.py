@@ -171,8 +171,20 @@ def _spec(kind: str) -> Schema:
                 {**_str("A t9k://pvc/<pvc-name>/<path> URI."), "pattern": FILESET_PATTERN},
                 min_items=1,
             ),
+            resources=_tensorboard_resources(),
         ),
     )
+
+
+def _tensorboard_resources() -> Schema:
+    """The TensorBoard container's requests and limits: a container's `resources` schema
+    (from the pod template) without `claims`, which only pod-level resource claims can fill."""
+    containers = pod_template_spec()["properties"]["spec"]["properties"]["containers"]
+    node = copy.deepcopy(containers["items"]["properties"]["resources"])
+    node["properties"].pop("claims", None)
+    node["description"] = "The TensorBoard container's compute resources (requests, limits)."
+    resources: Schema = node
+    return resources
 
 
 def _replica_spec(kind: str, types: tuple[str, ...]) -> Schema:

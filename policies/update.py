@@ -14,14 +14,20 @@ What stays mutable: `runMode.pause.enabled` (pause and resume at any time), `run
 TensorBoard is a separate child object) and all of `metadata`.
 
 Both objects are compared in defaulted form, so an object stored before a default existed does
-not count as changed because of that default.
+not count as changed because of that default. Both, not only the stored one: `new` is defaulted
+when our mutating webhook ran first, but not when only the validating configuration is
+installed, when `policies.validate` is called on what a user wrote, or when a default is added
+here before the mutating webhook serving it is rolled out; comparing a defaulted side with an
+undefaulted one would call every default a change (`restartPolicy`, the main container's port
+under `template`). Defaulting is idempotent, so an already defaulted `new` comes back unchanged
+(and is not even copied: `plan_defaults` finds nothing to do).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from policies.defaults import default_with
+from policies.defaults import default_with, plan_defaults
 from policies.fieldpath import FieldError, Path, forbidden
 from policies.kinds import KindSpec
 
@@ -54,8 +60,8 @@ def validate_update(kind: KindSpec, new: dict[str, Any], old: Any) -> list[Field
     """Forbidden errors for each frozen field that differs between `old` and `new`."""
     if not isinstance(old, dict):
         return []
-    old_defaulted, _ = default_with(kind, old)
-    new_spec, old_spec = _dict(new.get("spec")), _dict(old_defaulted.get("spec"))
+    new_spec = _dict(_defaulted(kind, new).get("spec"))
+    old_spec = _dict(_defaulted(kind, old).get("spec"))
     errors = _replica_spec_changes(new_spec.get("replicaSpecs"), old_spec.get("replicaSpecs"))
     if _get(new_spec, "scheduler") != _get(old_spec, "scheduler"):
         errors.append(forbidden(_SPEC.child("scheduler"), IMMUTABLE_DETAIL))
@@ -68,6 +74,14 @@ def validate_update(kind: KindSpec, new: dict[str, Any], old: Any) -> list[Field
             forbidden(_SPEC.child("runMode", "pause", "resumeSpecs"), RESUME_IMMUTABLE_DETAIL)
         )
     return errors
+
+
+def _defaulted(kind: KindSpec, obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` in defaulted form: itself when it already is (the webhook's case), else a copy."""
+    if not plan_defaults(kind, obj):
+        return obj
+    defaulted, _ = default_with(kind, obj)
+    return defaulted if isinstance(defaulted, dict) else {}
 
 
 def _replica_spec_changes(new: Any, old: Any) -> list[FieldError]:

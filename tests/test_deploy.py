@@ -175,6 +175,11 @@ CONTROLLER_CLUSTER_RULES = {
         for group, plural in (("", "pods"), ("", "services"), ("apps", "deployments"))
         for verb in ("list", "watch", "create", "delete")
     ),
+    # The TensorBoard Deployment follows a changed tensorboardSpec (a PUT).
+    ("apps", "deployments", "update", ()),
+    # ResourceQuotas: an informer, whose changes requeue jobs a quota refused.
+    ("", "resourcequotas", "list", ()),
+    ("", "resourcequotas", "watch", ()),
     # kube/events.py: create, then a merge patch of count/lastTimestamp for a repeat.
     ("", "events", "create", ()),
     ("", "events", "patch", ()),
@@ -309,11 +314,11 @@ def test_the_controller_pod_is_hardened_like_the_webhook(
 # resource constants, subresource). `test_the_controller_calls_are_the_ones_listed` keeps this
 # table true to the code; `test_every_controller_call_is_allowed_by_its_rbac` checks the rules.
 CONTROLLER_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...] = (
-    # controller/manager.py starts one Informer per job kind and per child kind.
+    # controller/manager.py starts one Informer per job kind, per child kind, and on quotas.
     (
         "kube/informer.py",
         frozenset({"list", "watch"}),
-        ("TFJOBS", "XGBJOBS", "PODS", "SERVICES", "DEPLOYMENTS"),
+        ("TFJOBS", "XGBJOBS", "PODS", "SERVICES", "DEPLOYMENTS", "RESOURCEQUOTAS"),
         None,
     ),
     ("controller/reconciler.py", frozenset({"get"}), ("TFJOBS", "XGBJOBS"), None),
@@ -324,6 +329,7 @@ CONTROLLER_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None],
         ("PODS", "SERVICES", "DEPLOYMENTS"),
         None,
     ),
+    ("controller/reconciler.py", frozenset({"replace"}), ("DEPLOYMENTS",), None),
     ("kube/events.py", frozenset({"create", "patch"}), ("EVENTS",), None),
     ("kube/leader.py", frozenset({"get", "create", "replace"}), ("LEASES",), None),
 )

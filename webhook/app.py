@@ -9,8 +9,21 @@ encoding are a tenth of the CPU per request with the standard library), call the
 message. A rejected *object* is not bad input: it is a 200 carrying `allowed: false`.
 
 Limits (documented in docs/WEBHOOK.md):
-- body: `max_body_bytes` (7 MiB by default: the API server may send an object and an old object
-  of up to ~3 MiB each, plus the envelope) — larger bodies get 413;
+- body: `max_body_bytes` (3 MiB plus 256 KiB of envelope by default: the API server refuses
+  request bodies over 3 MiB and etcd stores objects of at most 1.5 MiB, so an UPDATE of a job
+  that can exist carries at most two 1.5 MiB objects) — larger bodies get 413;
+- large bodies (over `large_body_bytes`, 256 KiB by default, or of unknown length) take one of
+  `large_concurrency` lanes (2 by default) for their read and review, and the review runs on a
+  worker thread: a flood of large reviews then holds at most that many large bodies and their
+  parsed objects in memory (the others wait unread, TCP flow control holding their bytes in
+  the client), and the event loop keeps answering small reviews between the worker's GIL
+  slices instead of queueing them behind every large one. A large request that finds no lane
+  within `lane_timeout` seconds (the API server gives up after the webhook's timeoutSeconds,
+  5 s in deploy/) gets 503;
+- aiohttp's read buffer per connection is 16 KiB (`webhook.server.READ_BUFSIZE`, not its 256
+  KiB default), and a body is held only by the handler reading it (`_collect`), never cached
+  on the request object a keep-alive connection keeps until its next request; what a
+  connection still costs (TLS buffers) is bounded by `webhook.server`'s connection limit;
 - body read: `body_timeout` seconds after the headers arrived — a client trickling its body
   gets 408 and the connection is closed;
 - after a refused body (408, 413) the rest of it is read and dropped for at most
@@ -26,6 +39,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import orjson
@@ -50,14 +64,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
+KiB = 1024
+MiB = 1024 * KiB
+ENVELOPE_BYTES = 256 * KiB
+"""Room for the AdmissionReview around its objects (request metadata, userInfo, options)."""
 
 
 @dataclass(frozen=True)
 class Settings:
     """Limits and timeouts of the HTTP shell."""
 
-    max_body_bytes: int = 7 * MiB
+    max_body_bytes: int = 3 * MiB + ENVELOPE_BYTES
+    large_body_bytes: int = 256 * KiB
+    large_concurrency: int = 2
+    lane_timeout: float = 5.0
     body_timeout: float = 10.0
     idle_timeout: float = 120.0
     linger_timeout: float = 2.0
@@ -114,8 +134,10 @@ def create_app(
         app[TLS] = tls
         metrics.certificate_expiry(lambda: tls.not_after.timestamp() - time.time())
         app.cleanup_ctx.append(_watch_certificates)
-    app.router.add_post("/mutate", _admission_handler("mutate", settings, metrics))
-    app.router.add_post("/validate", _admission_handler("validate", settings, metrics))
+    lanes = _LargeLanes(settings)
+    app.cleanup_ctx.append(lanes.context)
+    app.router.add_post("/mutate", _admission_handler("mutate", settings, metrics, lanes))
+    app.router.add_post("/validate", _admission_handler("validate", settings, metrics, lanes))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
@@ -130,21 +152,72 @@ async def _watch_certificates(app: web.Application) -> AsyncIterator[None]:
         await task
 
 
+class _LargeLanes:
+    """The lanes large requests take: a semaphore and a worker thread per lane."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.semaphore = asyncio.Semaphore(settings.large_concurrency)
+        self.executor: ThreadPoolExecutor | None = None
+        self.size = settings.large_concurrency
+
+    async def context(self, app: web.Application) -> AsyncIterator[None]:
+        self.executor = ThreadPoolExecutor(self.size, thread_name_prefix="large-review")
+        yield
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
 def _admission_handler(
-    endpoint: admission.Endpoint, settings: Settings, metrics: Metrics
+    endpoint: admission.Endpoint, settings: Settings, metrics: Metrics, lanes: _LargeLanes
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         started = time.perf_counter()
+        length = request.content_length
         try:
-            body = await _read_body(request, settings)
-            return _respond(endpoint, body, settings, metrics)
+            if length is not None and length <= settings.large_body_bytes:
+                body = await _read_body(request, settings)
+                answer = _answer(endpoint, body, settings)
+            else:
+                answer = await _large(request, endpoint, settings, lanes)
         except _Refused as refused:
             metrics.count(endpoint, "", "", refused.verdict)
             return refused.response
         finally:  # also for a client that went away mid-body
             metrics.observe(endpoint, time.perf_counter() - started)
+        metrics.count(endpoint, answer.kind, answer.operation, answer.verdict)
+        return web.Response(body=answer.body, content_type="application/json")
 
     return handle
+
+
+async def _large(
+    request: web.Request, endpoint: admission.Endpoint, settings: Settings, lanes: _LargeLanes
+) -> _Answer:
+    """Read and review a large request in a lane: bounded memory, the event loop kept free."""
+    length = request.content_length
+    if length is not None and length > settings.max_body_bytes:  # refused before taking a lane
+        raise _Refused("too_large", _plain(413, _too_large(settings), True))
+    try:
+        async with asyncio.timeout(settings.lane_timeout):
+            await lanes.semaphore.acquire()
+    except TimeoutError:
+        text = (
+            f"too many large reviews in progress; none finished within {settings.lane_timeout:g}s"
+        )
+        raise _Refused("busy", _plain(503, text, True)) from None
+    try:
+        body = await _read_body(request, settings)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(lanes.executor, _answer, endpoint, body, settings)
+    finally:
+        lanes.semaphore.release()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    body: bytes
+    kind: str
+    operation: str
+    verdict: str
 
 
 class _Refused(Exception):
@@ -160,21 +233,37 @@ async def _read_body(request: web.Request, settings: Settings) -> bytes:
         if request.content.is_eof():  # the usual case: the body came with the headers
             return await request.read()
         async with asyncio.timeout(settings.body_timeout):
-            return await request.read()
+            return await _collect(request, settings.max_body_bytes)
     except TimeoutError:
         text = f"request body not received within {settings.body_timeout:g}s"
         raise _Refused("timeout", _plain(408, text, True)) from None
     except web.HTTPRequestEntityTooLarge:
-        text = f"request body larger than the limit of {settings.max_body_bytes} bytes"
-        raise _Refused("too_large", _plain(413, text, True)) from None
+        raise _Refused("too_large", _plain(413, _too_large(settings), True)) from None
     except ConnectionResetError:  # the client went away mid-body: nobody to answer, no error
         raise _Refused("client_gone", _plain(400, "connection closed mid-body", True)) from None
 
 
-def _respond(
-    endpoint: admission.Endpoint, body: bytes, settings: Settings, metrics: Metrics
-) -> web.Response:
-    """Parse, review, serialise (synchronous: nothing here waits)."""
+async def _collect(request: web.Request, limit: int) -> bytes:
+    """The body, held only by the caller: `request.read()` also keeps it on the request, which
+    aiohttp's connection handler references until the connection's next request arrives — a
+    flood of keep-alive connections then held one 3 MiB body each, long after its answer."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.readany():
+        size += len(chunk)
+        if size > limit:
+            raise web.HTTPRequestEntityTooLarge(limit, size)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(settings: Settings) -> str:
+    return f"request body larger than the limit of {settings.max_body_bytes} bytes"
+
+
+def _answer(endpoint: admission.Endpoint, body: bytes, settings: Settings) -> _Answer:
+    """Parse, review, serialise (synchronous: nothing here waits; safe on a worker thread —
+    counting is left to the event loop, which owns the metrics)."""
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -191,8 +280,7 @@ def _respond(
         raise _Refused("bad_request", _plain(400, str(exc))) from None
     if outcome.verdict == "error":
         log.error("policy evaluation failed: %s", outcome.review.get("response"))
-    metrics.count(endpoint, outcome.kind, outcome.operation, outcome.verdict)
-    return web.Response(body=orjson.dumps(outcome.review), content_type="application/json")
+    return _Answer(orjson.dumps(outcome.review), outcome.kind, outcome.operation, outcome.verdict)
 
 
 def _plain(status: int, text: str, close: bool = False) -> web.Response:

@@ -43,6 +43,12 @@ class ServerConfig:
     handshake_timeout: float = 10.0
     shutdown_timeout: float = 10.0
     shutdown_delay: float = 5.0
+    # Open connections at most; one over it is closed as it connects. Each costs up to ~1.1
+    # MiB while a large body is on its way — asyncio's TLS layer alone allocates a 256 KiB
+    # read buffer per connection and reads 256 KiB at a time (docs/PERFORMANCE.md) — so
+    # 100 keep a flood of large reviews under deploy/'s 256 Mi with the ~50 MiB the process
+    # needs idle. The API server is the only client; 2 replicas take 200 reviews at once.
+    max_connections: int = 100
 
     @property
     def cert_file(self) -> Path:
@@ -77,6 +83,81 @@ class RunningServer:
         await self.runner.cleanup()
 
 
+READ_BUFSIZE = 16 * 1024
+"""aiohttp's read buffer per connection (its default is 256 KiB, and it buffers up to twice
+that of a body nobody reads yet): a large review waiting for a lane (webhook.app) then holds
+~32 KiB here instead of ~600 KiB, so waiting connections cost little memory."""
+
+
+TLS_READ_HIGH_WATER = 16 * 1024
+"""Decrypted bytes asyncio's TLS layer holds per connection before it stops reading the socket
+(its default is 256 KiB): with aiohttp's 16 KiB buffer, a connection whose body waits for a
+lane (webhook.app) holds some 300 KiB instead of ~1 MiB, the rest waiting in the kernel and the
+client."""
+
+
+class _Connections:
+    """How many connections are open, against `ServerConfig.max_connections`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self.refused = 0  # since the last time one was accepted (logged once per spell)
+
+
+class _SmallTLSReads(asyncio.Protocol):
+    """aiohttp's connection handler, with the TLS transport's read limit set as it connects,
+    and the connection closed at once when `max_connections` are already open."""
+
+    __slots__ = ("connections", "counted", "inner")
+
+    def __init__(self, inner: asyncio.Protocol, connections: _Connections) -> None:
+        self.inner = inner
+        self.connections = connections
+        self.counted = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.connections.open >= self.connections.limit:
+            if not self.connections.refused:
+                log.warning(
+                    "%d connections open (the limit): closing new ones until one closes",
+                    self.connections.open,
+                )
+            self.connections.refused += 1
+            if isinstance(transport, asyncio.Transport):
+                transport.abort()
+            else:
+                transport.close()
+            return
+        if self.connections.refused:
+            log.warning("accepting connections again (%d closed)", self.connections.refused)
+            self.connections.refused = 0
+        self.connections.open += 1
+        self.counted = True
+        set_limits = getattr(transport, "set_read_buffer_limits", None)
+        if set_limits is not None:  # asyncio's TLS transport (Python ≥ 3.11)
+            set_limits(high=TLS_READ_HIGH_WATER)
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.counted:
+            return
+        self.connections.open -= 1
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+
 async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> RunningServer:
     """Load the certificate pair and start listening (port 0 picks a free port)."""
     tls = ReloadingTLS(config.cert_file, config.key_file, interval=config.reload_interval)
@@ -87,13 +168,16 @@ async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> 
         lingering_time=config.settings.linger_timeout,
         shutdown_timeout=config.shutdown_timeout,
         access_log=None,
+        read_bufsize=READ_BUFSIZE,
     )
     await runner.setup()
     assert runner.server is not None
     loop = asyncio.get_running_loop()
     try:
+        handler_factory = runner.server
+        connections = _Connections(config.max_connections)
         server = await loop.create_server(
-            runner.server,
+            lambda: _SmallTLSReads(handler_factory(), connections),
             config.host,
             config.port,
             ssl=tls.context,

@@ -68,6 +68,9 @@ BUILTINS: tuple[ResourceInfo, ...] = (
     ),
     _core("Endpoints", "endpoints", short_names=("ep",)),
     _core("ConfigMap", "configmaps", short_names=("cm",)),
+    # Stored and watched, not enforced: the job controller watches quotas to retry creates a
+    # quota refused (on a real API server); the embedded one admits whatever they say.
+    _core("ResourceQuota", "resourcequotas", short_names=("quota",), subresources=("status",)),
     _core("Secret", "secrets"),
     _core("ServiceAccount", "serviceaccounts", short_names=("sa",)),
     _core("Node", "nodes", namespaced=False, short_names=("no",), subresources=("status",)),

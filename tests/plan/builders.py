@@ -108,6 +108,9 @@ class World:
             if a.kind == "Deployment":
                 if a.verb == "create":
                     self.deployment = self._new(a.body)
+                elif a.verb == "update":
+                    if self.deployment and self.deployment["metadata"]["uid"] == a.uid:
+                        self.deployment = copy.deepcopy(a.body)
                 elif self.deployment and self.deployment["metadata"]["uid"] == a.uid:
                     self.deployment = None
                 continue

@@ -538,7 +538,31 @@ TENSORBOARD: dict[str, Case] = {
         lambda: tf_job(tensorboardSpec={"trainingLogFilesets": ["t9k://pvc/logs"]}),
         {("Required", "spec.tensorboardSpec.image")},
     ),
+    "a TensorBoard's resources are fine": (
+        lambda: tf_job(tensorboardSpec=_board(limits={"cpu": "1", "memory": "1Gi"})),
+        set(),
+    ),
+    "a TensorBoard's cpu limit below its request is invalid": (
+        lambda: tf_job(tensorboardSpec=_board(limits={"cpu": "1"}, requests={"cpu": "2"})),
+        {("Invalid", "spec.tensorboardSpec.resources.limits.cpu")},
+    ),
+    "a TensorBoard's malformed quantity is invalid": (
+        lambda: tf_job(tensorboardSpec=_board(limits={"memory": "lots"})),
+        {("Invalid", "spec.tensorboardSpec.resources.limits.memory")},
+    ),
+    "a TensorBoard's resource claims are unknown (a pod-level feature)": (
+        lambda: tf_job(tensorboardSpec={**_board(), "resources": {"claims": [{"name": "x"}]}}),
+        {("Forbidden", "spec.tensorboardSpec.resources")},
+    ),
 }
+
+
+def _board(**resources: dict[str, str]) -> dict[str, Any]:
+    board: dict[str, Any] = {"image": "tb", "trainingLogFilesets": ["t9k://pvc/logs"]}
+    if resources:
+        board["resources"] = resources
+    return board
+
 
 OBJECT: dict[str, Case] = {
     "another kind is not supported": (

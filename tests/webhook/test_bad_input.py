@@ -103,14 +103,31 @@ async def test_a_body_over_the_limit_gets_413(webhook: Webhook) -> None:
     await _still_serving(webhook)
 
 
-async def test_an_update_carrying_two_3_mib_objects_fits_the_limit(webhook: Webhook) -> None:
+def _update_of_size(object_bytes: int) -> bytes:
     old, _ = __import__("policies").default(example("tensorflow-mnist"))
-    old["metadata"]["annotations"] = {"bulk": "x" * (3 * 1024 * 1024 - 4096)}
-    body = json.dumps(review(old, operation="UPDATE", old=old)).encode()
-    assert 6_000_000 < len(body) <= Settings().max_body_bytes
+    old["metadata"]["annotations"] = {"bulk": "x" * (object_bytes - 4096)}
+    return json.dumps(review(old, operation="UPDATE", old=old)).encode()
+
+
+async def test_an_update_carrying_two_objects_of_etcds_largest_size_fits_the_limit(
+    webhook: Webhook,
+) -> None:
+    """etcd stores objects of at most 1.5 MiB, so an UPDATE of a job that can exist carries at
+    most two such objects: 3 MiB, the API server's own request limit, plus the envelope."""
+    body = _update_of_size(1536 * 1024)
+    assert 3_000_000 < len(body) <= Settings().max_body_bytes
     status, answer = await webhook.post("/validate", body)
     assert status == 200 and isinstance(answer, dict)
     assert "response" in answer
+
+
+async def test_an_update_carrying_two_objects_larger_than_etcd_stores_gets_413(
+    webhook: Webhook,
+) -> None:
+    body = _update_of_size(2 * 1024 * 1024)
+    status, text = await webhook.post("/validate", body)
+    assert status == 413
+    assert str(Settings().max_body_bytes) in str(text)
 
 
 async def test_a_get_on_an_admission_endpoint_is_refused_with_405(webhook: Webhook) -> None:

@@ -42,8 +42,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-body-bytes",
         type=int,
-        default=7 * 1024 * 1024,
-        help="largest request body accepted; larger gets 413 (default 7 MiB)",
+        default=None,
+        help="largest request body accepted; larger gets 413 (default 3 MiB + 256 KiB envelope)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=100,
+        help="open connections at most; more are closed as they connect (default 100)",
+    )
+    parser.add_argument(
+        "--large-concurrency",
+        type=int,
+        default=None,
+        help="large reviews (over 256 KiB) read and checked at once; others wait (default 2)",
     )
     parser.add_argument(
         "--shutdown-delay",
@@ -103,12 +115,19 @@ def run(args: argparse.Namespace) -> int:
     from webhook.server import Companion, ServerConfig
     from webhook.server import run as run_server
 
+    defaults = Settings()
+
     config = ServerConfig(
         cert_dir=args.cert_dir,
         host=args.host,
         port=args.port,
-        settings=Settings(max_body_bytes=args.max_body_bytes, check_schema=args.check_schema),
+        settings=Settings(
+            max_body_bytes=args.max_body_bytes or defaults.max_body_bytes,
+            large_concurrency=max(1, args.large_concurrency or defaults.large_concurrency),
+            check_schema=args.check_schema,
+        ),
         shutdown_delay=args.shutdown_delay,
+        max_connections=max(1, args.max_connections),
     )
     companion: Companion | None = None
     if args.manage_certs:
