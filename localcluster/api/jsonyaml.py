@@ -12,13 +12,37 @@ from typing import Any
 
 import yaml
 
-__all__ = ["YAMLError", "load_yaml"]
+__all__ = ["YAMLError", "go_int", "load_json", "load_yaml"]
 
 YAMLError = yaml.YAMLError
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def go_int(text: str) -> int | float:
+    """A JSON integer as kube-apiserver decodes it: an int64 when it fits, else a float64 (Go's
+    unstructured decoding), which the schema then refuses as `must be of type integer:
+    "number"` — never an int too large for storage or CEL."""
+    value = int(text)
+    return value if _INT64[0] <= value <= _INT64[1] else float(value)
+
+
+def load_json(data: str | bytes, **options: Any) -> Any:
+    """`json.loads` with kube-apiserver's numbers (`go_int`)."""
+    return json.loads(data, parse_int=go_int, **options)
+
+
 class _JsonYamlLoader(yaml.SafeLoader):
-    """YAML as Kubernetes reads it: timestamps and the like stay strings (JSON values only)."""
+    """YAML as Kubernetes reads it: timestamps and the like stay strings (JSON values only), and
+    integers beyond int64 become floats (`go_int`)."""
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
+        value = super().construct_yaml_int(node)
+        return value if _INT64[0] <= value <= _INT64[1] else float(value)
+
+
+_JsonYamlLoader.add_constructor("tag:yaml.org,2002:int", _JsonYamlLoader.construct_yaml_int)
 
 
 _JsonYamlLoader.yaml_implicit_resolvers = {
@@ -35,7 +59,7 @@ def load_yaml(text: str) -> Any:
     """
     if text.lstrip().startswith(("{", "[")):
         try:
-            return json.loads(text)
+            return load_json(text)
         except ValueError:
             pass
     return yaml.load(text, Loader=_JsonYamlLoader)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ from multidict import CIMultiDict
 
 from localcluster.api import apierrors
 from localcluster.api.fielderrors import FieldError, invalid_error
-from localcluster.api.jsonyaml import YAMLError, load_yaml
+from localcluster.api.jsonyaml import YAMLError, load_json, load_yaml
 from localcluster.http import protobuf
 from localcluster.store.storage import dumps
 from localcluster.write.writes import WriteOptions
@@ -72,7 +71,7 @@ async def decode_body(request: web.Request) -> Any:
     raw = await request.read()
     if ctype in (JSON, "*/*", "text/plain", "application/octet-stream"):
         try:
-            return json.loads(raw or b"null", parse_constant=_no_constants)
+            return load_json(raw or b"null", parse_constant=_no_constants)
         except ValueError as e:
             raise apierrors.bad_request(
                 f"couldn't get version/kind; json parse error: {e}"

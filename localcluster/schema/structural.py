@@ -18,6 +18,7 @@ import dataclasses
 import json
 import re
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from localcluster.api.fielderrors import FieldError, MapKey, PathPart, json_type, render_path
@@ -119,9 +120,11 @@ _TYPE_OK = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
     "string": lambda v: isinstance(v, str),
+    # A float is an integer when integral and within int64, as kube-apiserver decides (2.0 is
+    # stored as 2; 1e23 is "number").
     "integer": lambda v: (
         (isinstance(v, int) and not isinstance(v, bool))
-        or (isinstance(v, float) and v.is_integer())
+        or (isinstance(v, float) and v.is_integer() and -(2.0**63) <= v < 2.0**63)
     ),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
@@ -224,6 +227,8 @@ def _validate_node(
                 f'{field} in body must be of type {typ}: "{json_type(value)}"',
             )
         )
+        if typ == "integer" and isinstance(value, float):
+            _validate_number(value, schema, field, errors)  # kube-openapi checks bounds too
         return
     if "enum" in schema and value not in schema["enum"]:
         errors.append(FieldError.not_supported(field, value, list(schema["enum"])))
@@ -237,33 +242,59 @@ def _validate_node(
         _validate_object(value, schema, path, errors, root=root)
 
 
+def _go_float(x: float) -> str:
+    """Go's `%v` of a float64 (`strconv.FormatFloat(x, 'g', -1, 64)`): the shortest digits, in
+    exponent form from 1e+06 up and below 1e-04 (`2.147483647e+09`)."""
+    if x == 0:
+        return "0"
+    sign, digits, exponent = Decimal(repr(float(x))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits))
+    point = len(text) + exponent  # digits before the decimal point
+    e = point - 1
+    minus = "-" if sign else ""
+    if e < -4 or e >= 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        return f"{minus}{mantissa}e{'-' if e < 0 else '+'}{abs(e):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{text}"
+    if point >= len(text):
+        return f"{minus}{text}{'0' * (point - len(text))}"
+    return f"{minus}{text[:point]}.{text[point:]}"
+
+
 def _validate_number(
     value: float, schema: dict[str, Any], field: str, errors: list[FieldError]
 ) -> None:
-    capacity = _capacity_error(value, schema, field)
-    if capacity is not None:
-        errors.append(capacity)
     lo, hi = schema.get("minimum"), schema.get("maximum")
+
+    def shown(bound: float) -> str:  # kube-openapi prints a float's bounds as float64s
+        return _go_float(bound) if isinstance(value, float) else str(bound)
+
     if lo is not None:
         if schema.get("exclusiveMinimum") and value <= lo:
             errors.append(
-                FieldError.invalid(field, value, f"{field} in body should be greater than {lo}")
+                FieldError.invalid(
+                    field, value, f"{field} in body should be greater than {shown(lo)}"
+                )
             )
         elif value < lo:
             errors.append(
                 FieldError.invalid(
-                    field, value, f"{field} in body should be greater than or equal to {lo}"
+                    field,
+                    value,
+                    f"{field} in body should be greater than or equal to {shown(lo)}",
                 )
             )
     if hi is not None:
         if schema.get("exclusiveMaximum") and value >= hi:
             errors.append(
-                FieldError.invalid(field, value, f"{field} in body should be less than {hi}")
+                FieldError.invalid(field, value, f"{field} in body should be less than {shown(hi)}")
             )
         elif value > hi:
             errors.append(
                 FieldError.invalid(
-                    field, value, f"{field} in body should be less than or equal to {hi}"
+                    field, value, f"{field} in body should be less than or equal to {shown(hi)}"
                 )
             )
     step = schema.get("multipleOf")
@@ -271,35 +302,6 @@ def _validate_number(
         errors.append(
             FieldError.invalid(field, value, f"{field} in body should be a multiple of {step}")
         )
-
-
-# What each numeric format can hold: kube-openapi checks every number against it (int64 for an
-# integer without a known format, nothing for a number without one) before the bounds.
-_RANGES: dict[tuple[str, str], tuple[float, float]] = {
-    ("integer", "int32"): (-(2**31), 2**31 - 1),
-    ("integer", "uint32"): (0, 2**32 - 1),
-    ("integer", "uint64"): (0, 2**64 - 1),
-    ("number", "float"): (-3.4028234663852886e38, 3.4028234663852886e38),
-    ("number", "float32"): (-3.4028234663852886e38, 3.4028234663852886e38),
-}
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-def _capacity_error(value: float, schema: dict[str, Any], field: str) -> FieldError | None:
-    """kube-openapi's `IsValueValidAgainstRange`: a plain error, which apiextensions reports on
-    no field (`<nil>: Invalid value: ""`) with the path inside the message."""
-    typ, fmt = schema.get("type"), schema.get("format") or ""
-    bounds = _RANGES.get((typ, fmt)) if isinstance(typ, str) and isinstance(fmt, str) else None
-    if bounds is None and typ == "integer":
-        bounds = _INT64
-    if bounds is None or bounds[0] <= value <= bounds[1]:
-        return None
-    what = f"with format {fmt}" if fmt else "(default format)"
-    return FieldError(
-        "FieldValueInvalid",
-        "<nil>",
-        f'Invalid value: "": Checked value must be of type {typ} {what} in {field}',
-    )
 
 
 def _validate_string(

@@ -21,9 +21,10 @@ itself); `PatchFailed` carries the reason for logs and tests. Pure functions ove
 from __future__ import annotations
 
 import copy
-import json
 import re
 from typing import Any
+
+from localcluster.api.jsonyaml import load_json
 
 __all__ = [
     "MAX_OPERATIONS",
@@ -71,7 +72,7 @@ def decode(body: bytes, *, strict: bool = True) -> tuple[list[Any], list[str]]:
         return obj
 
     try:
-        ops = json.loads(body or b"null", object_pairs_hook=pairs)
+        ops = load_json(body or b"null", object_pairs_hook=pairs)
     except ValueError as e:
         raise DecodeError(str(e)) from e
     if not strict:

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from localcluster.api.fielderrors import FieldError, invalid_error
+from localcluster.api.jsonyaml import load_json
 from localcluster.api.types import ApiError, ResourceInfo
 from localcluster.schema.schemawalk import cursor_for
 from localcluster.write import jsonpatch6902
@@ -63,7 +64,7 @@ def apply_patch(
     if ctype == JSON_PATCH:
         return _json_patch(original, body, field_validation)
     try:
-        patch = json.loads(body or b"null")
+        patch = load_json(body or b"null")
     except ValueError as e:
         raise ApiError(400, "BadRequest", f"error decoding patch: {e}") from e
     if not isinstance(patch, dict):
