@@ -11,6 +11,7 @@ the API server's RBAC refuses to an impersonated ServiceAccount run only on a re
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import uuid
@@ -38,6 +39,7 @@ from tests.gitops.conftest import (
 )
 from tests.reference.conftest import service_account_kubeconfig
 from tests.support.cluster import Cluster
+from tests.support.githttp import serve_git_http
 
 REAL_RBAC = pytest.mark.skipif(
     not os.environ.get("TRAINOPS_TEST_KUBECONFIG"),
@@ -352,6 +354,41 @@ async def test_a_secret_ref_sends_no_credentials_to_a_url_its_secret_does_not_na
     )
     assert "hunter2" not in cond["message"]
     assert seen == []  # not a single request: nothing was sent, credentials or not
+
+
+async def test_a_secret_ref_naming_the_url_authenticates_to_a_smart_http_remote(
+    tenant_gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    """The other side of the sink test: over http:// (git http-backend on loopback, Basic
+    authentication required), a Secret that names the server's URL prefix is what lets the
+    repository sync, and the server sees those credentials and no others."""
+    sha = remote.commit("a job", {"job.yaml": tf_job_yaml("over-http")})
+    await service_account(kclient, namespace, "deployer", DEPLOYER_RULES)
+    async with serve_git_http(remote.bare.parent, username="db", password="hunter2-prod") as server:
+        await kclient.create(
+            resources.SECRETS,
+            {
+                "metadata": {"name": "git-creds", "namespace": namespace},
+                "stringData": {
+                    "username": "db",
+                    "password": "hunter2-prod",
+                    "url": server.base + "/",
+                },
+            },
+        )
+        body = repository(
+            namespace,
+            server.url_of(remote.bare.name),
+            automated=AUTOMATED,
+            serviceAccountName="deployer",
+            secretRef={"name": "git-creds"},
+        )
+        await create_repository(kclient, body)
+        await wait_status(kclient, namespace, synced(sha), timeout=60)
+    assert await get_or_none(kclient, resources.TFJOBS, "over-http", namespace) is not None
+    expected = "Basic " + base64.b64encode(b"db:hunter2-prod").decode()
+    assert expected in server.authorizations
+    assert set(server.authorizations) <= {None, expected}
 
 
 @REAL_RBAC
