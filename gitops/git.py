@@ -32,18 +32,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import shutil
 import signal
 import stat
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from gitops import redact
+from gitops import gittree, redact
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -61,6 +63,7 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 60.0
+log = logging.getLogger("trainops.gitops")
 _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _SCP = re.compile(
@@ -239,6 +242,8 @@ class Git:
         self.git = git
         self.extra_env = dict(env or {})
         self._locks: dict[str, asyncio.Lock] = {}
+        self._killed: set[str] = set()
+        """Clones a git of ours was killed working on (its lock files are stale)."""
 
     def clone_dir(self, url: str) -> Path:
         """The bare clone of `url` (which need not exist yet)."""
@@ -297,11 +302,12 @@ class Git:
         clean, creds = self._prepare(url, credentials)
         target = await self.resolve(url, revision, credentials)
         repo = self.clone_dir(clean)
-        async with self._lock(repo):
+        async with self._repo(repo):
             await self._ensure_clone(repo)
             sha = await self._local_commit(repo, target.sha)
             if sha is None:
                 sha = await self._fetch_into(repo, clean, creds, target)
+                await self._housekeep(repo, sha)
             commit = await self._commit(repo, sha)
         return RemoteRef(target.ref, sha), commit
 
@@ -311,13 +317,27 @@ class Git:
         revision: str | None,
         dest: str | os.PathLike[str],
         credentials: Credentials | None = None,
+        *,
+        path: str = ".",
     ) -> Checkout:
-        """The files of `revision` written into the empty or absent directory `dest`.
-
-        Symlinks are written as symlinks (`gitops.sources` ignores those leaving the tree);
-        submodules are not checked out.
-        """
+        """The files of `revision` written into the empty or absent directory `dest` (only
+        those under `path` when it allows: `export`)."""
         ref, commit = await self.fetch(url, revision, credentials)
+        root = await self.export(url, commit.sha, dest, path=path)
+        return Checkout(commit, root, validate_revision(revision), ref.ref)
+
+    async def export(
+        self, url: str, sha: str, dest: str | os.PathLike[str], *, path: str = "."
+    ) -> Path:
+        """The files of commit `sha`, already in the cache (`fetch`), written into the empty or
+        absent directory `dest`. Nothing is resolved again: a branch that moved since the fetch
+        is not seen, so what is written is the commit the caller compares and records.
+
+        Only the files under `path` are written, unless a symlink is on the way
+        (`gittree.sparse_selection`). Symlinks are written as symlinks (`gitops.sources`
+        ignores those leaving the tree); submodules are not checked out."""
+        if not _FULL_SHA.match(sha):
+            raise GitError(f"cannot export {_quote(sha)}: not a full commit sha")
         root = Path(dest)
         root.mkdir(parents=True, exist_ok=True)
         if any(root.iterdir()):
@@ -326,29 +346,27 @@ class Git:
         fd, index = tempfile.mkstemp(prefix="trainops-index-", dir=self.cache_dir)
         os.close(fd)
         os.unlink(index)
+        git_dir = ["--git-dir", str(repo)]
         try:
-            async with self._lock(repo):
+            async with self._repo(repo):
+                if await self._local_commit(repo, sha) is None:
+                    raise GitError(f"commit {sha[:12]} is not in the cache of {_shown(url)}")
                 env = {"GIT_INDEX_FILE": index}
-                await self._run(
-                    ["--git-dir", str(repo), "read-tree", commit.sha], env=env, what="read"
+                await self._run([*git_dir, "read-tree", sha], env=env, what="read")
+                listed = await self._run(
+                    [*git_dir, "ls-files", "--stage", "-z"], env=env, what="read"
                 )
-                await self._run(
-                    [
-                        "--git-dir",
-                        str(repo),
-                        "--work-tree",
-                        str(root),
-                        "checkout-index",
-                        "--all",
-                        "--force",
-                    ],
-                    env=env,
-                    what="check out",
-                )
+                files = gittree.sparse_selection(gittree.parse_ls_files(listed), path)
+                work = [*git_dir, "--work-tree", str(root), "checkout-index", "--force"]
+                if files is None:
+                    await self._run([*work, "--all"], env=env, what="check out")
+                elif files:
+                    data = "".join(f + "\0" for f in files).encode()
+                    await self._run([*work, "-z", "--stdin"], env=env, what="check out", input=data)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(index)
-        return Checkout(commit, root, validate_revision(revision), ref.ref)
+        return root
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -364,8 +382,65 @@ class Git:
             )
         return clean, credentials
 
-    def _lock(self, repo: Path) -> asyncio.Lock:
-        return self._locks.setdefault(str(repo), asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def _repo(self, repo: Path) -> AsyncIterator[None]:
+        """Hold the clone's lock (calls per clone are serialised), first removing the lock
+        files a killed git left in it (`gittree.stale_locks`)."""
+        async with self._locks.setdefault(str(repo), asyncio.Lock()):
+            killed = str(repo) in self._killed
+            self._killed.discard(str(repo))
+            if repo.is_dir():
+                removed = await asyncio.to_thread(
+                    _remove_stale_locks, repo, time.time(), self.timeout, killed
+                )
+                for path in removed:
+                    log.warning(
+                        "git cache %s: removed the stale lock %s (%s)",
+                        repo.name,
+                        path,
+                        "left by a git we killed" if killed else "older than the git timeout",
+                    )
+            yield
+
+    async def _housekeep(self, repo: Path, sha: str) -> None:
+        """After a fetch: drop the refs of all but the newest commits (`gittree.refs_to_drop`)
+        and let `git gc --auto` pack and prune what no ref needs any more."""
+        out = await self._run(
+            [
+                "--git-dir",
+                str(repo),
+                "for-each-ref",
+                "--format=%(refname) %(committerdate:unix)",
+                "refs/trainops/",
+            ],
+            what="list refs of the cache of",
+        )
+        refs = []
+        for line in out.splitlines():
+            name, _, when = line.partition(" ")
+            refs.append((name, int(when) if when.isdigit() else 0))
+        drop = gittree.refs_to_drop(refs, keep=[sha])
+        if drop:
+            data = "".join(f"delete {ref}\n" for ref in drop).encode()
+            await self._run(
+                ["--git-dir", str(repo), "update-ref", "--stdin"], what="prune refs", input=data
+            )
+        await self._run(
+            [
+                "--git-dir",
+                str(repo),
+                "-c",
+                "gc.auto=6700",
+                "-c",
+                "gc.autoDetach=false",
+                "-c",
+                "gc.pruneExpire=now",
+                "gc",
+                "--auto",
+                "--quiet",
+            ],
+            what="collect garbage in",
+        )
 
     async def _ensure_clone(self, repo: Path) -> None:
         if (repo / "HEAD").exists():
@@ -412,9 +487,20 @@ class Git:
                     what="fetch",
                 )
             except GitError as e:
-                if target.ref is not None or "revision not found" not in e.message:
+                if _shallow_refused(e.message):  # a dumb-HTTP remote: whole history
+                    if target.ref is not None:
+                        await self._run(
+                            [*base, "--", url, f"+{want}:{store}"],
+                            url=url,
+                            creds=creds,
+                            what="fetch",
+                        )
+                    else:
+                        await self._fetch_all(repo, url, creds)
+                elif target.ref is not None or "revision not found" not in e.message:
                     raise
-                await self._fetch_all(repo, url, creds)
+                else:
+                    await self._fetch_all(repo, url, creds)
         else:  # an abbreviated sha: only a full fetch can find it
             await self._fetch_all(repo, url, creds)
         sha = await self._local_commit(repo, store if target.ref is not None else target.sha)
@@ -479,6 +565,7 @@ class Git:
         creds: Credentials | None = None,
         env: Mapping[str, str] | None = None,
         what: str,
+        input: bytes | None = None,
     ) -> str:
         secrets = creds.secrets() if creds else ()
         with tempfile.TemporaryDirectory(prefix="trainops-git-") as tmp:
@@ -488,7 +575,7 @@ class Git:
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *cmd,
-                    stdin=asyncio.subprocess.DEVNULL,
+                    stdin=asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
                     env=full_env,
@@ -498,9 +585,11 @@ class Git:
                 raise GitError(f"cannot run git: {e.strerror}") from None
             try:
                 async with asyncio.timeout(self.timeout):  # not wait_for: see kube.leader
-                    out, err = await proc.communicate()
+                    out, err = await proc.communicate(input)
             except (TimeoutError, asyncio.CancelledError) as e:
                 _kill_group(proc)
+                if "--git-dir" in args:  # its lock files are stale now: `_repo` removes them
+                    self._killed.add(args[args.index("--git-dir") + 1])
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(5):
                         await proc.wait()
@@ -679,6 +768,13 @@ def _explain(stderr: str, what: str, url: str | None, secrets: tuple[str, ...]) 
         )
     ):
         return f"repository not found:{where}"
+    locked = re.search(r"unable to create '([^']*\.lock)': file exists", text, re.IGNORECASE)
+    if locked:
+        return (
+            f"git failed to {what}{where}: the cache's lock file {Path(locked[1]).name} exists "
+            "(another git is running, or one was killed: it is removed once older than the git "
+            "timeout)"
+        )
     unreachable = (
         "could not resolve host",
         "connection refused",
@@ -692,6 +788,13 @@ def _explain(stderr: str, what: str, url: str | None, secrets: tuple[str, ...]) 
         # ssh's own line says why; git's last lines are advice ("…and the repository exists.").
         return f"cannot reach{where}: {_line_with(text, unreachable)}"
     return f"git failed to {what}{where}: {_last_line(text)}"
+
+
+def _shallow_refused(message: str) -> bool:
+    """Whether a fetch failed only because the remote cannot serve a shallow fetch (git's
+    dumb HTTP transport: "dumb http transport does not support shallow capabilities")."""
+    low = message.lower()
+    return "shallow" in low and ("does not support" in low or "dumb" in low)
 
 
 def _line_with(text: str, phrases: tuple[str, ...]) -> str:
@@ -722,6 +825,27 @@ def _quote(text: str) -> str:
 
 def _sh(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _remove_stale_locks(repo: Path, now: float, max_age: float, killed: bool) -> list[str]:
+    """Remove the stale `*.lock` files of the clone `repo` (`gittree.stale_locks`); the
+    removed ones, relative to `repo`. Pack directories are not searched (git locks no file
+    there by name)."""
+    found = []
+    for current, dirs, files in os.walk(repo):
+        if Path(current) == repo / "objects":
+            dirs[:] = [d for d in dirs if d == "info"]
+        for name in files:
+            if name.endswith(".lock"):
+                path = os.path.join(current, name)
+                with contextlib.suppress(OSError):
+                    found.append((path, os.lstat(path).st_mtime))
+    removed = []
+    for path in gittree.stale_locks(found, now=now, max_age=max_age, killed=killed):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+            removed.append(os.path.relpath(path, repo))
+    return removed
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
