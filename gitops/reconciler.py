@@ -294,9 +294,7 @@ class Reconciler:
                 memo.head_ref = ref.ref
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.checked_for != wanted:
-                memo.checked = await self.tenants.bounded(
-                    obj, spec, await self._load(spec, revision, creds)
-                )
+                memo.checked = await self.tenants.bounded(obj, spec, await self._load(spec, commit))
                 memo.checked_for, memo.commit = wanted, commit
         except (GitError, sources.SourcesError) as exc:
             self.metrics.fetch_failures.inc()
@@ -310,15 +308,16 @@ class Reconciler:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
         return commit
 
-    async def _load(
-        self, spec: RepoSpec, revision: str | None, creds: Credentials | None
-    ) -> list[Checked]:
+    async def _load(self, spec: RepoSpec, commit: Commit) -> list[Checked]:
+        """The checked manifests of `commit` — the fetched sha, never the branch resolved
+        again: a push since the fetch must not apply another commit than status records."""
         scratch = Path(self.git.cache_dir) / "checkouts"
         scratch.mkdir(parents=True, exist_ok=True)
         tmp = await asyncio.to_thread(tempfile.mkdtemp, dir=scratch)
         try:
-            checkout = await self.git.checkout(spec.repo_url, revision, Path(tmp, "tree"), creds)
-            root = checkout.root
+            root = await self.git.export(
+                spec.repo_url, commit.sha, Path(tmp, "tree"), path=spec.path
+            )
             return await asyncio.to_thread(
                 lambda: preflight(sources.load_directory(root, spec.path, recurse=spec.recurse))
             )
