@@ -199,7 +199,7 @@ class Reconciler:
         live, tracked = await self.tenants.engine(key).live(
             key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
         )
-        fingerprint: str | None = keys.fingerprint(live, tracked)
+        fingerprint: str | None = await asyncio.to_thread(keys.fingerprint, live, tracked)
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry_at is not None and self.monotonic() >= memo.retry_at
         claimed = memo.comparison is not None and ownership.claimed(memo.comparison)
@@ -223,7 +223,7 @@ class Reconciler:
             live, tracked = await self.tenants.engine(key).live(
                 key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
             )
-            fingerprint = keys.fingerprint(live, tracked)
+            fingerprint = await asyncio.to_thread(keys.fingerprint, live, tracked)
             comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
             if operation.phase == "Succeeded" and spec.self_heal and _actionable(comparison):
                 # An edit landed between the apply and the re-list: the watch event it caused
@@ -359,15 +359,17 @@ class Reconciler:
         """Compare; then keep off objects another repository tracks (gitops/ownership.py) and
         block prune of an empty desired state (gitops/guards.py)."""
         key, uid = repo_id(obj), str((obj.get("metadata") or {}).get("uid") or "")
-        comparison = compare(
-            memo.checked,
-            live,
-            tracked,
-            repository=key,
-            destination=spec.destination,
-            ignore_differences=spec.ignore_differences,
-            sources=sources_of,
-            repository_uid=uid,
+        comparison = await asyncio.to_thread(  # CPU-heavy on a big repository: off the loop
+            lambda: compare(
+                memo.checked,
+                live,
+                tracked,
+                repository=key,
+                destination=spec.destination,
+                ignore_differences=spec.ignore_differences,
+                sources=sources_of,
+                repository_uid=uid,
+            )
         )
         desired = [r.key for r in comparison.resources if r.key is not None and not r.prune]
         foreign = await ownership.foreign_claims(live, desired, key, uid, self._repository_uid)
@@ -492,6 +494,10 @@ class Reconciler:
         """Replace `.status` conditional on the resourceVersion; on Conflict read and retry."""
         meta = obj["metadata"]
         for _ in range(5):
+            old = dict(obj.get("status") or {})
+            # Masked (`gitops.redact`): messages echo the repository URL and its credentials.
+            # Built off the loop: a status is built from every resource of the repository.
+            new_status = await asyncio.to_thread(_masked, make, old)
             body = {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),
@@ -501,8 +507,7 @@ class Reconciler:
                     "resourceVersion": meta.get("resourceVersion"),
                 },
                 "spec": obj.get("spec"),
-                # Masked (`gitops.redact`): messages echo the repository URL and its credentials.
-                "status": redact_value(make(dict(obj.get("status") or {}))),
+                "status": new_status,
             }
             try:
                 await self.client.replace(JOB_REPOSITORIES, body, subresource="status")
@@ -525,6 +530,13 @@ NO_KEY = ResourceKey("", "", "", "")
 def _key(r: ResourceState) -> ResourceKey:
     assert r.key is not None
     return r.key
+
+
+def _masked(
+    make: Callable[[dict[str, Any]], dict[str, Any]], old: dict[str, Any]
+) -> dict[str, Any]:
+    masked: dict[str, Any] = redact_value(make(old))
+    return masked
 
 
 def _actionable(comparison: Comparison) -> bool:
