@@ -75,8 +75,8 @@ DEFAULT_KINDS: frozenset[tuple[str, str]] = frozenset(
         resources.NAMESPACES,
     )
 )
-"""Kinds always searched for tracked objects (prune candidates), besides those in Git now and
-those this process has applied."""
+"""Kinds always searched for tracked objects (prune candidates), besides those in Git now,
+those this process has applied and those the status records (`appliedKinds`)."""
 
 Emit = Callable[[dict[str, Any], str, str, str], None]
 """(object, type, reason, message): an Event to record, buffered by the caller."""
@@ -166,6 +166,8 @@ class Reconciler:
         memo.stage = status.COMPARISON_ERROR
         if memo.synced_revision is None:  # a restart: what the status says was synced last
             memo.synced_revision = status.last_synced_revision(obj.get("status") or {})
+        if not memo.kinds:  # a restart: the kinds it applied (a Role gone from Git is pruned)
+            memo.kinds = status.applied_kinds(obj.get("status") or {})
         requested, revision = memo.sync_requested, memo.sync_revision
         memo.sync_requested, memo.sync_revision = False, None  # one-shot, even when it fails
         try:
@@ -214,7 +216,9 @@ class Reconciler:
         ) and not (memo.refresh or requested or retry_due or failing or claimed):
             return self._requeue(spec, memo)
         memo.refresh = False
-        sources_of = keys.recorded_sources(obj)
+        sources_of = keys.recorded_sources(obj)  # bounded: the last comparison has them all
+        if memo.comparison is not None:
+            sources_of = {**keys.sources_of(memo.comparison.resources), **sources_of}
         comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
         operation = None
         if self._should_sync(spec, memo, commit.sha, comparison, requested, retry_due):
@@ -231,11 +235,13 @@ class Reconciler:
                 fingerprint = None
         memo.revision, memo.fingerprint, memo.generation = commit.sha, fingerprint, generation
         memo.comparison = comparison
-        memo.kinds |= {(str(o.get("apiVersion")), str(o.get("kind"))) for o in live.values()}
+        live_kinds = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in live.values()}
+        memo.kinds |= live_kinds
+        applied = (keys.kinds_of(memo.checked) | live_kinds) - DEFAULT_KINDS
         await self._write_status(
             obj,
             lambda old: guards.with_prune_condition(
-                status.build(old, comparison, commit.sha, self.clock(), operation),
+                status.build(old, comparison, commit.sha, self.clock(), operation, applied),
                 comparison,
                 self.clock(),
             ),
@@ -436,7 +442,8 @@ class Reconciler:
             else:
                 outcomes.append(await self.tenants.engine(key).prune(r))
         failed = [o for o in outcomes if o.failed]
-        applied_failed = [o for o in failed if o not in denied]
+        refused = {id(o) for o in denied}
+        applied_failed = [o for o in failed if id(o) not in refused]
         new_revision = commit.sha != memo.synced_revision
         if new_revision:
             memo.attempts = 0

@@ -15,6 +15,7 @@ from gitops.git import Git
 from gitops.manager import GitOpsReconciler, GitOpsSettings
 from kube import resources
 from kube.client import Client
+from kube.resources import Resource
 from tests.gitops.conftest import (
     GIT_ENV,
     UNRESTRICTED,
@@ -108,3 +109,80 @@ async def test_a_push_between_resolve_and_checkout_applies_the_resolved_commit(
     assert await aeventually(
         lambda: get_or_none(kclient, resources.CONFIGMAPS, "beta", namespace), timeout=15
     )
+
+
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True)
+ROLE = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: reader
+rules:
+  - apiGroups: [""]
+    resources: ["configmaps"]
+    verbs: ["get"]
+"""
+
+
+async def test_a_kind_applied_before_a_restart_is_pruned_after_it(
+    kclient: Client, repo_crd: None, namespace: str, tmp_path: Path, remote: Remote
+) -> None:
+    a = remote.commit("A", {"role.yaml": ROLE, "cm.yaml": CM.format(name="keep", v="1")})
+    await create_repository(kclient, repository(namespace, remote.url, automated={"prune": True}))
+    first = reconciler(kclient, namespace, tmp_path / "cache")
+    first.start()
+    try:
+        st = await wait_status(
+            kclient, namespace, lambda st: (st.get("sync") or {}).get("revision") == a
+        )
+        assert {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"} in st["appliedKinds"]
+        assert await get_or_none(kclient, ROLES, "reader", namespace) is not None
+    finally:
+        await first.stop()
+    b = remote.commit("B: no role", {"role.yaml": None})
+    second = reconciler(kclient, namespace, tmp_path / "cache")  # a restart: nothing in memory
+    second.start()
+    try:
+        await wait_status(
+            kclient, namespace, lambda st: (st.get("sync") or {}).get("revision") == b
+        )
+        await aeventually(lambda: _gone(kclient, ROLES, "reader", namespace), timeout=15)
+        assert await get_or_none(kclient, resources.CONFIGMAPS, "keep", namespace) is not None
+    finally:
+        await second.stop()
+
+
+async def _gone(client: Client, resource: object, name: str, namespace: str) -> bool:
+    return await get_or_none(client, resource, name, namespace) is None
+
+
+async def test_a_big_repository_stores_a_bounded_status_and_the_hub_serves_every_resource(
+    kclient: Client, repo_crd: None, namespace: str, tmp_path: Path, remote: Remote
+) -> None:
+    n = 520  # over status.RESOURCE_LIMIT
+    items = "".join(
+        f"  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm-{i:04d}}}, data: {{v: '1'}}}}\n"
+        for i in range(n)
+    )
+    sha = remote.commit("many", {"all.yaml": f"apiVersion: v1\nkind: List\nitems:\n{items}"})
+    await create_repository(kclient, repository(namespace, remote.url, automated={}))
+    running = reconciler(kclient, namespace, tmp_path / "cache")
+    running.start()
+    try:
+        st = await wait_status(
+            kclient,
+            namespace,
+            lambda st: (
+                (st.get("sync") or {}).get("revision") == sha
+                and (st.get("sync") or {}).get("status") == "Synced"
+            ),
+            timeout=120,
+        )
+        assert st["summary"]["total"] == n and st["summary"]["sync"] == {"Synced": n}
+        assert st["resources"] == [] and st["summary"]["listed"] == 0
+        served = running.repository(namespace, "jobs")
+        names = sorted(r["name"] for r in served["status"]["resources"])
+        assert names == [f"cm-{i:04d}" for i in range(n)]
+        assert served["status"]["resources"][0]["file"] == "all.yaml"
+    finally:
+        await running.stop()
