@@ -32,7 +32,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -427,20 +427,30 @@ class Reconciler:
         ]
         outcomes: list[Outcome] = list(denied)
         todo = [r for r in comparison.resources if r.desired is not None and r.status != "Synced"]
-        for r in order.apply_order(todo, _key):
-            outcome = await self.tenants.engine(key).apply(r)
+        engine = self.tenants.engine(key)
+        slots = asyncio.Semaphore(APPLY_PARALLELISM)
+
+        async def apply(r: ResourceState) -> Outcome:
+            async with slots:
+                outcome = await engine.apply(r)
             if outcome.failed and r.where:
                 outcome = Outcome(outcome.key, FAILED, f"{r.where}: {outcome.message}")
-            outcomes.append(outcome)
-            memo.kinds.add((str(r.desired.get("apiVersion")), r.key.kind))  # type: ignore[union-attr]
-        prune = [r for r in comparison.resources if r.prune]
-        for r in order.prune_order(prune, _key):
-            if not spec.prune:
-                continue
-            if comparison.prune_blocked:
+            memo.kinds.add((str(r.desired.get("apiVersion")), _key(r).kind))  # type: ignore[union-attr]
+            return outcome
+
+        async def prune(r: ResourceState) -> Outcome:
+            async with slots:
+                return await engine.prune(r)
+
+        for wave in order.apply_waves(todo, _key):  # a wave at once, in order, 8 at a time
+            outcomes.extend(await _each(apply, wave))
+        prune_states = [r for r in comparison.resources if r.prune] if spec.prune else []
+        if comparison.prune_blocked:
+            for r in order.prune_order(prune_states, _key):
                 outcomes.append(Outcome(_key(r), PRUNE_SKIPPED, comparison.prune_blocked))
-            else:
-                outcomes.append(await self.tenants.engine(key).prune(r))
+        else:
+            for wave in order.prune_waves(prune_states, _key):
+                outcomes.extend(await _each(prune, wave))
         failed = [o for o in outcomes if o.failed]
         refused = {id(o) for o in denied}
         applied_failed = [o for o in failed if id(o) not in refused]
@@ -530,8 +540,27 @@ class Reconciler:
         return max(0.0, min(spec.interval, memo.retry_at - self.monotonic()))
 
 
+APPLY_PARALLELISM = 8
+"""Applies (and prunes) in flight at once within a wave of `order.apply_waves`."""
+
 NO_KEY = ResourceKey("", "", "", "")
 """The key of an outcome for a document without one (it could not be read)."""
+
+
+async def _each(
+    act: Callable[[ResourceState], Coroutine[Any, Any, Outcome]], wave: list[ResourceState]
+) -> list[Outcome]:
+    """`act` on every resource of `wave` at once (its own semaphore bounds it); the outcomes
+    in the wave's order. The first exception cancels the rest of the wave and is raised as it
+    is (not in an ExceptionGroup: an APIError is retried by the work queue)."""
+    tasks = [asyncio.ensure_future(act(r)) for r in wave]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _key(r: ResourceState) -> ResourceKey:
