@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from gitops import gittree, redact
+from gitops import gitmessages, gittree, redact
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -487,7 +487,7 @@ class Git:
                     what="fetch",
                 )
             except GitError as e:
-                if _shallow_refused(e.message):  # a dumb-HTTP remote: whole history
+                if gitmessages.shallow_refused(e.message):  # a dumb-HTTP remote: whole history
                     if target.ref is not None:
                         await self._run(
                             [*base, "--", url, f"+{want}:{store}"],
@@ -600,7 +600,8 @@ class Git:
                     f"git timed out after {self.timeout:g} s trying to {what}{target}"
                 ) from None
         if proc.returncode != 0:
-            raise GitError(_explain(err.decode("utf-8", "replace"), what, url, secrets))
+            text = scrub(err.decode("utf-8", "replace"), secrets)
+            raise GitError(gitmessages.explain(text, what, f" {_shown(url)}" if url else ""))
         return out.decode("utf-8", "replace")
 
     def _config(self, url: str | None) -> list[str]:
@@ -720,98 +721,6 @@ def _ref_format_problem(ref: str) -> str:
     if any(part.startswith(".") or part.endswith(".lock") for part in ref.split("/")):
         return "a component starts with '.' or ends with '.lock'"
     return ""
-
-
-def _explain(stderr: str, what: str, url: str | None, secrets: tuple[str, ...]) -> str:
-    text = scrub(stderr, secrets)
-    low = text.lower()
-    where = f" {_shown(url)}" if url else ""
-    if any(
-        s in low
-        for s in (
-            "authentication failed",
-            "could not read username",
-            "could not read password",
-            "permission denied (publickey",
-            "permission denied, please try again",
-            "invalid username or password",
-            "http basic: access denied",
-            "the requested url returned error: 401",
-            "the requested url returned error: 403",
-            "terminal prompts disabled",
-        )
-    ):
-        return f"authentication failed for{where}"
-    if any(
-        s in low
-        for s in (
-            "couldn't find remote ref",
-            "not our ref",
-            "no such remote ref",
-            "unadvertised object",
-            "bad object",
-            "unable to resolve reference",
-            "remote did not send all necessary objects",
-            "is not a valid ref",
-        )
-    ):
-        return f"revision not found in{where}"
-    if any(
-        s in low
-        for s in (
-            "repository not found",
-            "does not appear to be a git repository",
-            "not a git repository",
-            "the requested url returned error: 404",
-            "no such file or directory",
-            "not found",
-        )
-    ):
-        return f"repository not found:{where}"
-    locked = re.search(r"unable to create '([^']*\.lock)': file exists", text, re.IGNORECASE)
-    if locked:
-        return (
-            f"git failed to {what}{where}: the cache's lock file {Path(locked[1]).name} exists "
-            "(another git is running, or one was killed: it is removed once older than the git "
-            "timeout)"
-        )
-    unreachable = (
-        "could not resolve host",
-        "connection refused",
-        "connection timed out",
-        "network is unreachable",
-        "no route to host",
-        "could not resolve hostname",
-        "failed to connect",
-    )
-    if any(s in low for s in unreachable):
-        # ssh's own line says why; git's last lines are advice ("…and the repository exists.").
-        return f"cannot reach{where}: {_line_with(text, unreachable)}"
-    return f"git failed to {what}{where}: {_last_line(text)}"
-
-
-def _shallow_refused(message: str) -> bool:
-    """Whether a fetch failed only because the remote cannot serve a shallow fetch (git's
-    dumb HTTP transport: "dumb http transport does not support shallow capabilities")."""
-    low = message.lower()
-    return "shallow" in low and ("does not support" in low or "dumb" in low)
-
-
-def _line_with(text: str, phrases: tuple[str, ...]) -> str:
-    """The first line of `text` that contains one of `phrases` (lower case), as _last_line
-    would show it; the last line when none does."""
-    for line in text.splitlines():
-        if any(p in line.lower() for p in phrases):
-            return _last_line(line)
-    return _last_line(text)
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    line = lines[-1] if lines else "(no message)"
-    if line.startswith("fatal: "):
-        line = line[len("fatal: ") :]
-    return line[:300]
 
 
 def _shown(url: str | None) -> str:
