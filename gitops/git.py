@@ -63,6 +63,8 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 60.0
+DEFAULT_CACHE_BYTES = 4 * 1024**3
+"""The git cache's size cap: over it, the least recently used clones are deleted."""
 log = logging.getLogger("trainops.gitops")
 _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -236,8 +238,10 @@ class Git:
         timeout: float = DEFAULT_TIMEOUT,
         git: str = "git",
         env: Mapping[str, str] | None = None,
+        max_cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.cache_dir = Path(cache_dir)
+        self.max_cache_bytes = max_cache_bytes
         self.timeout = timeout
         self.git = git
         self.extra_env = dict(env or {})
@@ -305,10 +309,15 @@ class Git:
         async with self._repo(repo):
             await self._ensure_clone(repo)
             sha = await self._local_commit(repo, target.sha)
+            fetched = sha is None
             if sha is None:
                 sha = await self._fetch_into(repo, clean, creds, target)
                 await self._housekeep(repo, sha)
             commit = await self._commit(repo, sha)
+            with contextlib.suppress(OSError):
+                os.utime(repo)  # last used: the cache's eviction order
+        if fetched:
+            await self._evict(keep={repo.name})
         return RemoteRef(target.ref, sha), commit
 
     async def checkout(
@@ -401,6 +410,18 @@ class Git:
                         "left by a git we killed" if killed else "older than the git timeout",
                     )
             yield
+
+    async def _evict(self, keep: set[str]) -> None:
+        """Delete the least recently used clones while the cache is over its size cap
+        (`gittree.clones_to_evict`), each under its own lock, skipping any in use."""
+        clones = await asyncio.to_thread(_clone_sizes, self.cache_dir)
+        for name in gittree.clones_to_evict(clones, cap=self.max_cache_bytes, keep=keep):
+            lock = self._locks.setdefault(str(self.cache_dir / name), asyncio.Lock())
+            if lock.locked():
+                continue
+            async with lock:
+                log.warning("git cache: removed the clone %s (the cache is over its cap)", name)
+                await asyncio.to_thread(shutil.rmtree, self.cache_dir / name, True)
 
     async def _housekeep(self, repo: Path, sha: str) -> None:
         """After a fetch: drop the refs of all but the newest commits (`gittree.refs_to_drop`)
@@ -734,6 +755,20 @@ def _quote(text: str) -> str:
 
 def _sh(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _clone_sizes(cache_dir: Path) -> list[tuple[str, int, float]]:
+    """(name, bytes, last used) of every cached clone."""
+    out = []
+    for clone in cache_dir.glob("*.git"):
+        size = 0
+        for current, _, files in os.walk(clone):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    size += os.lstat(os.path.join(current, name)).st_size
+        with contextlib.suppress(OSError):
+            out.append((clone.name, size, clone.stat().st_mtime))
+    return out
 
 
 def _remove_stale_locks(repo: Path, now: float, max_age: float, killed: bool) -> list[str]:

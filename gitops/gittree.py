@@ -9,7 +9,9 @@
   (a lock is left behind when git is killed, e.g. by our timeout, and blocks every later
   command on that clone forever);
 - `refs_to_drop`: which of the cache's `refs/trainops/<sha>` refs (one per fetched commit) to
-  delete so that the clone does not keep every commit ever fetched.
+  delete so that the clone does not keep every commit ever fetched;
+- `clones_to_evict`: which cached clones to delete, least recently used first, when the cache
+  is over its size cap (a clone deleted is cloned again at its repository's next fetch).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import PurePosixPath
 __all__ = [
     "KEEP_COMMITS",
     "SYMLINK_MODE",
+    "clones_to_evict",
     "parse_ls_files",
     "refs_to_drop",
     "sparse_selection",
@@ -92,6 +95,25 @@ def refs_to_drop(
         if i >= limit and ref.rsplit("/", 1)[1] not in kept:
             out.append(ref)
     return sorted(out)
+
+
+def clones_to_evict(
+    clones: Iterable[tuple[str, int, float]], *, cap: int, keep: Iterable[str]
+) -> list[str]:
+    """Of the cached clones (name, bytes, last used), those to delete so that the total fits
+    in `cap` bytes: least recently used first, never one in `keep` (in use now)."""
+    listed = list(clones)
+    total = sum(size for _, size, _ in listed)
+    kept = set(keep)
+    out = []
+    for name, size, _ in sorted(listed, key=lambda c: (c[2], c[0])):
+        if total <= cap:
+            break
+        if name in kept:
+            continue
+        out.append(name)
+        total -= size
+    return out
 
 
 def _parts(path: str) -> list[str] | None:

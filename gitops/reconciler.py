@@ -196,7 +196,7 @@ class Reconciler:
             return 0.0 if revision is not None else spec.interval
         commit = fetched
         kinds = set(DEFAULT_KINDS) | memo.kinds | keys.kinds_of(memo.checked)
-        desired = keys.desired_keys(memo.checked, spec.destination)
+        desired = await asyncio.to_thread(keys.desired_keys, memo.checked, spec.destination)
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         live, tracked = await self.tenants.engine(key).live(
             key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid

@@ -42,7 +42,7 @@ REPLACE_HINT = (
     f"set the annotation {names.SYNC_OPTIONS_ANNOTATION}: Replace=true to delete and recreate "
     "the job"
 )
-LIST_PAGE = 2000
+LIST_PAGE = 1000
 """Objects per page when listing what a repository tracks (`SyncEngine.live`)."""
 SYNCED, FAILED, PRUNED, PRUNE_SKIPPED = "Synced", "SyncFailed", "Pruned", "PruneSkipped"
 

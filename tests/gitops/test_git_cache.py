@@ -216,3 +216,33 @@ def test_refs_to_drop_keeps_the_newest_and_the_ones_in_use() -> None:
     refs += [("refs/trainops/heads/main", 0), ("refs/trainops/fetching", 0)]
     drop = gittree.refs_to_drop(refs, keep=[f"{1:040x}"], limit=8)
     assert drop == sorted(f"refs/trainops/{i:040x}" for i in (0, 2, 3))
+
+
+async def test_the_least_recently_used_clone_goes_when_the_cache_is_over_its_cap(
+    tmp_path: Path,
+) -> None:
+    one, two = Remote(tmp_path / "one"), Remote(tmp_path / "two")
+    one.commit("a", {"cm.yaml": CM.format(name="x", v="1")})
+    two.commit("a", {"cm.yaml": CM.format(name="y", v="2")})
+    client = Git(tmp_path / "cache", timeout=20, max_cache_bytes=1)  # any two clones exceed it
+    await client.fetch(one.url, None)
+    assert client.clone_dir(one.url).is_dir()
+    await client.fetch(two.url, None)  # one is older and not in use: it goes
+    assert client.clone_dir(two.url).is_dir() and not client.clone_dir(one.url).exists()
+    _, commit = await client.fetch(one.url, None)  # and comes back at its next fetch
+    assert commit.subject == "a" and not client.clone_dir(two.url).exists()
+
+
+@pytest.mark.parametrize(
+    ("cap", "keep", "expected"),
+    [
+        (100, [], []),
+        (60, [], ["old"]),
+        (60, ["old"], ["mid"]),
+        (10, [], ["old", "mid", "new"]),
+        (10, ["new"], ["old", "mid"]),
+    ],
+)
+def test_clones_to_evict(cap: int, keep: list[str], expected: list[str]) -> None:
+    clones = [("new", 30, 3.0), ("old", 30, 1.0), ("mid", 30, 2.0)]
+    assert gittree.clones_to_evict(clones, cap=cap, keep=keep) == expected
