@@ -116,7 +116,12 @@ async def start_apiserver(tmp: Path) -> tuple[subprocess.Popen[bytes], Client]:
     for crd in all_crds():
         await client.create(resources.CRDS, crd)
     for crd in all_crds():
-        await until(lambda crd=crd: _established(client, crd["metadata"]["name"]), 60)
+        name = str(crd["metadata"]["name"])
+
+        async def established(name: str = name) -> bool:
+            return await _established(client, name)
+
+        await until(established, 60)
     return proc, client
 
 

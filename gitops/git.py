@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from gitops import gitmessages, gittree, redact
+from gitops import gitcache, gitmessages, gittree, redact
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -400,7 +400,7 @@ class Git:
             self._killed.discard(str(repo))
             if repo.is_dir():
                 removed = await asyncio.to_thread(
-                    _remove_stale_locks, repo, time.time(), self.timeout, killed
+                    gitcache.remove_stale_locks, repo, time.time(), self.timeout, killed
                 )
                 for path in removed:
                     log.warning(
@@ -414,7 +414,7 @@ class Git:
     async def _evict(self, keep: set[str]) -> None:
         """Delete the least recently used clones while the cache is over its size cap
         (`gittree.clones_to_evict`), each under its own lock, skipping any in use."""
-        clones = await asyncio.to_thread(_clone_sizes, self.cache_dir)
+        clones = await asyncio.to_thread(gitcache.clone_sizes, self.cache_dir)
         for name in gittree.clones_to_evict(clones, cap=self.max_cache_bytes, keep=keep):
             lock = self._locks.setdefault(str(self.cache_dir / name), asyncio.Lock())
             if lock.locked():
@@ -755,41 +755,6 @@ def _quote(text: str) -> str:
 
 def _sh(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
-
-
-def _clone_sizes(cache_dir: Path) -> list[tuple[str, int, float]]:
-    """(name, bytes, last used) of every cached clone."""
-    out = []
-    for clone in cache_dir.glob("*.git"):
-        size = 0
-        for current, _, files in os.walk(clone):
-            for name in files:
-                with contextlib.suppress(OSError):
-                    size += os.lstat(os.path.join(current, name)).st_size
-        with contextlib.suppress(OSError):
-            out.append((clone.name, size, clone.stat().st_mtime))
-    return out
-
-
-def _remove_stale_locks(repo: Path, now: float, max_age: float, killed: bool) -> list[str]:
-    """Remove the stale `*.lock` files of the clone `repo` (`gittree.stale_locks`); the
-    removed ones, relative to `repo`. Pack directories are not searched (git locks no file
-    there by name)."""
-    found = []
-    for current, dirs, files in os.walk(repo):
-        if Path(current) == repo / "objects":
-            dirs[:] = [d for d in dirs if d == "info"]
-        for name in files:
-            if name.endswith(".lock"):
-                path = os.path.join(current, name)
-                with contextlib.suppress(OSError):
-                    found.append((path, os.lstat(path).st_mtime))
-    removed = []
-    for path in gittree.stale_locks(found, now=now, max_age=max_age, killed=killed):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-            removed.append(os.path.relpath(path, repo))
-    return removed
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
