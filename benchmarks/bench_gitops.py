@@ -2,6 +2,9 @@
 docs/PERFORMANCE.md, section GitOps). Issue #10 item 14.
 
     .venv/bin/python benchmarks/bench_gitops.py [--jobs 1000] [--pushes 10] [--refreshes 10]
+    .venv/bin/python benchmarks/bench_gitops.py --files 10000 [--refreshes 3]
+
+(`--files`: a large repository, the reconciler in process: benchmarks/bench_gitops_large.py.)
 
 A bare Git repository in a temporary directory holds N TensorFlowTrainingJobs, one file each
 under `jobs/`; `trainops up --repo file://…/jobs.git --data-dir <tmp>` runs as its own process
@@ -454,7 +457,18 @@ def main() -> None:
         "--verbose", action="store_true", help="trainops up --verbose (its log kept)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--files",
+        type=int,
+        help="instead: a repository of this many ConfigMap files, the reconciler in process "
+        "(loop max gap, status size; benchmarks/bench_gitops_large.py)",
+    )
     args = parser.parse_args()
+    if args.files:
+        from benchmarks import bench_gitops_large
+
+        bench_gitops_large.main(args.files, args.refreshes, args.keep)
+        return
     if args.verbose:
         args.keep = True
     out = asyncio.run(bench(args))

@@ -17,6 +17,7 @@ repository, for `gitops.reconciler`:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from gitops import tenancy
@@ -108,12 +109,14 @@ class Tenants:
                 resource = await self.discovery.resource(api_version, kind)
                 if resource is not None:
                     scopes[(api_version, kind)] = resource.namespaced
-        return tenancy.enforce(
-            checked,
-            repository_namespace=str((obj.get("metadata") or {}).get("namespace") or ""),
-            destination=spec.destination,
-            scopes=scopes,
-            boundaries=self.boundaries,
+        return await asyncio.to_thread(  # every manifest of the repository: off the loop
+            lambda: tenancy.enforce(
+                checked,
+                repository_namespace=str((obj.get("metadata") or {}).get("namespace") or ""),
+                destination=spec.destination,
+                scopes=scopes,
+                boundaries=self.boundaries,
+            )
         )
 
 

@@ -98,6 +98,14 @@ def _arr(description: str, items: dict[str, Any], max_items: int, **extra: Any) 
     }
 
 
+def _counts(description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "additionalProperties": {"type": "integer"},
+    }
+
+
 def _duration(description: str, default: str | None = None) -> dict[str, Any]:
     node = _str(description, pattern=DURATION_PATTERN, maxLength=32)
     if default is not None:
@@ -326,12 +334,19 @@ def _status() -> dict[str, Any]:
                                 ),
                                 10000,
                             ),
+                            "total": {
+                                "type": "integer",
+                                "description": "Results in all; `resources` lists at most 500 "
+                                "(only failures) when there are more.",
+                            },
                         },
                     ),
                 },
             ),
             "resources": _arr(
-                "Every resource of the repository, desired or live.",
+                "The resources of the repository, desired or live: all of them up to 500; "
+                "above that, those not Synced and Healthy (summary counts them all; the HTTP "
+                "API lists them all).",
                 _resource_ref(
                     "A resource's state.",
                     status=_str("Its sync status.", enum=list(SYNC_STATUSES)),
@@ -341,6 +356,25 @@ def _status() -> dict[str, Any]:
                     line={"type": "integer", "description": "The line in file (1-based)."},
                 ),
                 10000,
+            ),
+            "summary": _obj(
+                "How many resources the repository has, per sync and per health status.",
+                {
+                    "total": {"type": "integer", "description": "Resources in all."},
+                    "listed": {"type": "integer", "description": "Entries in `resources`."},
+                    "sync": _counts("Resources per sync status."),
+                    "health": _counts("Resources per health status."),
+                },
+            ),
+            "appliedKinds": _arr(
+                "The kinds of the objects this repository has in Git or applied: searched for "
+                "prune candidates, also after a restart.",
+                _obj(
+                    "A kind.",
+                    {"apiVersion": _str("Its apiVersion."), "kind": _str("Its kind.")},
+                    required=["apiVersion", "kind"],
+                ),
+                256,
             ),
             "history": _arr(
                 "The last 10 syncs, newest last.",

@@ -32,18 +32,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import shutil
 import signal
 import stat
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from gitops import redact
+from gitops import gitcache, gitmessages, gittree, redact
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -61,6 +63,9 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 60.0
+DEFAULT_CACHE_BYTES = 4 * 1024**3
+"""The git cache's size cap: over it, the least recently used clones are deleted."""
+log = logging.getLogger("trainops.gitops")
 _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _SCP = re.compile(
@@ -233,12 +238,16 @@ class Git:
         timeout: float = DEFAULT_TIMEOUT,
         git: str = "git",
         env: Mapping[str, str] | None = None,
+        max_cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.cache_dir = Path(cache_dir)
+        self.max_cache_bytes = max_cache_bytes
         self.timeout = timeout
         self.git = git
         self.extra_env = dict(env or {})
         self._locks: dict[str, asyncio.Lock] = {}
+        self._killed: set[str] = set()
+        """Clones a git of ours was killed working on (its lock files are stale)."""
 
     def clone_dir(self, url: str) -> Path:
         """The bare clone of `url` (which need not exist yet)."""
@@ -297,12 +306,18 @@ class Git:
         clean, creds = self._prepare(url, credentials)
         target = await self.resolve(url, revision, credentials)
         repo = self.clone_dir(clean)
-        async with self._lock(repo):
+        async with self._repo(repo):
             await self._ensure_clone(repo)
             sha = await self._local_commit(repo, target.sha)
+            fetched = sha is None
             if sha is None:
                 sha = await self._fetch_into(repo, clean, creds, target)
+                await self._housekeep(repo, sha)
             commit = await self._commit(repo, sha)
+            with contextlib.suppress(OSError):
+                os.utime(repo)  # last used: the cache's eviction order
+        if fetched:
+            await self._evict(keep={repo.name})
         return RemoteRef(target.ref, sha), commit
 
     async def checkout(
@@ -311,13 +326,27 @@ class Git:
         revision: str | None,
         dest: str | os.PathLike[str],
         credentials: Credentials | None = None,
+        *,
+        path: str = ".",
     ) -> Checkout:
-        """The files of `revision` written into the empty or absent directory `dest`.
-
-        Symlinks are written as symlinks (`gitops.sources` ignores those leaving the tree);
-        submodules are not checked out.
-        """
+        """The files of `revision` written into the empty or absent directory `dest` (only
+        those under `path` when it allows: `export`)."""
         ref, commit = await self.fetch(url, revision, credentials)
+        root = await self.export(url, commit.sha, dest, path=path)
+        return Checkout(commit, root, validate_revision(revision), ref.ref)
+
+    async def export(
+        self, url: str, sha: str, dest: str | os.PathLike[str], *, path: str = "."
+    ) -> Path:
+        """The files of commit `sha`, already in the cache (`fetch`), written into the empty or
+        absent directory `dest`. Nothing is resolved again: a branch that moved since the fetch
+        is not seen, so what is written is the commit the caller compares and records.
+
+        Only the files under `path` are written, unless a symlink is on the way
+        (`gittree.sparse_selection`). Symlinks are written as symlinks (`gitops.sources`
+        ignores those leaving the tree); submodules are not checked out."""
+        if not _FULL_SHA.match(sha):
+            raise GitError(f"cannot export {_quote(sha)}: not a full commit sha")
         root = Path(dest)
         root.mkdir(parents=True, exist_ok=True)
         if any(root.iterdir()):
@@ -326,29 +355,27 @@ class Git:
         fd, index = tempfile.mkstemp(prefix="trainops-index-", dir=self.cache_dir)
         os.close(fd)
         os.unlink(index)
+        git_dir = ["--git-dir", str(repo)]
         try:
-            async with self._lock(repo):
+            async with self._repo(repo):
+                if await self._local_commit(repo, sha) is None:
+                    raise GitError(f"commit {sha[:12]} is not in the cache of {_shown(url)}")
                 env = {"GIT_INDEX_FILE": index}
-                await self._run(
-                    ["--git-dir", str(repo), "read-tree", commit.sha], env=env, what="read"
+                await self._run([*git_dir, "read-tree", sha], env=env, what="read")
+                listed = await self._run(
+                    [*git_dir, "ls-files", "--stage", "-z"], env=env, what="read"
                 )
-                await self._run(
-                    [
-                        "--git-dir",
-                        str(repo),
-                        "--work-tree",
-                        str(root),
-                        "checkout-index",
-                        "--all",
-                        "--force",
-                    ],
-                    env=env,
-                    what="check out",
-                )
+                files = gittree.sparse_selection(gittree.parse_ls_files(listed), path)
+                work = [*git_dir, "--work-tree", str(root), "checkout-index", "--force"]
+                if files is None:
+                    await self._run([*work, "--all"], env=env, what="check out")
+                elif files:
+                    data = "".join(f + "\0" for f in files).encode()
+                    await self._run([*work, "-z", "--stdin"], env=env, what="check out", input=data)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(index)
-        return Checkout(commit, root, validate_revision(revision), ref.ref)
+        return root
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -364,8 +391,77 @@ class Git:
             )
         return clean, credentials
 
-    def _lock(self, repo: Path) -> asyncio.Lock:
-        return self._locks.setdefault(str(repo), asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def _repo(self, repo: Path) -> AsyncIterator[None]:
+        """Hold the clone's lock (calls per clone are serialised), first removing the lock
+        files a killed git left in it (`gittree.stale_locks`)."""
+        async with self._locks.setdefault(str(repo), asyncio.Lock()):
+            killed = str(repo) in self._killed
+            self._killed.discard(str(repo))
+            if repo.is_dir():
+                removed = await asyncio.to_thread(
+                    gitcache.remove_stale_locks, repo, time.time(), self.timeout, killed
+                )
+                for path in removed:
+                    log.warning(
+                        "git cache %s: removed the stale lock %s (%s)",
+                        repo.name,
+                        path,
+                        "left by a git we killed" if killed else "older than the git timeout",
+                    )
+            yield
+
+    async def _evict(self, keep: set[str]) -> None:
+        """Delete the least recently used clones while the cache is over its size cap
+        (`gittree.clones_to_evict`), each under its own lock, skipping any in use."""
+        clones = await asyncio.to_thread(gitcache.clone_sizes, self.cache_dir)
+        for name in gittree.clones_to_evict(clones, cap=self.max_cache_bytes, keep=keep):
+            lock = self._locks.setdefault(str(self.cache_dir / name), asyncio.Lock())
+            if lock.locked():
+                continue
+            async with lock:
+                log.warning("git cache: removed the clone %s (the cache is over its cap)", name)
+                await asyncio.to_thread(shutil.rmtree, self.cache_dir / name, True)
+
+    async def _housekeep(self, repo: Path, sha: str) -> None:
+        """After a fetch: drop the refs of all but the newest commits (`gittree.refs_to_drop`)
+        and let `git gc --auto` pack and prune what no ref needs any more."""
+        out = await self._run(
+            [
+                "--git-dir",
+                str(repo),
+                "for-each-ref",
+                "--format=%(refname) %(committerdate:unix)",
+                "refs/trainops/",
+            ],
+            what="list refs of the cache of",
+        )
+        refs = []
+        for line in out.splitlines():
+            name, _, when = line.partition(" ")
+            refs.append((name, int(when) if when.isdigit() else 0))
+        drop = gittree.refs_to_drop(refs, keep=[sha])
+        if drop:
+            data = "".join(f"delete {ref}\n" for ref in drop).encode()
+            await self._run(
+                ["--git-dir", str(repo), "update-ref", "--stdin"], what="prune refs", input=data
+            )
+        await self._run(
+            [
+                "--git-dir",
+                str(repo),
+                "-c",
+                "gc.auto=6700",
+                "-c",
+                "gc.autoDetach=false",
+                "-c",
+                "gc.pruneExpire=now",
+                "gc",
+                "--auto",
+                "--quiet",
+            ],
+            what="collect garbage in",
+        )
 
     async def _ensure_clone(self, repo: Path) -> None:
         if (repo / "HEAD").exists():
@@ -412,9 +508,20 @@ class Git:
                     what="fetch",
                 )
             except GitError as e:
-                if target.ref is not None or "revision not found" not in e.message:
+                if gitmessages.shallow_refused(e.message):  # a dumb-HTTP remote: whole history
+                    if target.ref is not None:
+                        await self._run(
+                            [*base, "--", url, f"+{want}:{store}"],
+                            url=url,
+                            creds=creds,
+                            what="fetch",
+                        )
+                    else:
+                        await self._fetch_all(repo, url, creds)
+                elif target.ref is not None or "revision not found" not in e.message:
                     raise
-                await self._fetch_all(repo, url, creds)
+                else:
+                    await self._fetch_all(repo, url, creds)
         else:  # an abbreviated sha: only a full fetch can find it
             await self._fetch_all(repo, url, creds)
         sha = await self._local_commit(repo, store if target.ref is not None else target.sha)
@@ -479,6 +586,7 @@ class Git:
         creds: Credentials | None = None,
         env: Mapping[str, str] | None = None,
         what: str,
+        input: bytes | None = None,
     ) -> str:
         secrets = creds.secrets() if creds else ()
         with tempfile.TemporaryDirectory(prefix="trainops-git-") as tmp:
@@ -488,7 +596,7 @@ class Git:
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *cmd,
-                    stdin=asyncio.subprocess.DEVNULL,
+                    stdin=asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
                     env=full_env,
@@ -498,9 +606,11 @@ class Git:
                 raise GitError(f"cannot run git: {e.strerror}") from None
             try:
                 async with asyncio.timeout(self.timeout):  # not wait_for: see kube.leader
-                    out, err = await proc.communicate()
+                    out, err = await proc.communicate(input)
             except (TimeoutError, asyncio.CancelledError) as e:
                 _kill_group(proc)
+                if "--git-dir" in args:  # its lock files are stale now: `_repo` removes them
+                    self._killed.add(args[args.index("--git-dir") + 1])
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(5):
                         await proc.wait()
@@ -511,7 +621,8 @@ class Git:
                     f"git timed out after {self.timeout:g} s trying to {what}{target}"
                 ) from None
         if proc.returncode != 0:
-            raise GitError(_explain(err.decode("utf-8", "replace"), what, url, secrets))
+            text = scrub(err.decode("utf-8", "replace"), secrets)
+            raise GitError(gitmessages.explain(text, what, f" {_shown(url)}" if url else ""))
         return out.decode("utf-8", "replace")
 
     def _config(self, url: str | None) -> list[str]:
@@ -631,84 +742,6 @@ def _ref_format_problem(ref: str) -> str:
     if any(part.startswith(".") or part.endswith(".lock") for part in ref.split("/")):
         return "a component starts with '.' or ends with '.lock'"
     return ""
-
-
-def _explain(stderr: str, what: str, url: str | None, secrets: tuple[str, ...]) -> str:
-    text = scrub(stderr, secrets)
-    low = text.lower()
-    where = f" {_shown(url)}" if url else ""
-    if any(
-        s in low
-        for s in (
-            "authentication failed",
-            "could not read username",
-            "could not read password",
-            "permission denied (publickey",
-            "permission denied, please try again",
-            "invalid username or password",
-            "http basic: access denied",
-            "the requested url returned error: 401",
-            "the requested url returned error: 403",
-            "terminal prompts disabled",
-        )
-    ):
-        return f"authentication failed for{where}"
-    if any(
-        s in low
-        for s in (
-            "couldn't find remote ref",
-            "not our ref",
-            "no such remote ref",
-            "unadvertised object",
-            "bad object",
-            "unable to resolve reference",
-            "remote did not send all necessary objects",
-            "is not a valid ref",
-        )
-    ):
-        return f"revision not found in{where}"
-    if any(
-        s in low
-        for s in (
-            "repository not found",
-            "does not appear to be a git repository",
-            "not a git repository",
-            "the requested url returned error: 404",
-            "no such file or directory",
-            "not found",
-        )
-    ):
-        return f"repository not found:{where}"
-    unreachable = (
-        "could not resolve host",
-        "connection refused",
-        "connection timed out",
-        "network is unreachable",
-        "no route to host",
-        "could not resolve hostname",
-        "failed to connect",
-    )
-    if any(s in low for s in unreachable):
-        # ssh's own line says why; git's last lines are advice ("…and the repository exists.").
-        return f"cannot reach{where}: {_line_with(text, unreachable)}"
-    return f"git failed to {what}{where}: {_last_line(text)}"
-
-
-def _line_with(text: str, phrases: tuple[str, ...]) -> str:
-    """The first line of `text` that contains one of `phrases` (lower case), as _last_line
-    would show it; the last line when none does."""
-    for line in text.splitlines():
-        if any(p in line.lower() for p in phrases):
-            return _last_line(line)
-    return _last_line(text)
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    line = lines[-1] if lines else "(no message)"
-    if line.startswith("fatal: "):
-        line = line[len("fatal: ") :]
-    return line[:300]
 
 
 def _shown(url: str | None) -> str:

@@ -46,11 +46,13 @@ class Change:
 
 class Hub(Protocol):
     def repositories(self) -> list[dict[str, Any]]:
-        """Every JobRepository the reconciler sees, with its status, sorted by namespace/name."""
+        """Every JobRepository the reconciler sees, with its status as stored (bounded: see
+        `repository`), sorted by namespace/name."""
         ...
 
     def repository(self, namespace: str, name: str) -> dict[str, Any]:
-        """One JobRepository (raises UnknownRepository)."""
+        """One JobRepository (raises UnknownRepository), with every resource in
+        `status.resources` (the stored status lists at most 500: `gitops.status`)."""
         ...
 
     def diff(self, namespace: str, name: str) -> list[ResourceDiff]:

@@ -1,5 +1,5 @@
 """What a reconcile round looks at, by key (pure): the kinds and keys of the checked entries,
-the source file of every resource as the last status recorded it, and a fingerprint of the
+the source file of every resource as the last status (or comparison) recorded it, and a fingerprint of the
 live objects (their resourceVersions) that tells whether anything changed since."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from gitops.pairing import ResourceKey, key_of
 from gitops.preflight import Checked
 
-__all__ = ["desired_keys", "fingerprint", "kinds_of", "recorded_sources"]
+__all__ = ["desired_keys", "fingerprint", "kinds_of", "recorded_sources", "sources_of"]
 
 
 def kinds_of(checked: Iterable[Checked]) -> set[tuple[str, str]]:
@@ -46,6 +46,12 @@ def recorded_sources(obj: dict[str, Any]) -> dict[ResourceKey, str]:
             )
             out[key] = str(r["file"])
     return out
+
+
+def sources_of(resources: Iterable[Any]) -> dict[ResourceKey, str]:
+    """The file of every resource of a comparison (`compare.ResourceState`s) that has one:
+    the status lists only some of them on a big repository."""
+    return {r.key: r.file for r in resources if r.key is not None and r.file}
 
 
 def fingerprint(live: dict[ResourceKey, dict[str, Any]], tracked: set[ResourceKey]) -> str:

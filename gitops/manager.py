@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitops import names
+from gitops import names, status
 from gitops.diff import mask_secrets, normalize_live
 from gitops.git import Git, GitError, normalize_repo_url, validate_revision
 from gitops.hub import Change, ResourceDiff, UnknownRepository
 from gitops.metrics import GitOpsMetrics
 from gitops.pushhooks import PushEvent
 from gitops.reconciler import JOB_REPOSITORIES, LOGGER, Memo, Reconciler
-from gitops.redact import redact
+from gitops.redact import redact, redact_value
 from gitops.spec import read_spec, repo_id
 from gitops.tenancy import Boundaries
 from kube import errors, resources
@@ -160,7 +160,7 @@ class GitOpsReconciler:
         obj = self.repos.get(namespace, name)
         if obj is None:
             raise UnknownRepository(f"{namespace}/{name}")
-        return obj
+        return self._with_every_resource(obj)
 
     def diff(self, namespace: str, name: str) -> list[ResourceDiff]:
         self.repository(namespace, name)
@@ -240,6 +240,22 @@ class GitOpsReconciler:
         return self._stream(queue)
 
     # -- internals ------------------------------------------------------------------------------
+    def _with_every_resource(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj` with every resource in `status.resources`, from the last comparison in memory,
+        when the stored status lists only some (`gitops.status`: bounded for etcd) and that
+        comparison is the one the status shows (same revision)."""
+        st = obj.get("status") or {}
+        summary = st.get("summary") or {}
+        if summary.get("listed") == summary.get("total"):
+            return obj
+        memo = self.reconciler.memos.get(repo_id(obj))
+        if memo is None or memo.comparison is None:
+            return obj
+        if memo.revision != (st.get("sync") or {}).get("revision"):
+            return obj
+        every = redact_value(status.resource_entries(memo.comparison))
+        return {**obj, "status": {**st, "resources": every}}
+
     def _push_matches(self, target: str | None, event: PushEvent, key: str) -> bool:
         if target in (None, "HEAD"):
             memo = self.reconciler.memos.get(key)

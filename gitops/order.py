@@ -3,6 +3,9 @@
 everything else — custom resources such as training jobs last, once their CRD and everything
 their pods mount exist. Pruning goes in reverse. Ties are broken by key.
 
+Waves: objects of the same place in the order do not depend on each other, so each wave
+(`apply_waves`) may be applied at once, after the wave before it is done.
+
 As gitops-engine's `kindOrder` (pkg/sync/sync_tasks.go), a table, not code; CRDs move up to
 just after namespaces (Argo CD gets the same effect by putting unknown kinds last).
 """
@@ -15,7 +18,7 @@ from typing import TypeVar
 from gitops import kinds
 from gitops.pairing import ResourceKey
 
-__all__ = ["KIND_ORDER", "apply_order", "prune_order", "sort_key"]
+__all__ = ["KIND_ORDER", "apply_order", "apply_waves", "prune_order", "prune_waves", "sort_key"]
 
 KIND_ORDER: tuple[str, ...] = (
     "Namespace",
@@ -68,3 +71,21 @@ def apply_order(items: Iterable[T], key: Callable[[T], ResourceKey]) -> list[T]:
 def prune_order(items: Iterable[T], key: Callable[[T], ResourceKey]) -> list[T]:
     """`items` in delete order: the reverse of apply order."""
     return sorted(items, key=lambda item: sort_key(key(item)), reverse=True)
+
+
+def apply_waves(items: Iterable[T], key: Callable[[T], ResourceKey]) -> list[list[T]]:
+    """`items` in apply order, grouped by their place in it (each group by key)."""
+    out: list[list[T]] = []
+    last: int | None = None
+    for item in apply_order(items, key):
+        rank = sort_key(key(item))[0]
+        if rank != last:
+            out.append([])
+            last = rank
+        out[-1].append(item)
+    return out
+
+
+def prune_waves(items: Iterable[T], key: Callable[[T], ResourceKey]) -> list[list[T]]:
+    """`items` in delete order, grouped as `apply_waves` groups them (the reverse)."""
+    return [wave[::-1] for wave in reversed(apply_waves(items, key))]

@@ -32,7 +32,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,8 +75,8 @@ DEFAULT_KINDS: frozenset[tuple[str, str]] = frozenset(
         resources.NAMESPACES,
     )
 )
-"""Kinds always searched for tracked objects (prune candidates), besides those in Git now and
-those this process has applied."""
+"""Kinds always searched for tracked objects (prune candidates), besides those in Git now,
+those this process has applied and those the status records (`appliedKinds`)."""
 
 Emit = Callable[[dict[str, Any], str, str, str], None]
 """(object, type, reason, message): an Event to record, buffered by the caller."""
@@ -166,6 +166,8 @@ class Reconciler:
         memo.stage = status.COMPARISON_ERROR
         if memo.synced_revision is None:  # a restart: what the status says was synced last
             memo.synced_revision = status.last_synced_revision(obj.get("status") or {})
+        if not memo.kinds:  # a restart: the kinds it applied (a Role gone from Git is pruned)
+            memo.kinds = status.applied_kinds(obj.get("status") or {})
         requested, revision = memo.sync_requested, memo.sync_revision
         memo.sync_requested, memo.sync_revision = False, None  # one-shot, even when it fails
         try:
@@ -194,12 +196,12 @@ class Reconciler:
             return 0.0 if revision is not None else spec.interval
         commit = fetched
         kinds = set(DEFAULT_KINDS) | memo.kinds | keys.kinds_of(memo.checked)
-        desired = keys.desired_keys(memo.checked, spec.destination)
+        desired = await asyncio.to_thread(keys.desired_keys, memo.checked, spec.destination)
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         live, tracked = await self.tenants.engine(key).live(
             key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
         )
-        fingerprint: str | None = keys.fingerprint(live, tracked)
+        fingerprint: str | None = await asyncio.to_thread(keys.fingerprint, live, tracked)
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry_at is not None and self.monotonic() >= memo.retry_at
         claimed = memo.comparison is not None and ownership.claimed(memo.comparison)
@@ -214,7 +216,9 @@ class Reconciler:
         ) and not (memo.refresh or requested or retry_due or failing or claimed):
             return self._requeue(spec, memo)
         memo.refresh = False
-        sources_of = keys.recorded_sources(obj)
+        sources_of = keys.recorded_sources(obj)  # bounded: the last comparison has them all
+        if memo.comparison is not None:
+            sources_of = {**keys.sources_of(memo.comparison.resources), **sources_of}
         comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
         operation = None
         if self._should_sync(spec, memo, commit.sha, comparison, requested, retry_due):
@@ -223,7 +227,7 @@ class Reconciler:
             live, tracked = await self.tenants.engine(key).live(
                 key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
             )
-            fingerprint = keys.fingerprint(live, tracked)
+            fingerprint = await asyncio.to_thread(keys.fingerprint, live, tracked)
             comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
             if operation.phase == "Succeeded" and spec.self_heal and _actionable(comparison):
                 # An edit landed between the apply and the re-list: the watch event it caused
@@ -231,11 +235,13 @@ class Reconciler:
                 fingerprint = None
         memo.revision, memo.fingerprint, memo.generation = commit.sha, fingerprint, generation
         memo.comparison = comparison
-        memo.kinds |= {(str(o.get("apiVersion")), str(o.get("kind"))) for o in live.values()}
+        live_kinds = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in live.values()}
+        memo.kinds |= live_kinds
+        applied = (keys.kinds_of(memo.checked) | live_kinds) - DEFAULT_KINDS
         await self._write_status(
             obj,
             lambda old: guards.with_prune_condition(
-                status.build(old, comparison, commit.sha, self.clock(), operation),
+                status.build(old, comparison, commit.sha, self.clock(), operation, applied),
                 comparison,
                 self.clock(),
             ),
@@ -294,9 +300,7 @@ class Reconciler:
                 memo.head_ref = ref.ref
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.checked_for != wanted:
-                memo.checked = await self.tenants.bounded(
-                    obj, spec, await self._load(spec, revision, creds)
-                )
+                memo.checked = await self.tenants.bounded(obj, spec, await self._load(spec, commit))
                 memo.checked_for, memo.commit = wanted, commit
         except (GitError, sources.SourcesError) as exc:
             self.metrics.fetch_failures.inc()
@@ -310,15 +314,16 @@ class Reconciler:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
         return commit
 
-    async def _load(
-        self, spec: RepoSpec, revision: str | None, creds: Credentials | None
-    ) -> list[Checked]:
+    async def _load(self, spec: RepoSpec, commit: Commit) -> list[Checked]:
+        """The checked manifests of `commit` — the fetched sha, never the branch resolved
+        again: a push since the fetch must not apply another commit than status records."""
         scratch = Path(self.git.cache_dir) / "checkouts"
         scratch.mkdir(parents=True, exist_ok=True)
         tmp = await asyncio.to_thread(tempfile.mkdtemp, dir=scratch)
         try:
-            checkout = await self.git.checkout(spec.repo_url, revision, Path(tmp, "tree"), creds)
-            root = checkout.root
+            root = await self.git.export(
+                spec.repo_url, commit.sha, Path(tmp, "tree"), path=spec.path
+            )
             return await asyncio.to_thread(
                 lambda: preflight(sources.load_directory(root, spec.path, recurse=spec.recurse))
             )
@@ -360,15 +365,17 @@ class Reconciler:
         """Compare; then keep off objects another repository tracks (gitops/ownership.py) and
         block prune of an empty desired state (gitops/guards.py)."""
         key, uid = repo_id(obj), str((obj.get("metadata") or {}).get("uid") or "")
-        comparison = compare(
-            memo.checked,
-            live,
-            tracked,
-            repository=key,
-            destination=spec.destination,
-            ignore_differences=spec.ignore_differences,
-            sources=sources_of,
-            repository_uid=uid,
+        comparison = await asyncio.to_thread(  # CPU-heavy on a big repository: off the loop
+            lambda: compare(
+                memo.checked,
+                live,
+                tracked,
+                repository=key,
+                destination=spec.destination,
+                ignore_differences=spec.ignore_differences,
+                sources=sources_of,
+                repository_uid=uid,
+            )
         )
         desired = [r.key for r in comparison.resources if r.key is not None and not r.prune]
         foreign = await ownership.foreign_claims(live, desired, key, uid, self._repository_uid)
@@ -420,22 +427,33 @@ class Reconciler:
         ]
         outcomes: list[Outcome] = list(denied)
         todo = [r for r in comparison.resources if r.desired is not None and r.status != "Synced"]
-        for r in order.apply_order(todo, _key):
-            outcome = await self.tenants.engine(key).apply(r)
+        engine = self.tenants.engine(key)
+        slots = asyncio.Semaphore(APPLY_PARALLELISM)
+
+        async def apply(r: ResourceState) -> Outcome:
+            async with slots:
+                outcome = await engine.apply(r)
             if outcome.failed and r.where:
                 outcome = Outcome(outcome.key, FAILED, f"{r.where}: {outcome.message}")
-            outcomes.append(outcome)
-            memo.kinds.add((str(r.desired.get("apiVersion")), r.key.kind))  # type: ignore[union-attr]
-        prune = [r for r in comparison.resources if r.prune]
-        for r in order.prune_order(prune, _key):
-            if not spec.prune:
-                continue
-            if comparison.prune_blocked:
+            memo.kinds.add((str(r.desired.get("apiVersion")), _key(r).kind))  # type: ignore[union-attr]
+            return outcome
+
+        async def prune(r: ResourceState) -> Outcome:
+            async with slots:
+                return await engine.prune(r)
+
+        for wave in order.apply_waves(todo, _key):  # a wave at once, in order, 8 at a time
+            outcomes.extend(await _each(apply, wave))
+        prune_states = [r for r in comparison.resources if r.prune] if spec.prune else []
+        if comparison.prune_blocked:
+            for r in order.prune_order(prune_states, _key):
                 outcomes.append(Outcome(_key(r), PRUNE_SKIPPED, comparison.prune_blocked))
-            else:
-                outcomes.append(await self.tenants.engine(key).prune(r))
+        else:
+            for wave in order.prune_waves(prune_states, _key):
+                outcomes.extend(await _each(prune, wave))
         failed = [o for o in outcomes if o.failed]
-        applied_failed = [o for o in failed if o not in denied]
+        refused = {id(o) for o in denied}
+        applied_failed = [o for o in failed if id(o) not in refused]
         new_revision = commit.sha != memo.synced_revision
         if new_revision:
             memo.attempts = 0
@@ -493,6 +511,10 @@ class Reconciler:
         """Replace `.status` conditional on the resourceVersion; on Conflict read and retry."""
         meta = obj["metadata"]
         for _ in range(5):
+            old = dict(obj.get("status") or {})
+            # Masked (`gitops.redact`): messages echo the repository URL and its credentials.
+            # Built off the loop: a status is built from every resource of the repository.
+            new_status = await asyncio.to_thread(_masked, make, old)
             body = {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),
@@ -502,8 +524,7 @@ class Reconciler:
                     "resourceVersion": meta.get("resourceVersion"),
                 },
                 "spec": obj.get("spec"),
-                # Masked (`gitops.redact`): messages echo the repository URL and its credentials.
-                "status": redact_value(make(dict(obj.get("status") or {}))),
+                "status": new_status,
             }
             try:
                 await self.client.replace(JOB_REPOSITORIES, body, subresource="status")
@@ -519,13 +540,39 @@ class Reconciler:
         return max(0.0, min(spec.interval, memo.retry_at - self.monotonic()))
 
 
+APPLY_PARALLELISM = 8
+"""Applies (and prunes) in flight at once within a wave of `order.apply_waves`."""
+
 NO_KEY = ResourceKey("", "", "", "")
 """The key of an outcome for a document without one (it could not be read)."""
+
+
+async def _each(
+    act: Callable[[ResourceState], Coroutine[Any, Any, Outcome]], wave: list[ResourceState]
+) -> list[Outcome]:
+    """`act` on every resource of `wave` at once (its own semaphore bounds it); the outcomes
+    in the wave's order. The first exception cancels the rest of the wave and is raised as it
+    is (not in an ExceptionGroup: an APIError is retried by the work queue)."""
+    tasks = [asyncio.ensure_future(act(r)) for r in wave]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _key(r: ResourceState) -> ResourceKey:
     assert r.key is not None
     return r.key
+
+
+def _masked(
+    make: Callable[[dict[str, Any]], dict[str, Any]], old: dict[str, Any]
+) -> dict[str, Any]:
+    masked: dict[str, Any] = redact_value(make(old))
+    return masked
 
 
 def _actionable(comparison: Comparison) -> bool:

@@ -177,26 +177,38 @@ def _read(base: Path, file: Path) -> list[ManifestEntry]:
 
 
 def _walk(base: Path, start: Path, recurse: bool) -> list[Path]:
+    """The manifest files under `start`. The real path of each directory is its parent's
+    plus its name unless it is a symlink (only then resolved): `realpath` of every directory
+    costs a system call per component, quadratic in the depth of a deep tree."""
     found: list[Path] = []
     seen: set[str] = set()
+    root = str(base)
+    real_of = {str(start): os.path.realpath(start)}
     for current, dirs, files in os.walk(start, followlinks=True):
-        real = os.path.realpath(current)
-        if real in seen or _inside(base, os.path.relpath(real, base)) is None:
+        real = real_of.pop(current, None) or os.path.realpath(current)
+        if real in seen or not _contains(root, real):
             dirs[:] = []
             continue
         seen.add(real)
         dirs[:] = sorted(d for d in dirs if d != ".git") if recurse else []
+        for d in dirs:
+            sub = os.path.join(current, d)
+            real_of[sub] = os.path.realpath(sub) if os.path.islink(sub) else f"{real}/{d}"
         for name in files:
             path = Path(current, name)
             if path.suffix not in SUFFIXES:
                 continue
-            resolved = os.path.realpath(path)
-            if _inside(base, os.path.relpath(resolved, base)) is None or not os.path.isfile(
-                resolved
-            ):
-                continue  # a symlink leaving the repository, or dangling
+            if os.path.islink(path) and not _contains(root, os.path.realpath(path)):
+                continue  # a symlink leaving the repository
+            if not os.path.isfile(path):
+                continue  # dangling, or not a regular file
             found.append(path)
     return found
+
+
+def _contains(root: str, real: str) -> bool:
+    """Whether the resolved path `real` is `root` or under it."""
+    return real == root or real.startswith(root.rstrip("/") + "/")
 
 
 def _inside(base: Path, path: str) -> Path | None:

@@ -5,6 +5,15 @@ Every field `gitops/crd.py` defines, in the shape of an Argo CD Application's st
 included), `history` (the last 10 operations that applied a new revision), `conditions`
 (ComparisonError while Git or `path` cannot be read) and `reconciledAt`.
 
+Bounded at any repository size (etcd refuses a request over 1.5 MiB, so a status that grows
+with the repository would fail to be written forever): `resources` lists every resource while
+there are at most `RESOURCE_LIMIT` of them within `LIST_BUDGET` bytes; above that, only those
+not Synced+Healthy (the ones someone needs to look at), up to the same limits; and
+`summary` always counts them all (`{total, listed, sync: {Synced: n, …}, health: {…}}`).
+`operationState.syncResult.resources` is bounded the same way (only failures) with its own
+`total`; messages are cut at `MESSAGE_LIMIT` characters. The whole list is served by the HTTP
+API from the reconciler's memory (`resource_entries`, `gitops.manager`).
+
 A repository that cannot be fetched keeps its last synced state: `with_condition` changes only
 the conditions (and `reconciledAt`), so `sync`, `health`, `resources` and `history` stay what
 the last successful comparison wrote.
@@ -13,23 +22,32 @@ the last successful comparison wrote.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from gitops.compare import Comparison, ResourceState
 from gitops.git import Commit
-from gitops.sync import Outcome
+from gitops.sync import FAILED, Outcome
 
 __all__ = [
     "COMPARISON_ERROR",
     "ERROR_CONDITIONS",
     "HISTORY_LIMIT",
+    "KINDS_LIMIT",
+    "LIST_BUDGET",
+    "MESSAGE_LIMIT",
+    "RESOURCE_LIMIT",
     "SYNC_ERROR",
     "Operation",
+    "applied_kinds",
+    "bounded",
     "build",
     "last_synced_revision",
+    "resource_entries",
+    "summary",
     "timestamp",
     "with_condition",
     "with_operation_error",
@@ -37,6 +55,14 @@ __all__ = [
 ]
 
 HISTORY_LIMIT = 10
+RESOURCE_LIMIT = 500
+"""Entries at most in `resources` (and in `operationState.syncResult.resources`)."""
+LIST_BUDGET = 256 * 1024
+"""Bytes (as JSON) at most of each of those two lists: with the rest, well under 1 MiB."""
+KINDS_LIMIT = 256
+"""Kinds at most in `appliedKinds` (the CRD's maxItems)."""
+MESSAGE_LIMIT = 1024
+"""Characters kept of one resource's message in the status (the API has them whole)."""
 COMPARISON_ERROR = "ComparisonError"
 SYNC_ERROR = "SyncError"
 ERROR_CONDITIONS = (COMPARISON_ERROR, SYNC_ERROR)
@@ -69,10 +95,11 @@ def build(
     revision: str,
     now: datetime,
     operation: Operation | None = None,
+    kinds: Iterable[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The next status: the comparison's sync and health, the operation (or the last one kept),
     history with the operation appended when it applied a new revision, conditions without
-    ComparisonError."""
+    ComparisonError; `appliedKinds` from `kinds` ((apiVersion, kind) pairs) when given."""
     status = copy.deepcopy(old)
     for type_ in ERROR_CONDITIONS:
         status = without_condition(status, type_)
@@ -83,7 +110,13 @@ def build(
         "shortRevision": revision[:7],
     }
     status["health"] = {"status": str(repo_health.status), "message": repo_health.message}
-    status["resources"] = [_resource(r) for r in comparison.resources]
+    entries = resource_entries(comparison)
+    status["resources"] = bounded(entries, _needs_attention)
+    status["summary"] = summary(entries, len(status["resources"]))
+    if kinds is not None:
+        status["appliedKinds"] = [
+            {"apiVersion": a, "kind": k} for a, k in sorted(set(kinds))[:KINDS_LIMIT]
+        ]
     if operation is not None:
         status["operationState"] = _operation(operation)
         if operation.new_revision:
@@ -119,7 +152,7 @@ def with_condition(
             "type": type_,
             "status": "True",
             "reason": reason,
-            "message": message,
+            "message": _text(message, 4 * MESSAGE_LIMIT),
             "lastTransitionTime": since or timestamp(now),
         }
     )
@@ -135,12 +168,22 @@ def with_operation_error(
     status = copy.deepcopy(old)
     status["operationState"] = {
         "phase": "Error",
-        "message": message,
+        "message": _text(message, 4 * MESSAGE_LIMIT),
         "startedAt": timestamp(started),
         "finishedAt": timestamp(now),
         "syncResult": {"revision": revision, "resources": []},
     }
     return status
+
+
+def applied_kinds(status: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (apiVersion, kind) pairs of `appliedKinds` (a restarted reconciler searches them for
+    prune candidates: the objects of a kind no longer in Git are still found)."""
+    out = set()
+    for item in status.get("appliedKinds") or []:
+        if isinstance(item, dict) and item.get("apiVersion") and item.get("kind"):
+            out.add((str(item["apiVersion"]), str(item["kind"])))
+    return out
 
 
 def last_synced_revision(status: dict[str, Any]) -> str | None:
@@ -163,6 +206,68 @@ def without_condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     else:
         status.pop("conditions", None)
     return status
+
+
+def resource_entries(comparison: Comparison) -> list[dict[str, Any]]:
+    """Every resource of `comparison` as a status entry (the whole list, unbounded)."""
+    return [_resource(r) for r in comparison.resources]
+
+
+def bounded(
+    entries: Sequence[dict[str, Any]],
+    important: Callable[[dict[str, Any]], bool],
+    *,
+    limit: int = RESOURCE_LIMIT,
+    budget: int = LIST_BUDGET,
+) -> list[dict[str, Any]]:
+    """`entries` (messages cut at MESSAGE_LIMIT) when all fit in `limit` entries and `budget`
+    bytes of JSON; else only the `important` ones, in their order, until either limit is
+    reached (`summary` counts the others)."""
+    cut = [_cut(e) for e in entries]
+    sizes = [len(json.dumps(e, separators=(",", ":"))) + 1 for e in cut]
+    if len(cut) <= limit and sum(sizes) <= budget:
+        return cut
+    out: list[dict[str, Any]] = []
+    used = 0
+    for entry, size in zip(cut, sizes, strict=True):
+        if not important(entry):
+            continue
+        if len(out) >= limit or used + size > budget:
+            break
+        out.append(entry)
+        used += size
+    return out
+
+
+def summary(entries: Sequence[dict[str, Any]], listed: int) -> dict[str, Any]:
+    """How many resources there are, how many `resources` lists, and how many per sync and
+    per health status."""
+    sync: dict[str, int] = {}
+    health: dict[str, int] = {}
+    for e in entries:
+        sync[str(e.get("status"))] = sync.get(str(e.get("status")), 0) + 1
+        if e.get("health"):
+            health[str(e["health"])] = health.get(str(e["health"]), 0) + 1
+    return {"total": len(entries), "listed": listed, "sync": sync, "health": health}
+
+
+def _needs_attention(entry: dict[str, Any]) -> bool:
+    return entry.get("status") != "Synced" or entry.get("health") not in (None, "Healthy")
+
+
+def _failed(entry: dict[str, Any]) -> bool:
+    return entry.get("status") == FAILED
+
+
+def _cut(entry: dict[str, Any]) -> dict[str, Any]:
+    message = entry.get("message")
+    if isinstance(message, str) and len(message) > MESSAGE_LIMIT:
+        return {**entry, "message": _text(message)}
+    return entry
+
+
+def _text(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _resource(r: ResourceState) -> dict[str, Any]:
@@ -188,10 +293,14 @@ def _resource(r: ResourceState) -> dict[str, Any]:
 def _operation(op: Operation) -> dict[str, Any]:
     return {
         "phase": op.phase,
-        "message": op.message,
+        "message": _text(op.message, 4 * MESSAGE_LIMIT),
         "startedAt": timestamp(op.started),
         "finishedAt": timestamp(op.finished),
-        "syncResult": {"revision": op.revision, "resources": _results(op.outcomes)},
+        "syncResult": {
+            "revision": op.revision,
+            "resources": bounded(_results(op.outcomes), _failed),
+            "total": len(op.outcomes),
+        },
     }
 
 
@@ -215,7 +324,7 @@ def _history(op: Operation) -> dict[str, Any]:
     return {
         "revision": op.revision,
         "author": author,
-        "message": commit.subject if commit else "",
+        "message": _text(commit.subject) if commit else "",
         "deployedAt": timestamp(op.finished),
         "result": op.phase,
     }

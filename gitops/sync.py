@@ -42,6 +42,8 @@ REPLACE_HINT = (
     f"set the annotation {names.SYNC_OPTIONS_ANNOTATION}: Replace=true to delete and recreate "
     "the job"
 )
+LIST_PAGE = 1000
+"""Objects per page when listing what a repository tracks (`SyncEngine.live`)."""
 SYNCED, FAILED, PRUNED, PRUNE_SKIPPED = "Synced", "SyncFailed", "Pruned", "PruneSkipped"
 
 
@@ -92,7 +94,9 @@ class SyncEngine:
             resource = await self.discovery.resource(api_version, kind)
             if resource is None:
                 continue
-            for obj in await self._list_tracked(resource, selector, scope, desired):
+            for i, obj in enumerate(await self._list_tracked(resource, selector, scope, desired)):
+                if i % LIST_PAGE == LIST_PAGE - 1:
+                    await asyncio.sleep(0)  # let the loop run: thousands of objects
                 obj.setdefault("apiVersion", resource.api_version)
                 obj.setdefault("kind", resource.kind)
                 key = key_of(obj)
@@ -169,9 +173,7 @@ class SyncEngine:
         API server forbids gives nothing; an every-namespace list it forbids falls back to
         the namespaces Git names."""
         if scope is None:
-            return list(
-                (await self.client.list(resource, label_selector=selector)).get("items") or []
-            )
+            return await self._pages(resource, None, selector)
         if not resource.namespaced:
             if not scope.lists_cluster_kind(resource.group, resource.kind):
                 return []
@@ -180,8 +182,7 @@ class SyncEngine:
             namespaces: list[str] = sorted(scope.namespaces)
         else:
             try:
-                body = await self.client.list(resource, label_selector=selector)
-                return list(body.get("items") or [])
+                return await self._pages(resource, None, selector)
             except errors.Forbidden:
                 namespaces = sorted({k.namespace for k in desired if k.namespace})
         out: list[dict[str, Any]] = []
@@ -193,10 +194,32 @@ class SyncEngine:
         self, resource: Resource, namespace: str | None, selector: str
     ) -> list[dict[str, Any]]:
         try:
-            body = await self.client.list(resource, namespace, label_selector=selector)
+            return await self._pages(resource, namespace, selector)
         except errors.Forbidden:
             return []
-        return list(body.get("items") or [])
+
+    async def _pages(
+        self, resource: Resource, namespace: str | None, selector: str
+    ) -> list[dict[str, Any]]:
+        """Every object of the list, read `LIST_PAGE` at a time: one body of 10,000 objects is
+        parsed in one call that holds the event loop (and the GIL) for a quarter second or
+        more; pages let the loop run in between. An expired continue token (410) lists again
+        in one go."""
+        out: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            try:
+                body = await self.client.list(
+                    resource, namespace, label_selector=selector, limit=LIST_PAGE,
+                    continue_token=token,
+                )  # fmt: skip
+            except errors.Gone:
+                body = await self.client.list(resource, namespace, label_selector=selector)
+                return list(body.get("items") or [])
+            out.extend(body.get("items") or [])
+            token = (body.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return out
 
     async def _apply(
         self, resource: Resource, key: ResourceKey, body: dict[str, Any]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gitops.order import apply_order, prune_order
+from gitops.order import apply_order, apply_waves, prune_order, prune_waves
 from gitops.pairing import DuplicateResourceError, ResourceKey, key_of, pair
 
 
@@ -91,3 +91,44 @@ def test_namespaces_then_crds_then_config_then_workloads_then_custom_resources()
     ]
     assert [k.name for k in ordered[3:5]] == ["a", "b"]
     assert prune_order(keys, key=lambda k: k) == list(reversed(ordered))
+
+
+def _k(group: str, kind: str, name: str) -> ResourceKey:
+    return ResourceKey(group, kind, "team-a", name)
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        pytest.param([], [], id="nothing"),
+        pytest.param(
+            [
+                _k("batch.tensorstack.dev", "TensorFlowTrainingJob", "b"),
+                _k("", "ConfigMap", "z"),
+                _k("batch.tensorstack.dev", "TensorFlowTrainingJob", "a"),
+                _k("", "Namespace", "ns"),
+                _k("", "ConfigMap", "y"),
+                _k("batch.tensorstack.dev", "XGBoostTrainingJob", "c"),
+            ],
+            [
+                ["ns"],
+                ["y", "z"],
+                ["a", "b", "c"],  # custom resources: one wave
+            ],
+            id="one-wave-per-place",
+        ),
+        pytest.param(
+            [_k("", "Secret", "s"), _k("", "ConfigMap", "c"), _k("apps", "Deployment", "d")],
+            [["s"], ["c"], ["d"]],
+            id="adjacent-kinds-stay-apart",
+        ),
+    ],
+)
+def test_apply_waves_group_the_apply_order_by_place(
+    keys: list[ResourceKey], expected: list[list[str]]
+) -> None:
+    waves = apply_waves(keys, lambda k: k)
+    assert [[k.name for k in wave] for wave in waves] == expected
+    assert [k for wave in waves for k in wave] == apply_order(keys, lambda k: k)
+    pruned = prune_waves(keys, lambda k: k)
+    assert [k for wave in pruned for k in wave] == prune_order(keys, lambda k: k)

@@ -176,3 +176,16 @@ def test_several_violations_render_as_an_aggregate() -> None:
     assert len(errors) >= 1
     text = denial_message(errors * 2)
     assert text.split("denied the request: ")[1].startswith("[")
+
+
+def test_a_very_deep_tree_is_read_with_links_judged_by_where_they_lead(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    deep = root.joinpath(*(["d"] * 600))
+    deep.mkdir(parents=True)
+    (deep / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\n")
+    (tmp_path / "outside.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    os.symlink(tmp_path / "outside.yaml", deep / "leaves.yaml")
+    entries = load_directory(root, ".")
+    assert [(e.file.count("/"), e.obj["metadata"]["name"]) for e in entries if e.obj] == [
+        (600, "deep")
+    ]
