@@ -1,4 +1,5 @@
-"""The kubelet's HTTP endpoint: `GET /containerLogs/{namespace}/{pod}/{container}`.
+"""The kubelet's HTTPS endpoint: `GET /containerLogs/{namespace}/{pod}/{container}`, and
+`/exec/{namespace}/{pod}/{container}` (`execserver.py`, `kubectl exec`) on the same port.
 
 As in Kubernetes, the API server serves `pods/log` by asking the kubelet of the pod's node (the
 port is published in the Node's `status.daemonEndpoints.kubeletEndpoint.Port`). Query options:
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from localcluster.kubelet.execserver import ExecServer
 from localcluster.kubelet.logs import LogOptions, parse_log, parse_time, render, select_log
 from localcluster.kubelet.runtime import Runtime
 
@@ -72,12 +74,14 @@ class LogServer:
         lookup: Callable[[str, str], str | None],
         *,
         client_ca: bytes,
+        exec_server: ExecServer | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.runtime = runtime
         self.lookup = lookup
         self.client_ca = client_ca
+        self.exec_server = exec_server
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -86,6 +90,8 @@ class LogServer:
         app = web.Application()
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         app.router.add_get("/healthz", _healthz)
+        if self.exec_server is not None:
+            self.exec_server.add_routes(app)
         return app
 
     async def start(self) -> int:
