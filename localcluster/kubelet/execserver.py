@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
+from localcluster.kubelet import execstreams, shim
 from localcluster.kubelet import remotecommand as rc
-from localcluster.kubelet import shim
 from localcluster.kubelet.runtime import Runtime
 
 __all__ = ["ExecServer"]
@@ -97,16 +97,6 @@ class ExecServer:
         spec = await asyncio.to_thread(self.runtime.start_spec, uid, container, attempt)
         if spec is None:
             return _response(500, "InternalError", f'container "{container}" has no start record')
-        ws = web.WebSocketResponse(protocols=rc.PROTOCOLS, max_msg_size=MAX_MESSAGE)
-        ready = ws.can_prepare(request)
-        if not ready.ok:
-            return _response(400, "BadRequest", rc.SPDY_UNSUPPORTED)
-        if ready.protocol is None:
-            return _response(
-                400,
-                "BadRequest",
-                f"unsupported WebSocket subprotocol: want one of {', '.join(rc.PROTOCOLS)}",
-            )
         if self.sessions >= self.max_sessions:
             return _response(
                 429, "TooManyRequests", f"too many exec sessions on this node ({self.sessions})"
@@ -114,15 +104,43 @@ class ExecServer:
         sandbox = str(self.runtime.pod_dir(uid) / "sandbox.json") if spec.get("sandbox") else "-"
         argv = [sys.executable, "-I", "-S", shim.__file__, "session", sandbox]
         argv += ["1" if options.tty else "0", *options.command]
+        alive = _InstanceCheck(self.runtime, uid, container, attempt)
+        env, cwd = spec.get("env") or {}, str(spec.get("cwd") or "/")
         self.sessions += 1
         try:
+            upgrade = request.headers.get("Upgrade", "").lower()
+            if upgrade.startswith("spdy/"):
+                protocol = execstreams.spdy_protocol(request)
+                if protocol is None:
+                    return _response(
+                        400,
+                        "BadRequest",
+                        "unsupported stream protocol: want one of "
+                        + ", ".join(execstreams.SPDY_PROTOCOLS),
+                    )
+                spdy_channels = execstreams.SpdyChannels(request, options)
+                response, streams_open = await spdy_channels.accept(protocol)
+                if streams_open:
+                    await _Session(spdy_channels, options, self.idle_timeout).run(
+                        argv, env, cwd, alive
+                    )
+                return response
+            ws = web.WebSocketResponse(protocols=rc.PROTOCOLS, max_msg_size=MAX_MESSAGE)
+            ready = ws.can_prepare(request)
+            if not ready.ok:
+                return _response(400, "BadRequest", rc.UPGRADE_REQUIRED)
+            if ready.protocol is None:
+                return _response(
+                    400,
+                    "BadRequest",
+                    f"unsupported WebSocket subprotocol: want one of {', '.join(rc.PROTOCOLS)}",
+                )
             await ws.prepare(request)
-            session = _Session(ws, options, self.idle_timeout)
-            alive = _InstanceCheck(self.runtime, uid, container, attempt)
-            await session.run(argv, spec.get("env") or {}, str(spec.get("cwd") or "/"), alive)
+            channels = execstreams.WebSocketChannels(ws)
+            await _Session(channels, options, self.idle_timeout).run(argv, env, cwd, alive)
+            return ws
         finally:
             self.sessions -= 1
-        return ws
 
 
 class _InstanceCheck:
@@ -138,9 +156,9 @@ class _InstanceCheck:
 
 class _Session:
     def __init__(
-        self, ws: web.WebSocketResponse, options: rc.ExecOptions, idle_timeout: float
+        self, channels: execstreams.Channels, options: rc.ExecOptions, idle_timeout: float
     ) -> None:
-        self.ws = ws
+        self.channels = channels
         self.options = options
         self.idle_timeout = idle_timeout
         self.last_traffic = time.monotonic()
@@ -150,8 +168,7 @@ class _Session:
     async def send(self, channel: int, data: bytes) -> None:
         self.last_traffic = time.monotonic()
         async with self.send_lock:
-            if not self.ws.closed:
-                await self.ws.send_bytes(rc.frame(channel, data))
+            await self.channels.send(channel, data)
 
     async def run(
         self,
@@ -193,7 +210,7 @@ class _Session:
             if self.master is not None:
                 os.close(self.master)
                 self.master = None
-            await self.ws.close()
+            await self.channels.close()
 
     async def _start(
         self, argv: list[str], env: dict[str, str], cwd: str
@@ -267,14 +284,8 @@ class _Session:
 
     async def _input(self, proc: asyncio.subprocess.Process) -> None:
         """Client messages until the client closes: stdin, resize, v5 close-stdin."""
-        async for msg in self.ws:
-            if msg.type != WSMsgType.BINARY:
-                continue  # text (base64 protocols) is not served; pings are answered by aiohttp
+        async for channel, payload in self.channels.incoming():
             self.last_traffic = time.monotonic()
-            parsed = rc.parse_frame(msg.data)
-            if parsed is None:
-                continue
-            channel, payload = parsed
             if channel == rc.STDIN and self.options.stdin:
                 await self._write_stdin(proc, payload)
             elif channel == rc.RESIZE and self.master is not None:

@@ -12,8 +12,8 @@ The options arrive as query parameters: the kubelet's own names (`input`, `outpu
 reported as a kubelet does: `Success`, or `Failure` with reason `NonZeroExitCode` and the code
 as the cause `ExitCode` (kubectl exits with that code).
 
-SPDY/3.1, the protocol of kubectl < 1.30 (and what kube-apiserver speaks to kubelets when it
-translates a WebSocket exec), is not implemented; the message `SPDY_UNSUPPORTED` says so.
+The same channels also travel as SPDY/3.1 streams (`spdy.py`, `execstreams.py`): what
+kube-apiserver speaks to kubelets when it translates a client's WebSocket exec.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ __all__ = [
     "ERROR",
     "PROTOCOLS",
     "RESIZE",
-    "SPDY_UNSUPPORTED",
     "STDERR",
     "STDIN",
     "STDOUT",
+    "UPGRADE_REQUIRED",
     "V5",
     "ExecOptions",
     "exit_status",
@@ -51,10 +51,9 @@ PROTOCOLS = (V5, V4)
 STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
 CHANNEL_CLOSE = 255  # v5: `[255, channel]`, the client closed that channel
 
-SPDY_UNSUPPORTED = (
-    "this process kubelet serves exec over WebSockets only (v5/v4.channel.k8s.io): "
-    "use kubectl 1.30 or newer and leave KUBECTL_REMOTE_COMMAND_WEBSOCKETS unset; "
-    "SPDY is not supported"
+UPGRADE_REQUIRED = (
+    "exec needs a connection upgrade: a WebSocket (v5.channel.k8s.io or v4.channel.k8s.io) "
+    "or SPDY/3.1"
 )
 
 # Names of the kubelet's query parameters, and of `pods/exec`'s (PodExecOptions).

@@ -236,7 +236,7 @@ def test_the_kubelets_exec_endpoint_needs_the_api_servers_certificate(
     kubeletclient.refused(port, path)
     pki_dir = local_node.data_dir / "pki"
     cert = (pki_dir / "kubelet-client.crt", pki_dir / "kubelet-client.key")
-    # With the certificate but no WebSocket upgrade (what a SPDY client gets): a clear 400.
+    # With the certificate but without a connection upgrade: a clear 400.
     status, body = kubeletclient.get(port, path, cert)
     assert status == 400
-    assert b"SPDY is not supported" in body
+    assert b"exec needs a connection upgrade" in body
