@@ -1,0 +1,90 @@
+"""`kubectl exec` into a pod of `trainops up`'s process node, through the API server.
+
+On the embedded server, `pods/exec` is relayed to the kubelet as a WebSocket; with
+`TRAINOPS_TEST_KUBECONFIG` (`up --kubeconfig --node` on the reference kube-apiserver), the
+real API server translates kubectl's WebSocket into SPDY towards the kubelet: both of the
+kubelet's transports are exercised with the same assertions."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from localcluster.kubelet import netns, podnet
+from tests.up.conftest import Up, eventually
+
+_DECISION = podnet.decide(netns.read_facts())
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def pod(running_up: Up) -> Iterator[str]:
+    """A running pod of the node, for the module's exec sessions."""
+    name = f"exec-{uuid.uuid4().hex[:6]}"
+    core = running_up.core()
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "command": ["sleep", "600"],
+                        "env": [{"name": "GREETING", "value": "hi from the pod"}],
+                    }
+                ],
+                "terminationGracePeriodSeconds": 1,
+            },
+        },
+    )
+    eventually(
+        lambda: core.read_namespaced_pod(name, "default").status.phase == "Running", timeout=60
+    )
+    yield name
+    core.delete_namespaced_pod(name, "default")
+
+
+def test_exec_runs_the_command_in_the_containers_environment(kubectl: Kubectl, pod: str) -> None:
+    out = kubectl("exec", pod, "--", "sh", "-c", 'echo "$GREETING"')
+    assert (out.returncode, out.stdout) == (0, "hi from the pod\n"), out.stderr
+
+
+@pytest.mark.skipif(not _DECISION.pod_network, reason=_DECISION.reason)
+def test_exec_sees_the_pods_hostname_and_hosts_file(
+    kubectl: Kubectl, pod: str, running_up: Up
+) -> None:
+    out = kubectl("exec", pod, "--", "hostname")
+    assert (out.returncode, out.stdout) == (0, f"{pod}\n"), out.stderr
+    ip = running_up.core().read_namespaced_pod(pod, "default").status.pod_ip
+    hosts = kubectl("exec", pod, "--", "cat", "/etc/hosts").stdout
+    assert "# Kubernetes-managed hosts file" in hosts
+    assert f"{ip}\t{pod}" in hosts.splitlines()
+
+
+def test_stdin_is_echoed_by_cat(running_up: Up, pod: str) -> None:
+    binary = shutil.which("kubectl")
+    assert binary is not None
+    text = "".join(f"line {i}\n" for i in range(5000))
+    out = subprocess.run(
+        [binary, "--kubeconfig", str(running_up.kubeconfig), "exec", "-i", pod, "--", "cat"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (out.returncode, out.stdout) == (0, text), out.stderr
+
+
+def test_a_non_zero_exit_code_is_kubectls_exit_code(kubectl: Kubectl, pod: str) -> None:
+    out = kubectl("exec", pod, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert out.returncode == 3
+    assert out.stdout == "out\n"
+    assert "err\n" in out.stderr
+    assert "command terminated with exit code 3" in out.stderr
