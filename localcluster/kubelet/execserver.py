@@ -119,7 +119,7 @@ class ExecServer:
                         + ", ".join(execstreams.SPDY_PROTOCOLS),
                     )
                 spdy_channels = execstreams.SpdyChannels(request, options)
-                response, streams_open = await spdy_channels.accept(protocol)
+                response, streams_open = await spdy_channels.start(protocol)
                 if streams_open:
                     await _Session(spdy_channels, options, self.idle_timeout).run(
                         argv, env, cwd, alive
