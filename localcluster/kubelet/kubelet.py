@@ -42,6 +42,7 @@ from localcluster.kubelet.expansion import NodeFacts
 from localcluster.kubelet.logserver import LogServer
 from localcluster.kubelet.model import BackOffPolicy
 from localcluster.kubelet.podworker import PodWorker
+from localcluster.kubelet.portforward import PortForwardServer
 from localcluster.kubelet.runtime import Runtime
 
 __all__ = ["INHERITED_ENV", "Kubelet", "KubeletConfig"]
@@ -100,9 +101,12 @@ class Kubelet:
         self.by_name: dict[tuple[str, str], str] = {}
         self.shutting_down = False
         self.hurry = False  # set by `force_stop`: shutdown stops waiting for grace periods
-        self.execs = ExecServer(self.runtime, self._lookup)
+        streaming = (
+            ExecServer(self.runtime, self._lookup),
+            PortForwardServer(self.runtime, self._lookup),
+        )
         self.logs = LogServer(
-            self.runtime, self._lookup, client_ca=config.client_ca, exec_server=self.execs
+            self.runtime, self._lookup, client_ca=config.client_ca, streaming=streaming
         )
         self.facts = nodes.machine_facts(config.data_dir)
         extra = [n.strip() for n in os.environ.get("TRAINOPS_PASS_ENV", "").split(",") if n.strip()]

@@ -43,7 +43,7 @@ MAX_FRAME = 1024 * 1024  # larger frames are refused (the format allows 16 MiB)
 MAX_HEADERS = 64 * 1024  # a header block's uncompressed size
 
 # RST_STREAM status codes used here.
-PROTOCOL_ERROR, REFUSED_STREAM = 1, 3
+PROTOCOL_ERROR, REFUSED_STREAM, CANCEL = 1, 3, 5
 
 # The SPDY/3 header dictionary: these names and values, each preceded by its length as four
 # bytes, then a run of common values (status lines, dates, media types).
