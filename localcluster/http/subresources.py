@@ -5,7 +5,9 @@
 object (`status.addresses` InternalIP, `status.daemonEndpoints.kubeletEndpoint.Port`) and
 streams `GET /containerLogs/<ns>/<pod>/<container>` back, so `kubectl logs -f` follows output
 while the process runs. `pods/exec` goes to the kubelet's `/exec/<ns>/<pod>/<container>` the
-same way, as a relayed WebSocket (`streaming.py`).
+same way, as a relayed WebSocket (`streaming.py`); SPDY upgrades (`pods/portforward`, which
+kubectl tunnels through a WebSocket, and exec from kubectl < 1.30) are passed to the kubelet's
+SPDY endpoints byte for byte.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
@@ -58,11 +61,9 @@ KUBELET_TLS: web.AppKey[ssl.SSLContext] = web.AppKey("kubelet_tls", ssl.SSLConte
 UNSUPPORTED = {
     "attach": "attach is not supported: containers run as local processes on this machine; "
     "use kubectl logs -f to follow their output",
-    "portforward": "port-forward is not supported by the process kubelet: from this machine, "
-    "connect to the pod's IP (kubectl get pod -o wide) and the container's port directly",
 }
 
-HANDLED = ("log", "exec", "binding", "scale", *UNSUPPORTED)
+HANDLED = ("log", "exec", "portforward", "binding", "scale", *UNSUPPORTED)
 """The subresources `handle` serves."""
 
 
@@ -80,6 +81,8 @@ async def handle(
         raise apierrors.bad_request(UNSUPPORTED[sub])
     if sub == "exec" and request.method in ("GET", "POST"):
         return await _exec(request, srv, info, namespace, name)
+    if sub == "portforward" and request.method in ("GET", "POST"):
+        return await _port_forward(request, srv, info, namespace, name)
     if sub == "log" and request.method == "GET":
         return await _log(request, srv, info, namespace, name)
     if sub == "binding" and request.method == "POST":
@@ -124,6 +127,11 @@ def _waiting_reason(pod: dict[str, Any], container: str) -> str | None:
 
 
 def _kubelet_base(srv: Server, node_name: str) -> str:
+    host, port = _kubelet_address(srv, node_name)
+    return f"https://{host}:{port}"
+
+
+def _kubelet_address(srv: Server, node_name: str) -> tuple[str, int]:
     node = srv.store.get("/nodes", "", node_name)
     if node is None:
         raise ApiError(
@@ -140,7 +148,7 @@ def _kubelet_base(srv: Server, node_name: str) -> str:
     port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
     if not port:
         raise apierrors.internal(f'node "{node_name}" has no kubelet endpoint')
-    return f"https://{address}:{port}"
+    return str(address), int(port)
 
 
 async def _log(
@@ -209,7 +217,7 @@ async def _exec(
     node_name = (pod.get("spec") or {}).get("nodeName")
     if not node_name:
         raise apierrors.bad_request(f"pod {name} does not have a host assigned")
-    url = f"{_kubelet_base(srv, node_name)}/exec/{namespace}/{name}/{container}"
+    path = f"/exec/{namespace}/{name}/{container}"
     # What kube-apiserver sends a kubelet: each `command`, and the kubelet's flag names.
     params = [("command", c) for c in request.query.getall("command", [])]
     for option, kubelet_name in (
@@ -220,8 +228,33 @@ async def _exec(
     ):
         if request.query.get(option, "false").lower() in ("true", "1"):
             params.append((kubelet_name, "1"))
-    return await streaming.proxy_websocket(
-        request, url, params, tls=request.app.get(KUBELET_TLS, False)
+    tls = request.app.get(KUBELET_TLS, False)
+    if request.headers.get("Upgrade", "").lower().startswith("spdy/"):  # kubectl < 1.30
+        target = f"{path}?{urlencode(params)}"
+        address = _kubelet_address(srv, node_name)
+        return await streaming.proxy_spdy(request, address, target, tls=tls)
+    url = f"{_kubelet_base(srv, node_name)}{path}"
+    return await streaming.proxy_websocket(request, url, params, tls=tls)
+
+
+# -- pods/portforward ----------------------------------------------------------------------
+
+
+async def _port_forward(
+    request: web.Request, srv: Server, info: ResourceInfo, namespace: str, name: str
+) -> web.StreamResponse:
+    pod = srv.get(info, namespace, name)
+    if pod is None:
+        raise apierrors.not_found(info, name)
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        raise apierrors.bad_request(f"pod {name} does not have a host assigned")
+    address = _kubelet_address(srv, node_name)
+    return await streaming.proxy_spdy(
+        request,
+        address,
+        f"/portForward/{namespace}/{name}",
+        tls=request.app.get(KUBELET_TLS, False),
     )
 
 

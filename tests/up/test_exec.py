@@ -1,20 +1,24 @@
-"""`kubectl exec` into a pod of `trainops up`'s process node, through the API server.
+"""`kubectl exec` and `port-forward` into a pod of `trainops up`'s process node, through the API
+server.
 
 On the embedded server, `pods/exec` is relayed to the kubelet as a WebSocket; with
 `TRAINOPS_TEST_KUBECONFIG` (`up --kubeconfig --node` on the reference kube-apiserver), the
 real API server translates kubectl's WebSocket into SPDY towards the kubelet: both of the
-kubelet's transports are exercised with the same assertions."""
+kubelet's transports are exercised with the same assertions. Port-forward is SPDY to the
+kubelet in both cases (kubectl tunnels it through a WebSocket to the API server)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from localcluster.kubelet import netns, podnet
+from tests.support import portforward
 from tests.up.conftest import Up, eventually
 
 _DECISION = podnet.decide(netns.read_facts())
@@ -88,3 +92,48 @@ def test_a_non_zero_exit_code_is_kubectls_exit_code(kubectl: Kubectl, pod: str) 
     assert out.stdout == "out\n"
     assert "err\n" in out.stderr
     assert "command terminated with exit code 3" in out.stderr
+
+
+def test_port_forward_reaches_a_server_on_the_pods_localhost(running_up: Up) -> None:
+    port = portforward.free_port()  # free on the host too, for a node without pod networks
+    name = f"echo-{uuid.uuid4().hex[:6]}"
+    core = running_up.core()
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=1)"
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [
+                    {
+                        "name": "echo",
+                        "image": "python",
+                        "command": [sys.executable, "-c", portforward.ECHO_SERVER],
+                        "env": [{"name": "PORT", "value": str(port)}],
+                        "readinessProbe": {
+                            "exec": {"command": [sys.executable, "-c", connect]},
+                            "periodSeconds": 1,
+                            "timeoutSeconds": 5,
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    try:
+
+        def ready() -> bool:
+            conditions = core.read_namespaced_pod(name, "default").status.conditions or []
+            return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+        eventually(ready, timeout=60)
+        binary = shutil.which("kubectl")
+        assert binary is not None
+        argv = [binary, "--kubeconfig", str(running_up.kubeconfig), "port-forward", f"pod/{name}"]
+        with portforward.forwarding([*argv, f":{port}"]) as (local, _):
+            assert portforward.echo_through(local, b"through the api server") == (
+                b"THROUGH THE API SERVER"
+            )
+    finally:
+        core.delete_namespaced_pod(name, "default")
