@@ -76,7 +76,7 @@ async def _proxy(
     session: aiohttp.ClientSession,
     tls: ssl.SSLContext | bool,
 ) -> web.StreamResponse:
-    if not web.WebSocketResponse().can_prepare(request).ok:
+    if not _is_websocket(request):
         raise await _kubelet_refusal(session, url, params, tls)
     offered = [
         p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()
@@ -113,6 +113,12 @@ async def _proxy(
         return downstream
     finally:
         await upstream.close()
+
+
+def _is_websocket(request: web.Request) -> bool:
+    """A WebSocket upgrade request (its protocols are checked where it is answered)."""
+    connection = {t.strip().lower() for t in request.headers.get("Connection", "").split(",")}
+    return request.headers.get("Upgrade", "").lower() == "websocket" and "upgrade" in connection
 
 
 async def _relay(
@@ -177,7 +183,7 @@ async def proxy_spdy(
     websockets off), whose connection is taken from aiohttp's HTTP parser.
     """
     tunneled = tunneled_protocols(request)
-    if web.WebSocketResponse().can_prepare(request).ok:
+    if _is_websocket(request):
         if not tunneled:
             raise ApiError(
                 400, "BadRequest", f"want a WebSocket subprotocol {TUNNEL_PREFIX}<protocol>"

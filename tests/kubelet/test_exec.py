@@ -240,3 +240,25 @@ def test_the_kubelets_exec_endpoint_needs_the_api_servers_certificate(
     status, body = kubeletclient.get(port, path, cert)
     assert status == 400
     assert b"exec needs a connection upgrade" in body
+
+
+def test_exec_over_spdy_as_older_kubectls_speak_it(core, namespace, kubectl: Kubectl) -> None:
+    """kubectl < 1.30 (here: websockets switched off) upgrades to SPDY/3.1: the embedded API
+    server passes it through to the kubelet's SPDY side, which kube-apiserver also uses."""
+    running(core, namespace, "old", [sleeper()])
+    env = {**os.environ, "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+    argv = [*_kubectl_argv(kubectl), "exec", "-n", namespace, "old"]
+    text = "over spdy\n" * 10_000
+    echoed = subprocess.run(
+        [*argv, "-i", "--", "cat"], input=text, capture_output=True, text=True, timeout=30, env=env
+    )
+    assert (echoed.returncode, echoed.stdout) == (0, text), echoed.stderr
+    failed = subprocess.run(
+        [*argv, "--", "sh", "-c", "echo out; echo err >&2; exit 4"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
+    assert (failed.returncode, failed.stdout) == (4, "out\n")
+    assert failed.stderr.startswith("err\n")

@@ -4,8 +4,11 @@ connects to localhost inside the pod's network namespace."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
+
+import pytest
 
 from tests.kubelet.conftest import LocalNode, eventually
 from tests.kubelet.test_pods import make_pod, phase_is
@@ -43,13 +46,22 @@ def _echo_pod(core: Any, namespace: str, name: str, port: int) -> None:
     eventually(ready, timeout=30)
 
 
+@pytest.mark.parametrize(
+    "websockets",
+    [
+        pytest.param("true", id="tunnelled-in-a-websocket"),
+        pytest.param("false", id="plain-spdy"),
+    ],
+)
 def test_port_forward_reaches_a_server_listening_on_the_pods_localhost(
-    core, namespace, local_node: LocalNode
+    core, namespace, local_node: LocalNode, websockets: str
 ) -> None:
     port = portforward.free_port()  # free on the host too, for a node without pod networks
     _echo_pod(core, namespace, "echo", port)
     argv = ["kubectl", "--kubeconfig", str(local_node.kubeconfig), "-n", namespace]
-    with portforward.forwarding([*argv, "port-forward", "pod/echo", f":{port}"]) as (local, _):
+    env = {**os.environ, "KUBECTL_PORT_FORWARD_WEBSOCKETS": websockets}
+    forwarding = portforward.forwarding([*argv, "port-forward", "pod/echo", f":{port}"], env=env)
+    with forwarding as (local, _):
         assert portforward.echo_through(local, b"hello pod\n") == b"HELLO POD\n"
         big = b"x" * 300_000
         assert portforward.echo_through(local, big) == big.upper()  # a second connection

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 __all__ = ["ECHO_SERVER", "echo_through", "forwarding", "free_port"]
 
@@ -36,10 +36,18 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def forwarding(argv: Sequence[str], timeout: float = 30.0) -> Iterator[tuple[int, list[str]]]:
-    """Run `kubectl ... port-forward ... :PORT`; yields (the local port, its output lines so
-    far and to come), stops it at the end."""
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def forwarding(
+    argv: Sequence[str], timeout: float = 30.0, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[int, list[str]]]:
+    """Run `kubectl ... port-forward ... :PORT` (with `env`, else ours); yields (the local
+    port, its output lines so far and to come), stops it at the end."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=None if env is None else dict(env),
+    )
     lines: list[str] = []
     found = threading.Event()
     port: list[int] = []
