@@ -137,3 +137,26 @@ def test_port_forward_reaches_a_server_on_the_pods_localhost(running_up: Up) -> 
             )
     finally:
         core.delete_namespaced_pod(name, "default")
+
+
+def test_the_python_clients_v4_websocket_exec_works_too(running_up: Up, pod: str) -> None:
+    """`kubernetes.stream` speaks `v4.channel.k8s.io`, which kube-apiserver does not translate:
+    it passes the WebSocket upgrade itself to the kubelet (the embedded server relays it)."""
+    from kubernetes.stream import stream
+
+    core = running_up.core()
+    resp = stream(
+        core.connect_get_namespaced_pod_exec,
+        pod,
+        "default",
+        command=["sh", "-c", 'echo "$GREETING"; echo oops >&2; exit 5'],
+        stdin=False,
+        stdout=True,
+        stderr=True,
+        tty=False,
+        _preload_content=False,
+    )
+    resp.run_forever(timeout=20)
+    assert resp.read_stdout() == "hi from the pod\n"
+    assert resp.read_stderr() == "oops\n"
+    assert resp.returncode == 5
