@@ -32,7 +32,7 @@ import struct
 import sys
 import termios
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -175,12 +175,13 @@ class _Session:
         argv: list[str],
         env: dict[str, str],
         cwd: str,
-        alive: Callable[[], Any],
+        alive: Callable[[], Awaitable[bool]],
     ) -> None:
         try:
             proc = await self._start(argv, env, cwd)
-        except OSError as e:
+        except OSError as e:  # e.g. the working directory is gone
             await self._finish(rc.failure(f"starting {self.options.command[0]!r}: {e.strerror}"))
+            await self.channels.close()
             return
         outputs = self._outputs(proc)
         pump_in = asyncio.create_task(self._input(proc))
@@ -319,7 +320,7 @@ class _Session:
         elif proc.stdin is not None and not proc.stdin.is_closing():
             proc.stdin.close()
 
-    async def _watch(self, alive: Callable[[], Any]) -> str:
+    async def _watch(self, alive: Callable[[], Awaitable[bool]]) -> str:
         """Returns why the session must end ("" never: it runs until cancelled)."""
         while True:
             await asyncio.sleep(WATCH_SECONDS)

@@ -181,7 +181,7 @@ class _Session(spdyconn.SpdyConnection):
         del self.pairs[pair.request_id]
         for stream_id in pair.streams.values():
             self.by_stream.pop(stream_id, None)
-        if pair.task is not None:
+        if pair.task is not None and pair.task is not asyncio.current_task():
             pair.task.cancel()
         while not pair.queue.empty():
             item = pair.queue.get_nowait()
