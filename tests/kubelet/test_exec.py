@@ -262,3 +262,18 @@ def test_exec_over_spdy_as_older_kubectls_speak_it(core, namespace, kubectl: Kub
     )
     assert (failed.returncode, failed.stdout) == (4, "out\n")
     assert failed.stderr.startswith("err\n")
+
+
+def test_the_command_is_killed_when_the_client_goes_away(core, namespace, kubectl: Kubectl) -> None:
+    running(core, namespace, "left", [sleeper()])
+    proc = subprocess.Popen(
+        [*_kubectl_argv(kubectl), "exec", "-n", namespace, "left", "--", "sleep", "302"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        eventually(lambda: "sleep 302" in _processes())
+    finally:
+        proc.kill()
+        proc.wait()
+    eventually(lambda: "sleep 302" not in _processes())
