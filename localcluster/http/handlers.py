@@ -152,7 +152,7 @@ async def dispatch(request: web.Request, srv: Server) -> web.StreamResponse:
     if target.subresource and target.subresource not in info.subresources:
         raise not_found_resource()
     accept = parse_accept(request.headers.get("Accept"))
-    if target.subresource in ("log", "binding", "scale", *handlers_subresources.UNSUPPORTED):
+    if target.subresource in handlers_subresources.HANDLED:
         return await handlers_subresources.handle(request, srv, info, target)
     if target.name is None:
         return await _collection(request, srv, info, target, accept)

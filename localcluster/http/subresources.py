@@ -1,17 +1,21 @@
-"""Subresources with their own shapes: `pods/log`, `pods/binding`, `deployments/scale`.
+"""Subresources with their own shapes: `pods/log`, `pods/exec`, `pods/binding`,
+`deployments/scale`.
 
 `pods/log` is a proxy, as in Kubernetes: the API server finds the kubelet through the Node
 object (`status.addresses` InternalIP, `status.daemonEndpoints.kubeletEndpoint.Port`) and
 streams `GET /containerLogs/<ns>/<pod>/<container>` back, so `kubectl logs -f` follows output
-while the process runs.
+while the process runs. `pods/exec` goes to the kubelet's `/exec/<ns>/<pod>/<container>` the
+same way, as a relayed WebSocket (`streaming.py`); SPDY upgrades (`pods/portforward`, which
+kubectl tunnels through a WebSocket, and exec from kubectl < 1.30) are passed to the kubelet's
+SPDY endpoints byte for byte.
 """
 
 from __future__ import annotations
 
-import json
 import ssl
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
@@ -19,7 +23,7 @@ from aiohttp import web
 from localcluster.api import apierrors
 from localcluster.api.registry import resource_id
 from localcluster.api.types import ApiError, ResourceInfo
-from localcluster.http import httputil
+from localcluster.http import httputil, streaming
 from localcluster.http.httputil import decode_body, json_response
 from localcluster.http.routing import Target
 from localcluster.store import storage
@@ -27,7 +31,15 @@ from localcluster.store.storage import clone
 from localcluster.write import patching, writes
 from localcluster.write.state import Server
 
-__all__ = ["KUBELET_TLS", "LOG_PARAMS", "handle", "kubelet_client_tls", "log_container", "scale_of"]
+__all__ = [
+    "HANDLED",
+    "KUBELET_TLS",
+    "LOG_PARAMS",
+    "handle",
+    "kubelet_client_tls",
+    "log_container",
+    "scale_of",
+]
 
 LOG_PARAMS = (
     "follow",
@@ -47,13 +59,12 @@ KUBELET_TLS: web.AppKey[ssl.SSLContext] = web.AppKey("kubelet_tls", ssl.SSLConte
 # Streaming subresources a process kubelet cannot offer: a 400 that says why and what to do,
 # rather than a 404 that reads like a missing pod.
 UNSUPPORTED = {
-    "exec": "exec is not supported: containers run as local processes on this machine; "
-    "run the command in the pod's directory (TRAINOPS_POD_ROOT) instead",
     "attach": "attach is not supported: containers run as local processes on this machine; "
     "use kubectl logs -f to follow their output",
-    "portforward": "port-forward is not supported: pods share the host network, "
-    "connect to 127.0.0.1 and the container's port directly",
 }
+
+HANDLED = ("log", "exec", "portforward", "binding", "scale", *UNSUPPORTED)
+"""The subresources `handle` serves."""
 
 
 async def handle(
@@ -68,6 +79,10 @@ async def handle(
         if srv.get(info, namespace, name) is None:
             raise apierrors.not_found(info, name)
         raise apierrors.bad_request(UNSUPPORTED[sub])
+    if sub == "exec" and request.method in ("GET", "POST"):
+        return await _exec(request, srv, info, namespace, name)
+    if sub == "portforward" and request.method in ("GET", "POST"):
+        return await _port_forward(request, srv, info, namespace, name)
     if sub == "log" and request.method == "GET":
         return await _log(request, srv, info, namespace, name)
     if sub == "binding" and request.method == "POST":
@@ -112,6 +127,11 @@ def _waiting_reason(pod: dict[str, Any], container: str) -> str | None:
 
 
 def _kubelet_base(srv: Server, node_name: str) -> str:
+    host, port = _kubelet_address(srv, node_name)
+    return f"https://{host}:{port}"
+
+
+def _kubelet_address(srv: Server, node_name: str) -> tuple[str, int]:
     node = srv.store.get("/nodes", "", node_name)
     if node is None:
         raise ApiError(
@@ -128,7 +148,7 @@ def _kubelet_base(srv: Server, node_name: str) -> str:
     port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
     if not port:
         raise apierrors.internal(f'node "{node_name}" has no kubelet endpoint')
-    return f"https://{address}:{port}"
+    return str(address), int(port)
 
 
 async def _log(
@@ -163,7 +183,7 @@ async def _log(
         raise apierrors.internal(f'Get "{url}": {e}') from None
     async with upstream:
         if upstream.status >= 400:
-            raise _upstream_error(upstream.status, await upstream.read())
+            raise streaming.upstream_error(upstream.status, await upstream.read())
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -184,6 +204,60 @@ async def _log(
         return response
 
 
+# -- pods/exec ---------------------------------------------------------------------------
+
+
+async def _exec(
+    request: web.Request, srv: Server, info: ResourceInfo, namespace: str, name: str
+) -> web.StreamResponse:
+    pod = srv.get(info, namespace, name)
+    if pod is None:
+        raise apierrors.not_found(info, name)
+    container = log_container(pod, request.query.get("container", ""))
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        raise apierrors.bad_request(f"pod {name} does not have a host assigned")
+    path = f"/exec/{namespace}/{name}/{container}"
+    # What kube-apiserver sends a kubelet: each `command`, and the kubelet's flag names.
+    params = [("command", c) for c in request.query.getall("command", [])]
+    for option, kubelet_name in (
+        ("stdin", "input"),
+        ("stdout", "output"),
+        ("stderr", "error"),
+        ("tty", "tty"),
+    ):
+        if request.query.get(option, "false").lower() in ("true", "1"):
+            params.append((kubelet_name, "1"))
+    tls = request.app.get(KUBELET_TLS, False)
+    if request.headers.get("Upgrade", "").lower().startswith("spdy/"):  # kubectl < 1.30
+        target = f"{path}?{urlencode(params)}"
+        address = _kubelet_address(srv, node_name)
+        return await streaming.proxy_spdy(request, address, target, tls=tls)
+    url = f"{_kubelet_base(srv, node_name)}{path}"
+    return await streaming.proxy_websocket(request, url, params, tls=tls)
+
+
+# -- pods/portforward ----------------------------------------------------------------------
+
+
+async def _port_forward(
+    request: web.Request, srv: Server, info: ResourceInfo, namespace: str, name: str
+) -> web.StreamResponse:
+    pod = srv.get(info, namespace, name)
+    if pod is None:
+        raise apierrors.not_found(info, name)
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        raise apierrors.bad_request(f"pod {name} does not have a host assigned")
+    address = _kubelet_address(srv, node_name)
+    return await streaming.proxy_spdy(
+        request,
+        address,
+        f"/portForward/{namespace}/{name}",
+        tls=request.app.get(KUBELET_TLS, False),
+    )
+
+
 def kubelet_client_tls(cert_file: Path, key_file: Path) -> ssl.SSLContext:
     """The TLS context for calling kubelets: presents `cert_file`, does not verify the kubelet
     (kube-apiserver without `--kubelet-certificate-authority`)."""
@@ -192,19 +266,6 @@ def kubelet_client_tls(cert_file: Path, key_file: Path) -> ssl.SSLContext:
     context.verify_mode = ssl.CERT_NONE
     context.load_cert_chain(cert_file, key_file)
     return context
-
-
-def _upstream_error(code: int, body: bytes) -> ApiError:
-    try:
-        status = json.loads(body)
-        if isinstance(status, dict) and status.get("kind") == "Status":
-            return ApiError(
-                int(status.get("code") or code), status.get("reason", ""), status.get("message", "")
-            )
-    except ValueError:
-        pass
-    reason = "NotFound" if code == 404 else "BadRequest" if code == 400 else "InternalError"
-    return ApiError(code, reason, body.decode("utf-8", "replace").strip())
 
 
 # -- pods/binding ------------------------------------------------------------------------

@@ -37,10 +37,12 @@ from localcluster.client.clock import micro_time, rfc3339, utcnow
 from localcluster.client.kube import Kube
 from localcluster.kubelet import images, names, netns
 from localcluster.kubelet import node as nodes
+from localcluster.kubelet.execserver import ExecServer
 from localcluster.kubelet.expansion import NodeFacts
 from localcluster.kubelet.logserver import LogServer
 from localcluster.kubelet.model import BackOffPolicy
 from localcluster.kubelet.podworker import PodWorker
+from localcluster.kubelet.portforward import PortForwardServer
 from localcluster.kubelet.runtime import Runtime
 
 __all__ = ["INHERITED_ENV", "Kubelet", "KubeletConfig"]
@@ -99,7 +101,13 @@ class Kubelet:
         self.by_name: dict[tuple[str, str], str] = {}
         self.shutting_down = False
         self.hurry = False  # set by `force_stop`: shutdown stops waiting for grace periods
-        self.logs = LogServer(self.runtime, self._lookup, client_ca=config.client_ca)
+        streaming = (
+            ExecServer(self.runtime, self._lookup),
+            PortForwardServer(self.runtime, self._lookup),
+        )
+        self.logs = LogServer(
+            self.runtime, self._lookup, client_ca=config.client_ca, streaming=streaming
+        )
         self.facts = nodes.machine_facts(config.data_dir)
         extra = [n.strip() for n in os.environ.get("TRAINOPS_PASS_ENV", "").split(",") if n.strip()]
         self.inherited_env = {k: os.environ[k] for k in (*INHERITED_ENV, *extra) if k in os.environ}

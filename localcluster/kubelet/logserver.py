@@ -1,4 +1,6 @@
-"""The kubelet's HTTP endpoint: `GET /containerLogs/{namespace}/{pod}/{container}`.
+"""The kubelet's HTTPS endpoint: `GET /containerLogs/{namespace}/{pod}/{container}`, and on the
+same port `/exec/{namespace}/{pod}/{container}` (`execserver.py`) and
+`/portForward/{namespace}/{pod}` (`portforward.py`).
 
 As in Kubernetes, the API server serves `pods/log` by asking the kubelet of the pod's node (the
 port is published in the Node's `status.daemonEndpoints.kubeletEndpoint.Port`). Query options:
@@ -24,16 +26,24 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from aiohttp import web
 
 from localcluster.kubelet.logs import LogOptions, parse_log, parse_time, render, select_log
 from localcluster.kubelet.runtime import Runtime
 
-__all__ = ["LogServer"]
+__all__ = ["LogServer", "Routes"]
+
+
+class Routes(Protocol):
+    """A server of more endpoints on the same port (exec, port-forward)."""
+
+    def add_routes(self, app: web.Application) -> None: ...
+
 
 FOLLOW_POLL_SECONDS = 0.1
 SHUTDOWN_SECONDS = 2.0
@@ -72,12 +82,14 @@ class LogServer:
         lookup: Callable[[str, str], str | None],
         *,
         client_ca: bytes,
+        streaming: Sequence[Routes] = (),
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.runtime = runtime
         self.lookup = lookup
         self.client_ca = client_ca
+        self.streaming = tuple(streaming)
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -86,6 +98,8 @@ class LogServer:
         app = web.Application()
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         app.router.add_get("/healthz", _healthz)
+        for server in self.streaming:
+            server.add_routes(app)
         return app
 
     async def start(self) -> int:

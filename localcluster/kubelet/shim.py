@@ -261,7 +261,33 @@ def exec_in(sandbox_path: str, argv: list[str]) -> int:
     return 0  # not reached
 
 
+def session(sandbox_path: str, tty: bool, argv: list[str]) -> int:
+    """`kubectl exec`: like `exec_in` (no sandbox when `sandbox_path` is "-"), with the
+    container's umask, and with `tty` the terminal on fd 0 made the controlling terminal of
+    this new session (the kubelet starts it with `start_new_session`), so job control and
+    Ctrl-C reach the command."""
+    if tty:
+        import fcntl
+        import termios
+
+        try:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        except OSError as e:
+            print(f"making the terminal the controlling one: {e.strerror}", file=sys.stderr)
+            return 126
+    os.umask(CONTAINER_UMASK)
+    if sandbox_path == "-":
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as e:
+            print(f"exec {argv[0]!r}: {e.strerror}", file=sys.stderr)
+            return 127 if isinstance(e, FileNotFoundError) else 126
+    return exec_in(sandbox_path, argv)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 4 and sys.argv[1] == "session":
+        sys.exit(session(sys.argv[2], sys.argv[3] == "1", sys.argv[4:]))
     if len(sys.argv) > 3 and sys.argv[1] == "exec":
         sys.exit(exec_in(sys.argv[2], sys.argv[3:]))
     sys.exit(main(sys.argv[1]))

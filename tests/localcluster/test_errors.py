@@ -400,12 +400,13 @@ def test_too_long_is_worded_as_kubernetes_1_32_does(limit: int, text: str) -> No
 @pytest.mark.parametrize(
     ("sub", "start"),
     [
-        ("exec", "exec is not supported: containers run as local processes"),
+        # exec and port-forward go to the pod's kubelet: this pod has none yet.
+        ("exec", "pod p does not have a host assigned"),
         ("attach", "attach is not supported: containers run as local processes"),
-        ("portforward", "port-forward is not supported: pods share the host network"),
+        ("portforward", "pod p does not have a host assigned"),
     ],
 )
-def test_streaming_pod_subresources_say_why_they_are_not_supported(
+def test_streaming_pod_subresources_say_why_they_cannot_be_served(
     http: Http, namespace: str, sub: str, start: str
 ) -> None:
     pods = f"/api/v1/namespaces/{namespace}/pods"
