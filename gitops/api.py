@@ -55,13 +55,16 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
 from aiohttp import web
+from yarl import URL
 
+from gitops import access as rules
+from gitops.access import COOKIE, Check, User
 from gitops.apiaddress import (
     API_FILE,
     ApiAddress,
@@ -74,23 +77,32 @@ from gitops.apiauth import bearer_matches, cross_site, host_name, is_loopback
 from gitops.apishow import job_row, shown_repository
 from gitops.hub import Change, Hub, UnknownRepository
 from gitops.pushhooks import PushError, parse_push
+from gitops.reviews import Access, AccessUnavailable
 
 __all__ = [
+    "ACCESS",
     "API_FILE",
     "HUB",
+    "LOGIN_PATH",
+    "RULES",
     "SAFE_METHODS",
     "SETTINGS",
     "STREAMS",
     "ApiAddress",
     "Settings",
     "Streams",
+    "authenticate",
     "base_url",
     "create_app",
     "job_row",
+    "login_cookie",
+    "may_list",
+    "open_stream",
     "read_address",
     "remove_address",
     "serve",
     "shown_repository",
+    "user_of",
     "write_address",
 ]
 
@@ -109,19 +121,30 @@ class Settings:
     heartbeat: float = 15.0
     retry_ms: int = 2000
     write_timeout: float = 30.0
+    max_streams: int = 64
+    max_streams_per_user: int = 8
 
 
 @dataclass
 class Streams:
-    """The open event streams: how many, and the event that ends them all (on shutdown)."""
+    """The open streams (events, and the dashboard's log follows): how many, per user, and
+    the event that ends them all (on shutdown)."""
 
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     open: int = 0
+    by_user: dict[str, int] = field(default_factory=dict)
 
 
 HUB = web.AppKey[Hub]("gitops_hub")
 SETTINGS = web.AppKey("gitops_api_settings", Settings)
 STREAMS = web.AppKey("gitops_api_streams", Streams)
+ACCESS = web.AppKey[Access]("gitops_api_access")
+"""Present when requests are authenticated and authorized by the API server (`gitops.reviews`)."""
+RULES = web.AppKey("gitops_api_rules", dict[str, rules.Rule])
+"""Each route's access rule by route name (`gitops.access.API_RULES`, and the dashboard's)."""
+LOGIN_PATH = web.AppKey("gitops_api_login_path", str)
+"""Where a page request without a valid token is sent (the dashboard sets `/login`)."""
+_USER = "gitops_api_user"
 
 _PREFIX = "/api/v1"
 _WEBHOOK_ROUTE = "git-webhook"
@@ -143,11 +166,17 @@ def create_app(
     body_timeout: float = 10.0,
     heartbeat: float = 15.0,
     write_timeout: float = 30.0,
+    access: Access | None = None,
+    max_streams: int = 64,
+    max_streams_per_user: int = 8,
 ) -> web.Application:
-    """The API application; raises ValueError for `allow_remote_writes` without a token."""
+    """The API application; raises ValueError for `allow_remote_writes` without a token or
+    `access`. With `access` every request but the push hook needs a bearer token the API
+    server accepts, and each read and action is authorized as its user; `token` is then
+    unused."""
     if token is not None and not token.strip():
         raise ValueError("the API token is empty")
-    if allow_remote_writes and not token:
+    if allow_remote_writes and not token and access is None:
         raise ValueError("an API reachable beyond loopback needs a token")
     if allow_remote_writes and webhook_secret is None:
         log.warning("the push webhook beyond loopback has no secret: anyone may trigger refreshes")
@@ -159,21 +188,26 @@ def create_app(
         body_timeout=body_timeout,
         heartbeat=heartbeat,
         write_timeout=write_timeout,
+        max_streams=max_streams,
+        max_streams_per_user=max_streams_per_user,
     )
     app = web.Application(middlewares=[_errors, _guard], client_max_size=max_body_bytes)
     app[HUB] = hub
     app[SETTINGS] = settings
     app[STREAMS] = Streams()
+    app[RULES] = dict(rules.API_RULES)
+    if access is not None:
+        app[ACCESS] = access
     app.on_shutdown.append(_end_streams)
     repo = _PREFIX + "/repositories/{namespace}/{name}"
-    app.router.add_get(_PREFIX + "/repositories", _list_repositories)
-    app.router.add_get(repo, _get_repository)
+    app.router.add_get(_PREFIX + "/repositories", _list_repositories, name="repositories")
+    app.router.add_get(repo, _get_repository, name="repository-get")
     app.router.add_delete(repo, _delete_repository, name="repository-delete")
     app.router.add_post(repo + "/sync", _sync, name="repository-sync")
     app.router.add_post(repo + "/refresh", _refresh, name="repository-refresh")
-    app.router.add_get(repo + "/diff", _diff)
-    app.router.add_get(_PREFIX + "/jobs", _jobs)
-    app.router.add_get(_PREFIX + "/stream", _stream)
+    app.router.add_get(repo + "/diff", _diff, name="repository-diff")
+    app.router.add_get(_PREFIX + "/jobs", _jobs, name="jobs")
+    app.router.add_get(_PREFIX + "/stream", _stream, name="stream")
     app.router.add_post(_PREFIX + "/webhooks/git", _webhook, name=_WEBHOOK_ROUTE)
     return app
 
@@ -252,16 +286,24 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         host = request.headers.get("Host")
         if host is not None and not is_loopback(host_name(host)):
             raise _ApiError(403, f"host {host!r} refused: this API answers loopback names only")
-    if request.method in SAFE_METHODS:
+    write = request.method not in SAFE_METHODS
+    if write:
+        reason = cross_site(request.headers)
+        if reason is not None:
+            raise _ApiError(403, reason)
+    if ACCESS in request.app:
+        answer = await _authorize(request)
+        if answer is not None:
+            return answer
+    if not write:
         return await handler(request)
-    reason = cross_site(request.headers)
-    if reason is not None:
-        raise _ApiError(403, reason)
     if route != _WEBHOOK_ROUTE:
         if not settings.allow_remote_writes and not is_loopback(request.remote or ""):
             raise _ApiError(403, "changes are accepted from this machine only")
-        if settings.token is not None and not bearer_matches(
-            request.headers.get("Authorization"), settings.token
+        if (
+            ACCESS not in request.app
+            and settings.token is not None
+            and not bearer_matches(request.headers.get("Authorization"), settings.token)
         ):
             given = "Authorization" in request.headers
             raise _ApiError(
@@ -272,12 +314,179 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     return await handler(request)
 
 
+async def _authorize(request: web.Request) -> web.StreamResponse | None:
+    """With `ACCESS`: who the request is (401 without a valid token; a page is sent to the
+    login page instead) and whether they may do what the route does (403). A one-time login
+    link (`/?token=…`) sets the login cookie and redirects to the same page without it."""
+    if request.match_info.http_exception is not None:
+        return None  # no such route (404) or method (405): the handler says so
+    route = request.match_info.route.name
+    rule = request.app[RULES].get(route) if route else None
+    if rule == rules.PUBLIC:
+        return None
+    page = _is_page(request)
+    link_token = request.query.get("token") if page else None
+    if link_token is not None:
+        user = await authenticate(request, link_token)
+        if user is None:
+            return _unauthenticated(request, given=True)
+        query = [(k, v) for k, v in request.query.items() if k != "token"]
+        response = web.Response(
+            status=303,
+            headers={
+                "Location": str(request.rel_url.with_query(query)),
+                "Cache-Control": "no-store",
+            },
+        )
+        login_cookie(response, link_token, secure=request.secure)
+        return response
+    token = rules.bearer_token(request.headers.get("Authorization"), request.cookies.get(COOKIE))
+    user = await authenticate(request, token) if token is not None else None
+    if user is None:
+        return _unauthenticated(request, given=token is not None)
+    request[_USER] = user
+    if rule is None:  # a route added without a rule is refused, never open
+        raise _ApiError(403, f"no access rule for {request.method} {request.path}")
+    if rule == rules.LISTED:
+        return None
+    for check in rules.needs(rule, request.match_info):
+        if not await _allowed(request, user, check):
+            raise _ApiError(403, rules.forbidden_message(user, check))
+    return None
+
+
+async def authenticate(request: web.Request, token: str) -> User | None:
+    """The user of `token` (None: the API server does not accept it); 503 when it cannot be
+    asked. Without `ACCESS` nobody is authenticated."""
+    access = request.app.get(ACCESS)
+    if access is None:
+        return None
+    try:
+        return await access.authenticate(token)
+    except AccessUnavailable as e:
+        log.warning("authentication unavailable: %s", e)
+        raise _ApiError(503, "cannot check the token now: the API server did not answer") from None
+
+
+def user_of(request: web.Request) -> User | None:
+    """The authenticated user of this request (None without `ACCESS`)."""
+    user = request.get(_USER)
+    return user if isinstance(user, User) else None
+
+
+def login_cookie(response: web.StreamResponse, token: str, *, secure: bool) -> None:
+    """Keep `token` in the login cookie (HttpOnly: scripts cannot read it; SameSite=Strict:
+    other sites' requests do not carry it)."""
+    response.set_cookie(
+        COOKIE, token, httponly=True, samesite="Strict", path="/", secure=secure or None
+    )
+
+
+async def may_list(request: web.Request, group: str, resource: str, namespace: str) -> bool:
+    """Whether this request's user may list `resource` in `namespace` (a cluster-wide list
+    right answers first, and covers every namespace). Always, without `ACCESS`."""
+    if ACCESS not in request.app:
+        return True
+    user = user_of(request)
+    if user is None or not namespace:
+        return False
+    if await _allowed(request, user, Check("list", group, resource, "")):
+        return True
+    return await _allowed(request, user, Check("list", group, resource, namespace))
+
+
+async def visible_repositories(
+    request: web.Request, items: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The JobRepositories (API objects) whose namespace this request's user may list."""
+    return [
+        r
+        for r in items
+        if await may_list(
+            request,
+            rules.GROUP,
+            rules.REPOSITORIES,
+            str((r.get("metadata") or {}).get("namespace") or ""),
+        )
+    ]
+
+
+async def visible_jobs(request: web.Request, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job rows (`job_row`) whose kind and namespace this request's user may list."""
+    if ACCESS not in request.app:
+        return rows
+    shown = []
+    for row in rows:
+        plural = rules.job_plural(row.get("kind"))
+        if plural and await may_list(
+            request, rules.JOB_GROUP, plural, str(row.get("namespace") or "")
+        ):
+            shown.append(row)
+    return shown
+
+
+@contextlib.asynccontextmanager
+async def open_stream(request: web.Request) -> AsyncIterator[None]:
+    """Count a long-lived answer (an event stream, a log follow) against the caps: at most
+    `max_streams` open in all and `max_streams_per_user` per user (429 beyond)."""
+    settings = request.app[SETTINGS]
+    streams = request.app[STREAMS]
+    user = user_of(request)
+    name = user.name if user is not None else ""
+    if streams.open >= settings.max_streams:
+        raise _ApiError(429, f"too many open streams ({settings.max_streams}); try again later")
+    if user is not None and streams.by_user.get(name, 0) >= settings.max_streams_per_user:
+        raise _ApiError(
+            429,
+            f"user {name!r} has {settings.max_streams_per_user} streams open already; "
+            "close one (another tab) first",
+        )
+    streams.open += 1
+    streams.by_user[name] = streams.by_user.get(name, 0) + 1
+    try:
+        yield
+    finally:
+        streams.open -= 1
+        streams.by_user[name] -= 1
+        if streams.by_user[name] <= 0:
+            del streams.by_user[name]
+
+
+async def _allowed(request: web.Request, user: User, check: Check) -> bool:
+    try:
+        return await request.app[ACCESS].allowed(user, check)
+    except AccessUnavailable as e:
+        log.warning("authorization unavailable: %s", e)
+        raise _ApiError(503, "cannot check access now: the API server did not answer") from None
+
+
+def _is_page(request: web.Request) -> bool:
+    return request.method in ("GET", "HEAD") and not request.path.startswith(_PREFIX + "/")
+
+
+def _unauthenticated(request: web.Request, *, given: bool) -> web.StreamResponse:
+    login = request.app.get(LOGIN_PATH)
+    if login is not None and _is_page(request):
+        query = [(k, v) for k, v in request.query.items() if k != "token"]
+        back = str(request.rel_url.with_query(query))
+        target = URL(login).with_query({"next": back} if back != "/" else {})
+        response = web.Response(status=303, headers={"Location": str(target)})
+        if given:
+            response.del_cookie(COOKIE, path="/")
+        return response
+    raise _ApiError(
+        401,
+        "the token is not valid" if given else "a bearer token is required",
+        {"WWW-Authenticate": 'Bearer realm="trainops"'},
+    )
+
+
 # --- handlers ------------------------------------------------------------------------------------
 
 
 async def _list_repositories(request: web.Request) -> web.Response:
-    items = [shown_repository(r) for r in request.app[HUB].repositories()]
-    return _json({"items": items})
+    visible = await visible_repositories(request, request.app[HUB].repositories())
+    return _json({"items": [shown_repository(r) for r in visible]})
 
 
 async def _get_repository(request: web.Request) -> web.Response:
@@ -338,7 +547,7 @@ async def _diff(request: web.Request) -> web.Response:
 
 
 async def _jobs(request: web.Request) -> web.Response:
-    rows = [job_row(job) for job in request.app[HUB].jobs()]
+    rows = await visible_jobs(request, [job_row(job) for job in request.app[HUB].jobs()])
     rows.sort(key=lambda r: (r["namespace"] or "", r["name"] or "", r["kind"] or ""))
     return _json({"items": rows})
 
@@ -363,8 +572,6 @@ async def _webhook(request: web.Request) -> web.Response:
 
 
 async def _stream(request: web.Request) -> web.StreamResponse:
-    settings = request.app[SETTINGS]
-    streams = request.app[STREAMS]
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream; charset=utf-8",
@@ -372,10 +579,16 @@ async def _stream(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
         }
     )
+    async with open_stream(request):
+        return await _serve_stream(request, response)
+
+
+async def _serve_stream(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    settings = request.app[SETTINGS]
+    streams = request.app[STREAMS]
     iterator = aiter(request.app[HUB].changes())
     pending: asyncio.Future[Any] | None = None
     closing: asyncio.Future[Any] = asyncio.ensure_future(streams.closing.wait())
-    streams.open += 1
     loop = asyncio.get_running_loop()
     try:
         await response.prepare(request)
@@ -396,6 +609,8 @@ async def _stream(request: web.Request) -> web.StreamResponse:
                     change = done.result()
                 except StopAsyncIteration:
                     break
+                if not await _may_see(request, change):
+                    continue
                 await _write(response, _event(change), settings.write_timeout)
                 quiet_since = loop.time()
             elif loop.time() - quiet_since >= settings.heartbeat:
@@ -410,7 +625,6 @@ async def _stream(request: web.Request) -> web.StreamResponse:
     except Exception:
         log.exception("the change stream failed")
     finally:
-        streams.open -= 1
         closing.cancel()
         if pending is not None:
             pending.cancel()
@@ -442,6 +656,26 @@ def _event(change: Change) -> bytes:
     data = orjson.dumps({"type": change.type, "object": obj})
     kind = re.sub(r"[\r\n]", "", change.kind) or "message"
     return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+
+
+async def _may_see(request: web.Request, change: Change) -> bool:
+    """Whether the stream's user may list the changed object (a repository, a job); other
+    notes (`resync`) go to everyone. When access cannot be checked the change is not sent."""
+    if ACCESS not in request.app:
+        return True
+    meta = change.object.get("metadata") if isinstance(change.object, dict) else None
+    namespace = str((meta or {}).get("namespace") or "")
+    try:
+        if change.kind == "repository":
+            return await may_list(request, rules.GROUP, rules.REPOSITORIES, namespace)
+        if change.kind == "job":
+            plural = rules.job_plural(change.object.get("kind"))
+            return plural is not None and await may_list(
+                request, rules.JOB_GROUP, plural, namespace
+            )
+    except _ApiError:
+        return False
+    return True
 
 
 def _gone(request: web.Request) -> bool:
