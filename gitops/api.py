@@ -140,11 +140,14 @@ SETTINGS = web.AppKey("gitops_api_settings", Settings)
 STREAMS = web.AppKey("gitops_api_streams", Streams)
 ACCESS = web.AppKey[Access]("gitops_api_access")
 """Present when requests are authenticated and authorized by the API server (`gitops.reviews`)."""
-RULES = web.AppKey("gitops_api_rules", dict[str, rules.Rule])
+RULES = web.AppKey[dict[str, rules.Rule]]("gitops_api_rules")
 """Each route's access rule by route name (`gitops.access.API_RULES`, and the dashboard's)."""
 LOGIN_PATH = web.AppKey("gitops_api_login_path", str)
 """Where a page request without a valid token is sent (the dashboard sets `/login`)."""
-_USER = "gitops_api_user"
+_USER: Any = (
+    web.RequestKey("gitops_api_user", User) if hasattr(web, "RequestKey") else "gitops_api_user"
+)
+"""The request's authenticated user (a RequestKey where aiohttp has them: 3.12 and later)."""
 
 _PREFIX = "/api/v1"
 _WEBHOOK_ROUTE = "git-webhook"

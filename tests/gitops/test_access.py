@@ -119,9 +119,10 @@ async def test_every_route_of_the_app_has_a_rule_so_none_is_open_by_omission() -
     app = api.create_app(FakeHub(), token=None, webhook_secret=None, allow_remote_writes=False)
     dashboard.install(app, hub=FakeHub(), client=None)  # type: ignore[arg-type]
     names = {r.name for r in app.router.routes() if r.name}
-    assert names == set(app[api.RULES])
+    declared: dict[str, access.Rule] = app[api.RULES]
+    assert names == set(declared)
     # Only the signed push hook, the login page and static files go without a token.
-    public = {n for n, rule in app[api.RULES].items() if rule == PUBLIC}
+    public = {n for n, rule in declared.items() if rule == PUBLIC}
     assert public == {
         "git-webhook",
         "dashboard-static",
