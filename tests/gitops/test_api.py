@@ -1006,6 +1006,12 @@ def test_host_name_and_cross_site_rules() -> None:
     assert cross_site({"Host": h, "Origin": "http://127.0.0.1:8081"}) is not None
     assert cross_site({"Host": h, "Origin": "http://localhost:8080"}) is not None
     assert cross_site({"Origin": "http://127.0.0.1:8080"}) is not None  # no Host to match
+    # Origin null: a sandboxed or cross-site page, unless Sec-Fetch-Site says same-origin (what
+    # Chrome sends for the dashboard's own login and logout forms under no-referrer).
+    assert cross_site({"Host": h, "Origin": "null"}) is not None
+    assert cross_site({"Host": h, "Origin": "null", "Sec-Fetch-Site": "cross-site"}) is not None
+    assert cross_site({"Host": h, "Origin": "null", "Sec-Fetch-Site": "same-site"}) is not None
+    assert cross_site({"Host": h, "Origin": "null", "Sec-Fetch-Site": "same-origin"}) is None
     assert cross_site({"Host": h, "Origin": "garbage"}) is not None
 
 
