@@ -15,18 +15,22 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 import dashboard
 from gitops import api
+from gitops.access import GROUP, Check
 from gitops.reviews import KubeAccess
 from kube import errors, resources
 from kube.client import Client
 from kube.resources import Resource
 from tests.gitops.test_api import FakeHub, repository
+from tests.reference.conftest import service_account_kubeconfig
 from tests.support.cluster import Cluster, aeventually
 
 REAL_RBAC = pytest.mark.skipif(
@@ -355,3 +359,48 @@ async def test_a_token_the_cluster_does_not_accept_is_401_and_a_revoked_binding_
         assert response.status == 401
     with pytest.raises(errors.NotFound):
         await admin.get(ROLE_BINDINGS, "trainops-user-alice", team_a)
+
+
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "gitops" / "rbac.yaml"
+
+
+@REAL_RBAC
+async def test_the_rights_of_deploy_gitops_are_enough_to_review_tokens_and_access(
+    cluster: Cluster, admin: Client, teams: tuple[str, str], tmp_path: Path
+) -> None:
+    """deploy/gitops/rbac.yaml bound to a ServiceAccount: with its token, `KubeAccess` names
+    another account's token and asks what that account may do."""
+    team_a, team_b = teams
+    suffix = uuid.uuid4().hex[:6]
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    for doc in docs:
+        meta = doc["metadata"]
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            meta["name"] += f"-{suffix}"
+        else:
+            meta["namespace"] = team_a
+        if "roleRef" in doc:
+            if doc["roleRef"]["kind"] == "ClusterRole":
+                doc["roleRef"]["name"] += f"-{suffix}"
+            doc["subjects"][0]["namespace"] = team_a
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+    try:
+        identity = service_account_kubeconfig(
+            cluster, team_a, "trainops-gitops", tmp_path / "gitops.kubeconfig"
+        )
+        alice = await team_token(admin, team_a, "alice")
+        async with await Client.connect(identity.kubeconfig) as own:
+            access = KubeAccess(own)
+            user = await access.authenticate(alice)
+            assert user is not None
+            assert user.name == f"system:serviceaccount:{team_a}:alice"
+            assert "system:serviceaccounts" in user.groups
+            assert await access.authenticate(alice + "x") is None
+            patch_a = Check("patch", GROUP, "jobrepositories", team_a, name="jobs")
+            patch_b = Check("patch", GROUP, "jobrepositories", team_b, name="jobs")
+            assert await access.allowed(user, patch_a) is True
+            assert await access.allowed(user, patch_b) is False
+    finally:
+        for doc in docs:
+            if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+                cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], check=False)
