@@ -17,32 +17,37 @@ Every error is JSON, `{"error": "<message>"}`; an unexpected exception is logged
 traceback and answered 500 `{"error": "internal error"}`. URL userinfo (a token in
 `https://user:token@host/…`) is masked as `***` in every JobRepository shown.
 
-Security (the rules themselves are `gitops.apiauth`):
+Security (the rules themselves are `gitops.apiauth` and `gitops.access`):
+- Authentication and authorization (`access=`, what `trainops up` passes: `gitops.reviews.
+  KubeAccess`): every request but the push hook (and routes another package declares PUBLIC:
+  the dashboard's login page and static files, up's `/metrics`) needs a bearer token — the
+  `Authorization` header, or the dashboard's login cookie — that the API server accepts
+  (TokenReview; 401 with `WWW-Authenticate: Bearer` otherwise, a page is sent to the login
+  page); each route's access reviews (`RULES` by route name; a route without one is refused)
+  are asked as that user (SubjectAccessReview; 403 in the API server's words); lists and the
+  stream hold only the namespaces the user may list. `gitops.apiaccess` applies it.
 - Loopback (`allow_remote_writes=False`, what `trainops up` serves on 127.0.0.1): requests whose
   `Host` is not a loopback name are refused (403; DNS rebinding), except the push hook (a
   tunnel forwards Git hosts' pushes with its own Host). Writes — every request whose method is
   not GET, HEAD or OPTIONS, on any route of the app (sync, refresh, a repository's delete, and
   the routes the dashboard adds: pause, resume, a job's delete), the push hook excepted — are
-  accepted from loopback peers only; without a token they need no credentials; with one, they
-  need `Authorization: Bearer <token>`. One rule by method, so a route added later cannot
-  forget it.
-- Beyond loopback (`allow_remote_writes=True`): a token is mandatory (`create_app` raises
-  without one) and every write needs it. `serve` refuses a non-loopback address for an
-  app built without `allow_remote_writes`.
+  accepted from loopback peers only. Without `access`, a static `token` (if given) is required
+  of writes as `Authorization: Bearer <token>`. One rule by method, so a route added later
+  cannot forget it.
+- Beyond loopback (`allow_remote_writes=True`): `access` or a token is mandatory (`create_app`
+  raises without either). `serve` refuses a non-loopback address for an app built without
+  `allow_remote_writes`.
 - Every POST, the push hook included, is refused (403) when a browser says it comes from another
   site (`Sec-Fetch-Site`, or an `Origin` that is not this `Host`): a page elsewhere cannot
-  trigger syncs even on loopback.
+  trigger syncs even on loopback, even with the login cookie.
 - The push hook needs no token: when a webhook secret is configured each provider's signature or
   token is required (401). Nothing from a payload is applied: a push only refreshes the
   JobRepositories whose repoURL and branch match, which fetch what they already name.
 - Bodies are read with a cap (`max_body_bytes`, 1 MiB; 413, whatever Content-Length says) and a
-  deadline (`body_timeout`; 408).
+  deadline (`body_timeout`; 408). Event streams and log follows are capped per user
+  (`max_streams_per_user`, 8) and in all (`max_streams`, 64): 429 beyond.
 
-The stream (`text/event-stream`) starts with `retry: 2000`, then sends each change as
-`event: <kind>` / `data: {"type": …, "object": …}` and a `: ping` comment after `heartbeat`
-seconds (15) without one. It ends when the client goes away (noticed within a second), stops
-reading (a write blocked `write_timeout`, 30 s: its connection is dropped) or the app shuts
-down (`on_shutdown` ends every open stream at once).
+The stream is `gitops.apistream`.
 
 `serve(app, host, port)` starts it (port 0: any free one). `trainops up` records where in
 `DATA_DIR/api.json` (`write_address`); `trainops repo` reads it (`read_address`); both live in
@@ -52,19 +57,25 @@ down (`on_shutdown` ends every open stream at once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 import orjson
 from aiohttp import web
-from yarl import URL
 
 from gitops import access as rules
-from gitops.access import COOKIE, Check, User
+from gitops.apiaccess import (
+    authenticate,
+    authorize,
+    login_cookie,
+    may_list,
+    open_stream,
+    user_of,
+    visible_jobs,
+    visible_repositories,
+)
 from gitops.apiaddress import (
     API_FILE,
     ApiAddress,
@@ -75,9 +86,23 @@ from gitops.apiaddress import (
 )
 from gitops.apiauth import bearer_matches, cross_site, host_name, is_loopback
 from gitops.apishow import job_row, shown_repository
-from gitops.hub import Change, Hub, UnknownRepository
+from gitops.apistate import (
+    ACCESS,
+    HUB,
+    LOGIN_PATH,
+    PREFIX,
+    RULES,
+    SETTINGS,
+    STREAMS,
+    ApiError,
+    MiB,
+    Settings,
+    Streams,
+)
+from gitops.apistream import end_streams, stream
+from gitops.hub import Hub, UnknownRepository
 from gitops.pushhooks import PushError, parse_push
-from gitops.reviews import Access, AccessUnavailable
+from gitops.reviews import Access
 
 __all__ = [
     "ACCESS",
@@ -103,60 +128,19 @@ __all__ = [
     "serve",
     "shown_repository",
     "user_of",
+    "visible_jobs",
+    "visible_repositories",
     "write_address",
 ]
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Settings:
-    token: str | None
-    webhook_secret: bytes | None
-    allow_remote_writes: bool
-    max_body_bytes: int = MiB
-    body_timeout: float = 10.0
-    heartbeat: float = 15.0
-    retry_ms: int = 2000
-    write_timeout: float = 30.0
-    max_streams: int = 64
-    max_streams_per_user: int = 8
-
-
-@dataclass
-class Streams:
-    """The open streams (events, and the dashboard's log follows): how many, per user, and
-    the event that ends them all (on shutdown)."""
-
-    closing: asyncio.Event = field(default_factory=asyncio.Event)
-    open: int = 0
-    by_user: dict[str, int] = field(default_factory=dict)
-
-
-HUB = web.AppKey[Hub]("gitops_hub")
-SETTINGS = web.AppKey("gitops_api_settings", Settings)
-STREAMS = web.AppKey("gitops_api_streams", Streams)
-ACCESS = web.AppKey[Access]("gitops_api_access")
-"""Present when requests are authenticated and authorized by the API server (`gitops.reviews`)."""
-RULES = web.AppKey[dict[str, rules.Rule]]("gitops_api_rules")
-"""Each route's access rule by route name (`gitops.access.API_RULES`, and the dashboard's)."""
-LOGIN_PATH = web.AppKey("gitops_api_login_path", str)
-"""Where a page request without a valid token is sent (the dashboard sets `/login`)."""
-_USER: Any = (
-    web.RequestKey("gitops_api_user", User) if hasattr(web, "RequestKey") else "gitops_api_user"
-)
-"""The request's authenticated user (a RequestKey where aiohttp has them: 3.12 and later)."""
-
-_PREFIX = "/api/v1"
+_PREFIX = PREFIX
 _WEBHOOK_ROUTE = "git-webhook"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing; every other request to the app, on any route (the API's own
 and those other packages add, e.g. the dashboard's job actions), is a write, except the push
 hook (it has its own secret and changes nothing but when Git is read)."""
-_POLL = 1.0
-"""How often an idle stream checks that its client is still there (seconds)."""
 
 
 def create_app(
@@ -201,7 +185,7 @@ def create_app(
     app[RULES] = dict(rules.API_RULES)
     if access is not None:
         app[ACCESS] = access
-    app.on_shutdown.append(_end_streams)
+    app.on_shutdown.append(end_streams)
     repo = _PREFIX + "/repositories/{namespace}/{name}"
     app.router.add_get(_PREFIX + "/repositories", _list_repositories, name="repositories")
     app.router.add_get(repo, _get_repository, name="repository-get")
@@ -210,7 +194,7 @@ def create_app(
     app.router.add_post(repo + "/refresh", _refresh, name="repository-refresh")
     app.router.add_get(repo + "/diff", _diff, name="repository-diff")
     app.router.add_get(_PREFIX + "/jobs", _jobs, name="jobs")
-    app.router.add_get(_PREFIX + "/stream", _stream, name="stream")
+    app.router.add_get(_PREFIX + "/stream", stream, name="stream")
     app.router.add_post(_PREFIX + "/webhooks/git", _webhook, name=_WEBHOOK_ROUTE)
     return app
 
@@ -246,19 +230,11 @@ async def serve(
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class _ApiError(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
-
-
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except _ApiError as e:
+    except ApiError as e:
         response = _error(e.status, e.message, e.headers)
         if e.status in (408, 413):  # the rest of the body is unread: do not reuse the connection
             response.force_close()
@@ -288,200 +264,33 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not settings.allow_remote_writes and route != _WEBHOOK_ROUTE:
         host = request.headers.get("Host")
         if host is not None and not is_loopback(host_name(host)):
-            raise _ApiError(403, f"host {host!r} refused: this API answers loopback names only")
+            raise ApiError(403, f"host {host!r} refused: this API answers loopback names only")
     write = request.method not in SAFE_METHODS
     if write:
         reason = cross_site(request.headers)
         if reason is not None:
-            raise _ApiError(403, reason)
+            raise ApiError(403, reason)
     if ACCESS in request.app:
-        answer = await _authorize(request)
+        answer = await authorize(request)
         if answer is not None:
             return answer
     if not write:
         return await handler(request)
     if route != _WEBHOOK_ROUTE:
         if not settings.allow_remote_writes and not is_loopback(request.remote or ""):
-            raise _ApiError(403, "changes are accepted from this machine only")
+            raise ApiError(403, "changes are accepted from this machine only")
         if (
             ACCESS not in request.app
             and settings.token is not None
             and not bearer_matches(request.headers.get("Authorization"), settings.token)
         ):
             given = "Authorization" in request.headers
-            raise _ApiError(
+            raise ApiError(
                 401,
                 "the token does not match" if given else "a bearer token is required",
                 {"WWW-Authenticate": 'Bearer realm="trainops"'},
             )
     return await handler(request)
-
-
-async def _authorize(request: web.Request) -> web.StreamResponse | None:
-    """With `ACCESS`: who the request is (401 without a valid token; a page is sent to the
-    login page instead) and whether they may do what the route does (403). A one-time login
-    link (`/?token=…`) sets the login cookie and redirects to the same page without it."""
-    if request.match_info.http_exception is not None:
-        return None  # no such route (404) or method (405): the handler says so
-    route = request.match_info.route.name
-    rule = request.app[RULES].get(route) if route else None
-    if rule == rules.PUBLIC:
-        return None
-    page = _is_page(request)
-    link_token = request.query.get("token") if page else None
-    if link_token is not None:
-        user = await authenticate(request, link_token)
-        if user is None:
-            return _unauthenticated(request, given=True)
-        query = [(k, v) for k, v in request.query.items() if k != "token"]
-        response = web.Response(
-            status=303,
-            headers={
-                "Location": str(request.rel_url.with_query(query)),
-                "Cache-Control": "no-store",
-            },
-        )
-        login_cookie(response, link_token, secure=request.secure)
-        return response
-    token = rules.bearer_token(request.headers.get("Authorization"), request.cookies.get(COOKIE))
-    user = await authenticate(request, token) if token is not None else None
-    if user is None:
-        return _unauthenticated(request, given=token is not None)
-    request[_USER] = user
-    if rule is None:  # a route added without a rule is refused, never open
-        raise _ApiError(403, f"no access rule for {request.method} {request.path}")
-    if rule == rules.LISTED:
-        return None
-    for check in rules.needs(rule, request.match_info):
-        if not await _allowed(request, user, check):
-            raise _ApiError(403, rules.forbidden_message(user, check))
-    return None
-
-
-async def authenticate(request: web.Request, token: str) -> User | None:
-    """The user of `token` (None: the API server does not accept it); 503 when it cannot be
-    asked. Without `ACCESS` nobody is authenticated."""
-    access = request.app.get(ACCESS)
-    if access is None:
-        return None
-    try:
-        return await access.authenticate(token)
-    except AccessUnavailable as e:
-        log.warning("authentication unavailable: %s", e)
-        raise _ApiError(503, "cannot check the token now: the API server did not answer") from None
-
-
-def user_of(request: web.Request) -> User | None:
-    """The authenticated user of this request (None without `ACCESS`)."""
-    user = request.get(_USER)
-    return user if isinstance(user, User) else None
-
-
-def login_cookie(response: web.StreamResponse, token: str, *, secure: bool) -> None:
-    """Keep `token` in the login cookie (HttpOnly: scripts cannot read it; SameSite=Strict:
-    other sites' requests do not carry it)."""
-    response.set_cookie(
-        COOKIE, token, httponly=True, samesite="Strict", path="/", secure=secure or None
-    )
-
-
-async def may_list(request: web.Request, group: str, resource: str, namespace: str) -> bool:
-    """Whether this request's user may list `resource` in `namespace` (a cluster-wide list
-    right answers first, and covers every namespace). Always, without `ACCESS`."""
-    if ACCESS not in request.app:
-        return True
-    user = user_of(request)
-    if user is None or not namespace:
-        return False
-    if await _allowed(request, user, Check("list", group, resource, "")):
-        return True
-    return await _allowed(request, user, Check("list", group, resource, namespace))
-
-
-async def visible_repositories(
-    request: web.Request, items: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The JobRepositories (API objects) whose namespace this request's user may list."""
-    return [
-        r
-        for r in items
-        if await may_list(
-            request,
-            rules.GROUP,
-            rules.REPOSITORIES,
-            str((r.get("metadata") or {}).get("namespace") or ""),
-        )
-    ]
-
-
-async def visible_jobs(request: web.Request, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The job rows (`job_row`) whose kind and namespace this request's user may list."""
-    if ACCESS not in request.app:
-        return rows
-    shown = []
-    for row in rows:
-        plural = rules.job_plural(row.get("kind"))
-        if plural and await may_list(
-            request, rules.JOB_GROUP, plural, str(row.get("namespace") or "")
-        ):
-            shown.append(row)
-    return shown
-
-
-@contextlib.asynccontextmanager
-async def open_stream(request: web.Request) -> AsyncIterator[None]:
-    """Count a long-lived answer (an event stream, a log follow) against the caps: at most
-    `max_streams` open in all and `max_streams_per_user` per user (429 beyond)."""
-    settings = request.app[SETTINGS]
-    streams = request.app[STREAMS]
-    user = user_of(request)
-    name = user.name if user is not None else ""
-    if streams.open >= settings.max_streams:
-        raise _ApiError(429, f"too many open streams ({settings.max_streams}); try again later")
-    if user is not None and streams.by_user.get(name, 0) >= settings.max_streams_per_user:
-        raise _ApiError(
-            429,
-            f"user {name!r} has {settings.max_streams_per_user} streams open already; "
-            "close one (another tab) first",
-        )
-    streams.open += 1
-    streams.by_user[name] = streams.by_user.get(name, 0) + 1
-    try:
-        yield
-    finally:
-        streams.open -= 1
-        streams.by_user[name] -= 1
-        if streams.by_user[name] <= 0:
-            del streams.by_user[name]
-
-
-async def _allowed(request: web.Request, user: User, check: Check) -> bool:
-    try:
-        return await request.app[ACCESS].allowed(user, check)
-    except AccessUnavailable as e:
-        log.warning("authorization unavailable: %s", e)
-        raise _ApiError(503, "cannot check access now: the API server did not answer") from None
-
-
-def _is_page(request: web.Request) -> bool:
-    return request.method in ("GET", "HEAD") and not request.path.startswith(_PREFIX + "/")
-
-
-def _unauthenticated(request: web.Request, *, given: bool) -> web.StreamResponse:
-    login = request.app.get(LOGIN_PATH)
-    if login is not None and _is_page(request):
-        query = [(k, v) for k, v in request.query.items() if k != "token"]
-        back = str(request.rel_url.with_query(query))
-        target = URL(login).with_query({"next": back} if back != "/" else {})
-        response = web.Response(status=303, headers={"Location": str(target)})
-        if given:
-            response.del_cookie(COOKIE, path="/")
-        return response
-    raise _ApiError(
-        401,
-        "the token is not valid" if given else "a bearer token is required",
-        {"WWW-Authenticate": 'Bearer realm="trainops"'},
-    )
 
 
 # --- handlers ------------------------------------------------------------------------------------
@@ -519,7 +328,7 @@ async def _sync(request: web.Request) -> web.Response:
     except UnknownRepository:
         raise _not_found(namespace, name) from None
     except ValueError as e:
-        raise _ApiError(400, str(e) or "invalid revision") from None
+        raise ApiError(400, str(e) or "invalid revision") from None
     body = {"status": "queued", "repository": f"{namespace}/{name}", "revision": revision}
     return _json(body, status=202)
 
@@ -560,7 +369,7 @@ async def _webhook(request: web.Request) -> web.Response:
     try:
         event = parse_push(request.headers, body, request.app[SETTINGS].webhook_secret)
     except PushError as e:
-        raise _ApiError(e.status, e.message) from None
+        raise ApiError(e.status, e.message) from None
     if event.ignored:
         return _json({"ignored": True})
     refreshed = await request.app[HUB].push(event)
@@ -574,124 +383,15 @@ async def _webhook(request: web.Request) -> web.Response:
     return _json({"refreshed": list(refreshed)}, status=202)
 
 
-async def _stream(request: web.Request) -> web.StreamResponse:
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
-        }
-    )
-    async with open_stream(request):
-        return await _serve_stream(request, response)
-
-
-async def _serve_stream(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
-    settings = request.app[SETTINGS]
-    streams = request.app[STREAMS]
-    iterator = aiter(request.app[HUB].changes())
-    pending: asyncio.Future[Any] | None = None
-    closing: asyncio.Future[Any] = asyncio.ensure_future(streams.closing.wait())
-    loop = asyncio.get_running_loop()
-    try:
-        await response.prepare(request)
-        await response.write(f"retry: {settings.retry_ms}\n\n".encode())
-        quiet_since = loop.time()
-        while not streams.closing.is_set() and not _gone(request):
-            if pending is None:
-                pending = asyncio.ensure_future(anext(iterator))
-            wait = max(0.0, min(_POLL, quiet_since + settings.heartbeat - loop.time()))
-            await asyncio.wait(
-                {pending, closing}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
-            )
-            if streams.closing.is_set() or _gone(request):
-                break
-            if pending.done():
-                done, pending = pending, None
-                try:
-                    change = done.result()
-                except StopAsyncIteration:
-                    break
-                if not await _may_see(request, change):
-                    continue
-                await _write(response, _event(change), settings.write_timeout)
-                quiet_since = loop.time()
-            elif loop.time() - quiet_since >= settings.heartbeat:
-                await _write(response, b": ping\n\n", settings.write_timeout)
-                quiet_since = loop.time()
-    except ConnectionError:  # the client went away mid-write
-        pass
-    except TimeoutError:  # the client stopped reading: drop it rather than wait forever
-        log.info("an event stream reader stalled for %gs; closing it", settings.write_timeout)
-        if request.transport is not None:
-            request.transport.abort()
-    except Exception:
-        log.exception("the change stream failed")
-    finally:
-        closing.cancel()
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            try:
-                await aclose()
-            except Exception:
-                log.exception("closing a change subscription failed")
-    return response
-
-
-async def _write(response: web.StreamResponse, data: bytes, timeout: float) -> None:
-    async with asyncio.timeout(timeout):
-        await response.write(data)
-
-
-async def _end_streams(app: web.Application) -> None:
-    app[STREAMS].closing.set()
-
-
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def _event(change: Change) -> bytes:
-    obj = shown_repository(change.object) if change.kind == "repository" else change.object
-    data = orjson.dumps({"type": change.type, "object": obj})
-    kind = re.sub(r"[\r\n]", "", change.kind) or "message"
-    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
-
-
-async def _may_see(request: web.Request, change: Change) -> bool:
-    """Whether the stream's user may list the changed object (a repository, a job); other
-    notes (`resync`) go to everyone. When access cannot be checked the change is not sent."""
-    if ACCESS not in request.app:
-        return True
-    meta = change.object.get("metadata") if isinstance(change.object, dict) else None
-    namespace = str((meta or {}).get("namespace") or "")
-    try:
-        if change.kind == "repository":
-            return await may_list(request, rules.GROUP, rules.REPOSITORIES, namespace)
-        if change.kind == "job":
-            plural = rules.job_plural(change.object.get("kind"))
-            return plural is not None and await may_list(
-                request, rules.JOB_GROUP, plural, namespace
-            )
-    except _ApiError:
-        return False
-    return True
-
-
-def _gone(request: web.Request) -> bool:
-    transport = request.transport
-    return transport is None or transport.is_closing()
 
 
 def _target(request: web.Request) -> tuple[str, str]:
     return request.match_info["namespace"], request.match_info["name"]
 
 
-def _not_found(namespace: str, name: str) -> _ApiError:
-    return _ApiError(404, f"jobrepository {namespace}/{name} not found")
+def _not_found(namespace: str, name: str) -> ApiError:
+    return ApiError(404, f"jobrepository {namespace}/{name} not found")
 
 
 def _revision(body: bytes) -> str | None:
@@ -700,17 +400,17 @@ def _revision(body: bytes) -> str | None:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise _ApiError(400, "the body is not valid JSON") from None
+        raise ApiError(400, "the body is not valid JSON") from None
     if not isinstance(doc, dict):
-        raise _ApiError(400, 'the body must be a JSON object, e.g. {"revision": "main"}')
+        raise ApiError(400, 'the body must be a JSON object, e.g. {"revision": "main"}')
     unknown = sorted(set(doc) - {"revision"})
     if unknown:
-        raise _ApiError(400, f"unknown field {unknown[0]!r} (only 'revision' is accepted)")
+        raise ApiError(400, f"unknown field {unknown[0]!r} (only 'revision' is accepted)")
     revision = doc.get("revision")
     if revision is None:
         return None
     if not isinstance(revision, str) or not revision.strip():
-        raise _ApiError(400, "revision must be a non-empty string")
+        raise ApiError(400, "revision must be a non-empty string")
     return revision.strip()
 
 
@@ -719,7 +419,7 @@ async def _read_body(request: web.Request) -> bytes:
     `body_timeout` seconds (408)."""
     settings = request.app[SETTINGS]
     limit = settings.max_body_bytes
-    too_large = _ApiError(413, f"request body larger than the limit of {limit} bytes")
+    too_large = ApiError(413, f"request body larger than the limit of {limit} bytes")
     if request.content_length is not None and request.content_length > limit:
         raise too_large
     chunks: list[bytes] = []
@@ -735,12 +435,12 @@ async def _read_body(request: web.Request) -> bytes:
                     raise too_large
                 chunks.append(chunk)
     except TimeoutError:
-        raise _ApiError(
+        raise ApiError(
             408, f"request body not received within {settings.body_timeout:g}s"
         ) from None
     except ConnectionResetError:  # the client went away mid-body: nobody to answer, no error
         log.debug("%s %s: the client closed the connection mid-body", request.method, request.path)
-        raise _ApiError(400, "connection closed mid-body") from None
+        raise ApiError(400, "connection closed mid-body") from None
     return b"".join(chunks)
 
 

@@ -1034,9 +1034,9 @@ async def test_a_change_is_sent_as_it_happens_not_at_the_next_poll(
 ) -> None:
     """The stream wakes on the first of (a change, shutdown), not when both have happened:
     with the poll and the heartbeat an hour long, changes still arrive at once, in order."""
-    import gitops.api
+    import gitops.apistream
 
-    monkeypatch.setattr(gitops.api, "_POLL", 3600.0)
+    monkeypatch.setattr(gitops.apistream, "_POLL", 3600.0)
     hub = FakeHub()
     async with client_for(hub, heartbeat=3600.0) as client:
         response = await client.get("/api/v1/stream")
