@@ -68,8 +68,14 @@ def install(
     app[pages.CLOCK] = clock
     app[api.RULES].update(RULES)
     app[api.LOGIN_PATH] = login.LOGIN_PATH
+    app[api.PAGE_ERROR] = _page_error
     pages.add_routes(app)
     jobapi.add_routes(app)
     login.add_routes(app, renderer)
     app.middlewares.append(pages.not_found_middleware())
     app.on_response_prepare.append(add_security_headers)
+
+
+def _page_error(request: web.Request, status: int, message: str) -> web.StreamResponse:
+    title = "Not allowed" if status == 403 else "Cannot check access now"
+    return pages.error_page(request, status, title, message)

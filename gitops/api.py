@@ -69,6 +69,7 @@ from gitops import access as rules
 from gitops.apiaccess import (
     authenticate,
     authorize,
+    is_page,
     login_cookie,
     may_list,
     open_stream,
@@ -90,6 +91,7 @@ from gitops.apistate import (
     ACCESS,
     HUB,
     LOGIN_PATH,
+    PAGE_ERROR,
     PREFIX,
     RULES,
     SETTINGS,
@@ -109,6 +111,7 @@ __all__ = [
     "API_FILE",
     "HUB",
     "LOGIN_PATH",
+    "PAGE_ERROR",
     "RULES",
     "SAFE_METHODS",
     "SETTINGS",
@@ -235,6 +238,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as e:
+        page_error = request.app.get(PAGE_ERROR)
+        if page_error is not None and e.status in (403, 503) and is_page(request):
+            return page_error(request, e.status, e.message)
         response = _error(e.status, e.message, e.headers)
         if e.status in (408, 413):  # the rest of the body is unread: do not reuse the connection
             response.force_close()

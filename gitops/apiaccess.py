@@ -30,6 +30,7 @@ from gitops.reviews import AccessUnavailable
 __all__ = [
     "authenticate",
     "authorize",
+    "is_page",
     "login_cookie",
     "may_list",
     "may_see",
@@ -52,7 +53,7 @@ async def authorize(request: web.Request) -> web.StreamResponse | None:
     rule = request.app[RULES].get(route) if route else None
     if rule == rules.PUBLIC:
         return None
-    page = _is_page(request)
+    page = is_page(request)
     link_token = request.query.get("token") if page else None
     if link_token is not None:
         user = await authenticate(request, link_token)
@@ -188,13 +189,14 @@ async def _allowed(request: web.Request, user: User, check: Check) -> bool:
         raise ApiError(503, "cannot check access now: the API server did not answer") from None
 
 
-def _is_page(request: web.Request) -> bool:
+def is_page(request: web.Request) -> bool:
+    """A GET or HEAD of a page (outside `/api/v1/`): the dashboard's, answered in HTML."""
     return request.method in ("GET", "HEAD") and not request.path.startswith(PREFIX + "/")
 
 
 def _unauthenticated(request: web.Request, *, given: bool) -> web.StreamResponse:
     login = request.app.get(LOGIN_PATH)
-    if login is not None and _is_page(request):
+    if login is not None and is_page(request):
         query = [(k, v) for k, v in request.query.items() if k != "token"]
         back = str(request.rel_url.with_query(query))
         target = URL(login).with_query({"next": back} if back != "/" else {})

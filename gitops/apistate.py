@@ -8,6 +8,7 @@ message, headers) that the API's error middleware turns into `{"error": message}
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,10 @@ ACCESS = web.AppKey[Access]("gitops_api_access")
 """Present when requests are authenticated and authorized by the API server (`gitops.reviews`)."""
 RULES = web.AppKey[dict[str, rules.Rule]]("gitops_api_rules")
 """Each route's access rule by route name (`gitops.access.API_RULES`, and the dashboard's)."""
+PageError = Callable[[web.Request, int, str], web.StreamResponse]
+PAGE_ERROR = web.AppKey[PageError]("gitops_api_page_error")
+"""How a page (not `/api/v1/`) shows a 403 or 503 (the dashboard's HTML error page); JSON
+without it."""
 LOGIN_PATH = web.AppKey("gitops_api_login_path", str)
 """Where a page request without a valid token is sent (the dashboard sets `/login`)."""
 USER: Any = (

@@ -232,3 +232,34 @@ async def test_the_header_and_the_cookie_both_carry_the_token() -> None:
         for headers in (bearer("tok-root"), {"Cookie": "trainops-token=tok-root"}):
             response = await client.get("/api/v1/repositories", headers=headers)
             assert response.status == 200
+
+
+async def test_dashboard_pages_show_only_the_users_namespaces_and_a_403_page_otherwise() -> None:
+    import dashboard
+
+    fake = hub()
+    app = api.create_app(
+        fake, token=None, webhook_secret=None, allow_remote_writes=False, access=TableAccess()
+    )
+    dashboard.install(app, hub=fake, client=None)  # type: ignore[arg-type]  # pages from the Hub only
+    cookie = {"Cookie": "trainops-token=tok-alice"}
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        front = await client.get("/", headers=cookie)
+        text = await front.text()
+        assert front.status == 200
+        assert 'data-repo="team-a/jobs"' in text
+        assert "team-b" not in text
+        assert '<span class="user" title="signed in as">alice</span>' in text
+        denied = await client.get("/repositories/team-b/jobs", headers=cookie)
+        text = await denied.text()
+        assert denied.status == 403
+        assert denied.headers["Content-Type"] == "text/html; charset=utf-8"
+        assert (
+            "User &#34;alice&#34; cannot get resource &#34;jobrepositories&#34; in API group "
+            "&#34;gitops.trainops.dev&#34; in the namespace &#34;team-b&#34;"
+        ) in text
+        assert "git.example/b.git" not in text
+        # The API under the same path prefix stays JSON.
+        denied = await client.get("/api/v1/repositories/team-b/jobs", headers=cookie)
+        assert denied.headers["Content-Type"] == "application/json"
+        assert denied.status == 403
