@@ -23,6 +23,7 @@ from yarl import URL
 
 from gitops import access as rules
 from gitops.access import COOKIE, Check, User
+from gitops.apiauth import cross_site
 from gitops.apistate import ACCESS, LOGIN_PATH, PREFIX, RULES, SETTINGS, STREAMS, USER, ApiError
 from gitops.hub import Change
 from gitops.reviews import AccessUnavailable
@@ -56,6 +57,11 @@ async def authorize(request: web.Request) -> web.StreamResponse | None:
     page = is_page(request)
     link_token = request.query.get("token") if page else None
     if link_token is not None:
+        # Only a link opened by the user (typed, pasted, from a terminal: Sec-Fetch-Site none)
+        # or from our own pages: another site's link must not log the browser in as whoever's
+        # token it carries (login CSRF).
+        if cross_site(request.headers) is not None:
+            return _unauthenticated(request, given=False)
         user = await authenticate(request, link_token)
         if user is None:
             return _unauthenticated(request, given=True)

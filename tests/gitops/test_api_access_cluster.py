@@ -115,6 +115,15 @@ async def test_the_login_link_sets_the_cookie_and_leaves_no_token_in_the_url(
         assert front.status == 200
         assert 'action="/logout"' in text
         assert cluster.token not in text
+        # A link another site sends the browser to logs nobody in (login CSRF).
+        response = await site.get(
+            f"/?token={cluster.token}",
+            headers={"Sec-Fetch-Site": "cross-site"},
+            allow_redirects=False,
+        )
+        assert response.status == 303
+        assert response.headers["Location"] == "/login"
+        assert "Set-Cookie" not in response.headers
         # A link with a token the cluster does not accept: to the login page, no cookie.
         response = await site.get("/?token=forged", allow_redirects=False)
         assert response.status == 303
