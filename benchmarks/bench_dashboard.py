@@ -47,7 +47,31 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine import cpu_model  # noqa: E402
-from tests.dashboard.conftest import api_url, launch_chromium, short_job  # noqa: E402
+from tests.dashboard.conftest import (  # noqa: E402
+    api_token,
+    api_url,
+    launch_chromium,
+    short_job,
+)
+
+_TOKEN: list[str] = []
+"""The API's token (every request needs one): set once `up` runs."""
+
+
+def _signed_in(browser: Any, url: str) -> Any:
+    """A browser context at 1280×800 with the login cookie."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_cookies([{"name": "trainops-token", "value": _TOKEN[0], "url": url}])
+    return context
+
+
+def _authorize_urllib(token: str) -> None:
+    """Every `urllib.request.urlopen` of this process sends the API's token."""
+    opener = urllib.request.build_opener()
+    opener.addheaders = [("Authorization", f"Bearer {token}")]
+    urllib.request.install_opener(opener)
+
+
 from tests.gitops.conftest import Remote  # noqa: E402
 from tests.up.conftest import Up, eventually, finish  # noqa: E402
 
@@ -202,7 +226,7 @@ def wait_settled(url: str, repos: int, jobs: int) -> None:
 def first_paint(browser: Any, url: str, runs: int) -> list[dict[str, float]]:
     results = []
     for _ in range(runs):
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context = _signed_in(browser, url)
         page = context.new_page()
         page.goto(url + "/", wait_until="load")
         page.wait_for_function("() => performance.getEntriesByType('paint').length >= 2")
@@ -240,7 +264,7 @@ def _arrived(page: Any, key: str) -> float:
 
 def change_latency(browser: Any, up: Up, url: str, changes: int) -> dict[str, list[float]]:
     custom = _custom(up)
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context = _signed_in(browser, url)
     context.add_init_script(LISTEN)
     page = context.new_page()
     page.goto(url + "/", wait_until="load")
@@ -368,6 +392,8 @@ def main() -> None:
         up.start(timeout=60)
         try:
             url = api_url(up)
+            _TOKEN.append(api_token(up))
+            _authorize_urllib(_TOKEN[0])
             started = time.monotonic()
             seed(up, root, args.repos, args.jobs_per_repo)
             total = args.repos * args.jobs_per_repo

@@ -164,8 +164,9 @@ class Up:
                 raise SystemExit("trainops up did not start within 120 s")
             await asyncio.sleep(0.02)
         self.banner = time.perf_counter()
-        self.url = json.loads((self.data_dir / "api.json").read_text())["url"]
-        self.http = aiohttp.ClientSession()
+        address = json.loads((self.data_dir / "api.json").read_text())
+        self.url = address["url"]
+        self.http = aiohttp.ClientSession(headers={"Authorization": f"Bearer {address['token']}"})
         self.kube = await Client.connect(self.data_dir / "kubeconfig", timeout=60)
 
     async def repository(self) -> dict[str, Any]:

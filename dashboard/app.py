@@ -15,15 +15,36 @@ from pathlib import Path
 
 from aiohttp import web
 
-from dashboard import jobapi, pages
+from dashboard import jobapi, login, pages
 from dashboard.backend import Backend
 from dashboard.render import Renderer, add_security_headers
+from gitops import api
+from gitops.access import GROUP, JOB_GROUP, LISTED, PUBLIC, REPOSITORIES, Need, Rule
 from gitops.hub import Hub
 from kube.client import Client
 
-__all__ = ["STATIC_DIR", "install"]
+__all__ = ["RULES", "STATIC_DIR", "install"]
 
 STATIC_DIR = Path(str(importlib_resources.files("dashboard") / "static"))
+
+_GET_REPOSITORY = (Need("get", GROUP, REPOSITORIES),)
+_GET_JOB = Need("get", JOB_GROUP, "{plural}")
+RULES: dict[str, Rule] = {
+    "dashboard-static": PUBLIC,
+    "dashboard-login": PUBLIC,
+    "dashboard-login-submit": PUBLIC,
+    "dashboard-logout": PUBLIC,
+    "dashboard-front": LISTED,
+    "dashboard-repo": _GET_REPOSITORY,
+    "dashboard-diff": _GET_REPOSITORY,
+    "dashboard-job": (_GET_JOB,),
+    "dashboard-job-api": (_GET_JOB,),
+    "dashboard-job-logs": (_GET_JOB, Need("get", "", "pods", "log")),
+    "dashboard-job-pause": (Need("patch", JOB_GROUP, "{plural}"),),
+    "dashboard-job-resume": (Need("patch", JOB_GROUP, "{plural}"),),
+    "dashboard-job-delete": (Need("delete", JOB_GROUP, "{plural}"),),
+}
+"""Who may use each dashboard route (`gitops.access`): a page needs what its API call would."""
 
 
 def install(
@@ -41,10 +62,20 @@ def install(
     def static_url(filename: str) -> str:
         return str(static.url_for(filename=filename, append_version=True))
 
+    renderer = Renderer(static_url)
     app[pages.BACKEND] = Backend(hub, client)
-    app[pages.RENDERER] = Renderer(static_url)
+    app[pages.RENDERER] = renderer
     app[pages.CLOCK] = clock
+    app[api.RULES].update(RULES)
+    app[api.LOGIN_PATH] = login.LOGIN_PATH
+    app[api.PAGE_ERROR] = _page_error
     pages.add_routes(app)
     jobapi.add_routes(app)
+    login.add_routes(app, renderer)
     app.middlewares.append(pages.not_found_middleware())
     app.on_response_prepare.append(add_security_headers)
+
+
+def _page_error(request: web.Request, status: int, message: str) -> web.StreamResponse:
+    title = "Not allowed" if status == 403 else "Cannot check access now"
+    return pages.error_page(request, status, title, message)

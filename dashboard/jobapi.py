@@ -8,11 +8,14 @@
     DELETE /api/v1/jobs/{namespace}/{plural}/{name}          202 (background propagation);
                                                              409 while a repository deploys it
 
-Security: nothing here. The API's own middleware (`gitops.api`, rules in `gitops.apiauth`)
-guards these routes as it guards sync and refresh, because it decides by method: a non-loopback
-`Host` is refused, and every POST or DELETE is a write — refused cross-site, accepted from
-loopback peers only unless the app allows remote writes, and with the bearer token whenever
-one is configured. Errors are the API's shape, `{"error": "<message>"}`.
+Security: nothing here. The API's own middleware (`gitops.api`, rules in `gitops.apiauth` and
+`gitops.access`) guards these routes as it guards sync and refresh: a non-loopback `Host` is
+refused; every POST or DELETE is a write — refused cross-site, accepted from loopback peers only
+unless the app allows remote writes; and with the API server's reviews (`trainops up`) each
+route needs a token and its access review (`dashboard.app.RULES`: `get` on the job kind to
+read, `patch` to pause or resume, `delete`, and `get pods/log` for logs). A follow counts
+against the API's caps on open streams (per user and in all; 429 beyond). Errors are the API's
+shape, `{"error": "<message>"}`.
 
 Logs are read through the API server's `pods/log` (`kube.Client`), never from local files; a
 pod must carry the job's label, so these routes cannot read any other pod of the namespace.
@@ -33,7 +36,7 @@ from aiohttp import web
 from dashboard import jobviews
 from dashboard.backend import JOB_LABEL, DeployedFromGit, UnknownJob
 from dashboard.pages import BACKEND
-from gitops.api import STREAMS
+from gitops.api import STREAMS, open_stream
 from kube import errors
 
 __all__ = ["DEFAULT_TAIL", "FOLLOW_LIMIT", "MAX_TAIL", "add_routes"]
@@ -135,7 +138,8 @@ async def logs(request: web.Request) -> web.StreamResponse:
         except errors.APIError as e:
             return _log_failure(e, pod_name)
         return web.Response(body=data, content_type="text/plain", charset="utf-8")
-    return await _follow(request, namespace, pod_name, container, tail)
+    async with open_stream(request):  # counted with the event streams, per user and in all
+        return await _follow(request, namespace, pod_name, container, tail)
 
 
 async def _follow(

@@ -18,6 +18,7 @@ from aiohttp import web
 from dashboard import jobviews, views
 from dashboard.backend import Backend, UnknownJob
 from dashboard.render import Renderer
+from gitops import api
 from gitops.hub import UnknownRepository
 from kube import errors
 
@@ -44,6 +45,12 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/jobs/{namespace}/{plural}/{name}", job, name="dashboard-job")
 
 
+def who(request: web.Request) -> str:
+    """The signed-in user's name, for the page header's logout ("" without authentication)."""
+    user = api.user_of(request)
+    return user.name if user is not None else ""
+
+
 def now(request: web.Request) -> datetime:
     return request.app[CLOCK]()
 
@@ -52,10 +59,12 @@ async def front(request: web.Request) -> web.Response:
     backend = request.app[BACKEND]
     moment = now(request)
     filters = views.Filters.from_query(request.query)
-    repositories = [views.repository_row(r, moment) for r in backend.repositories()]
-    jobs = views.job_rows(backend.job_rows(), moment)
+    shown = await api.visible_repositories(request, backend.repositories())
+    repositories = [views.repository_row(r, moment) for r in shown]
+    jobs = views.job_rows(await api.visible_jobs(request, backend.job_rows()), moment)
     context = {
         "now": moment.astimezone(UTC).isoformat(timespec="milliseconds"),
+        "user": who(request),
         "page": "front",
         "watch": "",
         "title": "Overview",
@@ -81,6 +90,7 @@ async def repository(request: web.Request) -> web.Response:
     detail = views.repository_detail(obj, diffs, moment)
     context = {
         "now": moment.astimezone(UTC).isoformat(timespec="milliseconds"),
+        "user": who(request),
         "page": "repository",
         "watch": f"repository:{namespace}/{name}",
         "title": f"{namespace}/{name}",
@@ -102,6 +112,7 @@ async def diff(request: web.Request) -> web.Response:
     row = views.repository_row(obj, moment)
     context = {
         "now": moment.astimezone(UTC).isoformat(timespec="milliseconds"),
+        "user": who(request),
         "page": "repository",
         "watch": "",
         "title": f"diff {resource} · {namespace}/{name}",
@@ -149,6 +160,7 @@ async def job(request: web.Request) -> web.Response:
     api_path = f"/api/v1{detail['path']}" if detail["path"] else ""
     context = {
         "now": moment.astimezone(UTC).isoformat(timespec="milliseconds"),
+        "user": who(request),
         "page": "job",
         "watch": f"job:{namespace}/{name}",
         "title": f"{namespace}/{name}",
@@ -159,7 +171,14 @@ async def job(request: web.Request) -> web.Response:
 
 
 def error_page(request: web.Request, status: int, title: str, message: str) -> web.Response:
-    context = {"page": "error", "watch": "", "title": title, "message": message, "status": status}
+    context = {
+        "page": "error",
+        "watch": "",
+        "title": title,
+        "message": message,
+        "status": status,
+        "user": who(request),
+    }
     return request.app[RENDERER].page("error.html", context, status=status)
 
 

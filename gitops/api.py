@@ -17,32 +17,37 @@ Every error is JSON, `{"error": "<message>"}`; an unexpected exception is logged
 traceback and answered 500 `{"error": "internal error"}`. URL userinfo (a token in
 `https://user:token@host/…`) is masked as `***` in every JobRepository shown.
 
-Security (the rules themselves are `gitops.apiauth`):
+Security (the rules themselves are `gitops.apiauth` and `gitops.access`):
+- Authentication and authorization (`access=`, what `trainops up` passes: `gitops.reviews.
+  KubeAccess`): every request but the push hook (and routes another package declares PUBLIC:
+  the dashboard's login page and static files, up's `/metrics`) needs a bearer token — the
+  `Authorization` header, or the dashboard's login cookie — that the API server accepts
+  (TokenReview; 401 with `WWW-Authenticate: Bearer` otherwise, a page is sent to the login
+  page); each route's access reviews (`RULES` by route name; a route without one is refused)
+  are asked as that user (SubjectAccessReview; 403 in the API server's words); lists and the
+  stream hold only the namespaces the user may list. `gitops.apiaccess` applies it.
 - Loopback (`allow_remote_writes=False`, what `trainops up` serves on 127.0.0.1): requests whose
   `Host` is not a loopback name are refused (403; DNS rebinding), except the push hook (a
   tunnel forwards Git hosts' pushes with its own Host). Writes — every request whose method is
   not GET, HEAD or OPTIONS, on any route of the app (sync, refresh, a repository's delete, and
   the routes the dashboard adds: pause, resume, a job's delete), the push hook excepted — are
-  accepted from loopback peers only; without a token they need no credentials; with one, they
-  need `Authorization: Bearer <token>`. One rule by method, so a route added later cannot
-  forget it.
-- Beyond loopback (`allow_remote_writes=True`): a token is mandatory (`create_app` raises
-  without one) and every write needs it. `serve` refuses a non-loopback address for an
-  app built without `allow_remote_writes`.
+  accepted from loopback peers only. Without `access`, a static `token` (if given) is required
+  of writes as `Authorization: Bearer <token>`. One rule by method, so a route added later
+  cannot forget it.
+- Beyond loopback (`allow_remote_writes=True`): `access` or a token is mandatory (`create_app`
+  raises without either). `serve` refuses a non-loopback address for an app built without
+  `allow_remote_writes`.
 - Every POST, the push hook included, is refused (403) when a browser says it comes from another
   site (`Sec-Fetch-Site`, or an `Origin` that is not this `Host`): a page elsewhere cannot
-  trigger syncs even on loopback.
+  trigger syncs even on loopback, even with the login cookie.
 - The push hook needs no token: when a webhook secret is configured each provider's signature or
   token is required (401). Nothing from a payload is applied: a push only refreshes the
   JobRepositories whose repoURL and branch match, which fetch what they already name.
 - Bodies are read with a cap (`max_body_bytes`, 1 MiB; 413, whatever Content-Length says) and a
-  deadline (`body_timeout`; 408).
+  deadline (`body_timeout`; 408). Event streams and log follows are capped per user
+  (`max_streams_per_user`, 8) and in all (`max_streams`, 64): 429 beyond.
 
-The stream (`text/event-stream`) starts with `retry: 2000`, then sends each change as
-`event: <kind>` / `data: {"type": …, "object": …}` and a `: ping` comment after `heartbeat`
-seconds (15) without one. It ends when the client goes away (noticed within a second), stops
-reading (a write blocked `write_timeout`, 30 s: its connection is dropped) or the app shuts
-down (`on_shutdown` ends every open stream at once).
+The stream is `gitops.apistream`.
 
 `serve(app, host, port)` starts it (port 0: any free one). `trainops up` records where in
 `DATA_DIR/api.json` (`write_address`); `trainops repo` reads it (`read_address`); both live in
@@ -52,16 +57,26 @@ down (`on_shutdown` ends every open stream at once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import re
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from gitops import access as rules
+from gitops.apiaccess import (
+    authenticate,
+    authorize,
+    is_page,
+    login_cookie,
+    may_list,
+    open_stream,
+    user_of,
+    visible_jobs,
+    visible_repositories,
+)
 from gitops.apiaddress import (
     API_FILE,
     ApiAddress,
@@ -72,65 +87,63 @@ from gitops.apiaddress import (
 )
 from gitops.apiauth import bearer_matches, cross_site, host_name, is_loopback
 from gitops.apishow import job_row, shown_repository
-from gitops.hub import Change, Hub, UnknownRepository
+from gitops.apistate import (
+    ACCESS,
+    HUB,
+    LOGIN_PATH,
+    PAGE_ERROR,
+    PREFIX,
+    RULES,
+    SETTINGS,
+    STREAMS,
+    ApiError,
+    MiB,
+    Settings,
+    Streams,
+)
+from gitops.apistream import end_streams, stream
+from gitops.hub import Hub, UnknownRepository
 from gitops.pushhooks import PushError, parse_push
+from gitops.reviews import Access
 
 __all__ = [
+    "ACCESS",
     "API_FILE",
     "HUB",
+    "LOGIN_PATH",
+    "PAGE_ERROR",
+    "RULES",
     "SAFE_METHODS",
     "SETTINGS",
     "STREAMS",
     "ApiAddress",
     "Settings",
     "Streams",
+    "authenticate",
     "base_url",
     "create_app",
     "job_row",
+    "login_cookie",
+    "may_list",
+    "open_stream",
     "read_address",
     "remove_address",
     "serve",
     "shown_repository",
+    "user_of",
+    "visible_jobs",
+    "visible_repositories",
     "write_address",
 ]
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Settings:
-    token: str | None
-    webhook_secret: bytes | None
-    allow_remote_writes: bool
-    max_body_bytes: int = MiB
-    body_timeout: float = 10.0
-    heartbeat: float = 15.0
-    retry_ms: int = 2000
-    write_timeout: float = 30.0
-
-
-@dataclass
-class Streams:
-    """The open event streams: how many, and the event that ends them all (on shutdown)."""
-
-    closing: asyncio.Event = field(default_factory=asyncio.Event)
-    open: int = 0
-
-
-HUB = web.AppKey[Hub]("gitops_hub")
-SETTINGS = web.AppKey("gitops_api_settings", Settings)
-STREAMS = web.AppKey("gitops_api_streams", Streams)
-
-_PREFIX = "/api/v1"
+_PREFIX = PREFIX
 _WEBHOOK_ROUTE = "git-webhook"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing; every other request to the app, on any route (the API's own
 and those other packages add, e.g. the dashboard's job actions), is a write, except the push
 hook (it has its own secret and changes nothing but when Git is read)."""
-_POLL = 1.0
-"""How often an idle stream checks that its client is still there (seconds)."""
 
 
 def create_app(
@@ -143,11 +156,17 @@ def create_app(
     body_timeout: float = 10.0,
     heartbeat: float = 15.0,
     write_timeout: float = 30.0,
+    access: Access | None = None,
+    max_streams: int = 64,
+    max_streams_per_user: int = 8,
 ) -> web.Application:
-    """The API application; raises ValueError for `allow_remote_writes` without a token."""
+    """The API application; raises ValueError for `allow_remote_writes` without a token or
+    `access`. With `access` every request but the push hook needs a bearer token the API
+    server accepts, and each read and action is authorized as its user; `token` is then
+    unused."""
     if token is not None and not token.strip():
         raise ValueError("the API token is empty")
-    if allow_remote_writes and not token:
+    if allow_remote_writes and not token and access is None:
         raise ValueError("an API reachable beyond loopback needs a token")
     if allow_remote_writes and webhook_secret is None:
         log.warning("the push webhook beyond loopback has no secret: anyone may trigger refreshes")
@@ -159,21 +178,26 @@ def create_app(
         body_timeout=body_timeout,
         heartbeat=heartbeat,
         write_timeout=write_timeout,
+        max_streams=max_streams,
+        max_streams_per_user=max_streams_per_user,
     )
     app = web.Application(middlewares=[_errors, _guard], client_max_size=max_body_bytes)
     app[HUB] = hub
     app[SETTINGS] = settings
     app[STREAMS] = Streams()
-    app.on_shutdown.append(_end_streams)
+    app[RULES] = dict(rules.API_RULES)
+    if access is not None:
+        app[ACCESS] = access
+    app.on_shutdown.append(end_streams)
     repo = _PREFIX + "/repositories/{namespace}/{name}"
-    app.router.add_get(_PREFIX + "/repositories", _list_repositories)
-    app.router.add_get(repo, _get_repository)
+    app.router.add_get(_PREFIX + "/repositories", _list_repositories, name="repositories")
+    app.router.add_get(repo, _get_repository, name="repository-get")
     app.router.add_delete(repo, _delete_repository, name="repository-delete")
     app.router.add_post(repo + "/sync", _sync, name="repository-sync")
     app.router.add_post(repo + "/refresh", _refresh, name="repository-refresh")
-    app.router.add_get(repo + "/diff", _diff)
-    app.router.add_get(_PREFIX + "/jobs", _jobs)
-    app.router.add_get(_PREFIX + "/stream", _stream)
+    app.router.add_get(repo + "/diff", _diff, name="repository-diff")
+    app.router.add_get(_PREFIX + "/jobs", _jobs, name="jobs")
+    app.router.add_get(_PREFIX + "/stream", stream, name="stream")
     app.router.add_post(_PREFIX + "/webhooks/git", _webhook, name=_WEBHOOK_ROUTE)
     return app
 
@@ -209,19 +233,14 @@ async def serve(
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class _ApiError(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
-
-
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except _ApiError as e:
+    except ApiError as e:
+        page_error = request.app.get(PAGE_ERROR)
+        if page_error is not None and e.status in (403, 503) and is_page(request):
+            return page_error(request, e.status, e.message)
         response = _error(e.status, e.message, e.headers)
         if e.status in (408, 413):  # the rest of the body is unread: do not reuse the connection
             response.force_close()
@@ -251,20 +270,28 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not settings.allow_remote_writes and route != _WEBHOOK_ROUTE:
         host = request.headers.get("Host")
         if host is not None and not is_loopback(host_name(host)):
-            raise _ApiError(403, f"host {host!r} refused: this API answers loopback names only")
-    if request.method in SAFE_METHODS:
+            raise ApiError(403, f"host {host!r} refused: this API answers loopback names only")
+    write = request.method not in SAFE_METHODS
+    if write:
+        reason = cross_site(request.headers)
+        if reason is not None:
+            raise ApiError(403, reason)
+    if ACCESS in request.app:
+        answer = await authorize(request)
+        if answer is not None:
+            return answer
+    if not write:
         return await handler(request)
-    reason = cross_site(request.headers)
-    if reason is not None:
-        raise _ApiError(403, reason)
     if route != _WEBHOOK_ROUTE:
         if not settings.allow_remote_writes and not is_loopback(request.remote or ""):
-            raise _ApiError(403, "changes are accepted from this machine only")
-        if settings.token is not None and not bearer_matches(
-            request.headers.get("Authorization"), settings.token
+            raise ApiError(403, "changes are accepted from this machine only")
+        if (
+            ACCESS not in request.app
+            and settings.token is not None
+            and not bearer_matches(request.headers.get("Authorization"), settings.token)
         ):
             given = "Authorization" in request.headers
-            raise _ApiError(
+            raise ApiError(
                 401,
                 "the token does not match" if given else "a bearer token is required",
                 {"WWW-Authenticate": 'Bearer realm="trainops"'},
@@ -276,8 +303,8 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 async def _list_repositories(request: web.Request) -> web.Response:
-    items = [shown_repository(r) for r in request.app[HUB].repositories()]
-    return _json({"items": items})
+    visible = await visible_repositories(request, request.app[HUB].repositories())
+    return _json({"items": [shown_repository(r) for r in visible]})
 
 
 async def _get_repository(request: web.Request) -> web.Response:
@@ -307,7 +334,7 @@ async def _sync(request: web.Request) -> web.Response:
     except UnknownRepository:
         raise _not_found(namespace, name) from None
     except ValueError as e:
-        raise _ApiError(400, str(e) or "invalid revision") from None
+        raise ApiError(400, str(e) or "invalid revision") from None
     body = {"status": "queued", "repository": f"{namespace}/{name}", "revision": revision}
     return _json(body, status=202)
 
@@ -338,7 +365,7 @@ async def _diff(request: web.Request) -> web.Response:
 
 
 async def _jobs(request: web.Request) -> web.Response:
-    rows = [job_row(job) for job in request.app[HUB].jobs()]
+    rows = await visible_jobs(request, [job_row(job) for job in request.app[HUB].jobs()])
     rows.sort(key=lambda r: (r["namespace"] or "", r["name"] or "", r["kind"] or ""))
     return _json({"items": rows})
 
@@ -348,7 +375,7 @@ async def _webhook(request: web.Request) -> web.Response:
     try:
         event = parse_push(request.headers, body, request.app[SETTINGS].webhook_secret)
     except PushError as e:
-        raise _ApiError(e.status, e.message) from None
+        raise ApiError(e.status, e.message) from None
     if event.ignored:
         return _json({"ignored": True})
     refreshed = await request.app[HUB].push(event)
@@ -362,99 +389,15 @@ async def _webhook(request: web.Request) -> web.Response:
     return _json({"refreshed": list(refreshed)}, status=202)
 
 
-async def _stream(request: web.Request) -> web.StreamResponse:
-    settings = request.app[SETTINGS]
-    streams = request.app[STREAMS]
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
-        }
-    )
-    iterator = aiter(request.app[HUB].changes())
-    pending: asyncio.Future[Any] | None = None
-    closing: asyncio.Future[Any] = asyncio.ensure_future(streams.closing.wait())
-    streams.open += 1
-    loop = asyncio.get_running_loop()
-    try:
-        await response.prepare(request)
-        await response.write(f"retry: {settings.retry_ms}\n\n".encode())
-        quiet_since = loop.time()
-        while not streams.closing.is_set() and not _gone(request):
-            if pending is None:
-                pending = asyncio.ensure_future(anext(iterator))
-            wait = max(0.0, min(_POLL, quiet_since + settings.heartbeat - loop.time()))
-            await asyncio.wait(
-                {pending, closing}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
-            )
-            if streams.closing.is_set() or _gone(request):
-                break
-            if pending.done():
-                done, pending = pending, None
-                try:
-                    change = done.result()
-                except StopAsyncIteration:
-                    break
-                await _write(response, _event(change), settings.write_timeout)
-                quiet_since = loop.time()
-            elif loop.time() - quiet_since >= settings.heartbeat:
-                await _write(response, b": ping\n\n", settings.write_timeout)
-                quiet_since = loop.time()
-    except ConnectionError:  # the client went away mid-write
-        pass
-    except TimeoutError:  # the client stopped reading: drop it rather than wait forever
-        log.info("an event stream reader stalled for %gs; closing it", settings.write_timeout)
-        if request.transport is not None:
-            request.transport.abort()
-    except Exception:
-        log.exception("the change stream failed")
-    finally:
-        streams.open -= 1
-        closing.cancel()
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            try:
-                await aclose()
-            except Exception:
-                log.exception("closing a change subscription failed")
-    return response
-
-
-async def _write(response: web.StreamResponse, data: bytes, timeout: float) -> None:
-    async with asyncio.timeout(timeout):
-        await response.write(data)
-
-
-async def _end_streams(app: web.Application) -> None:
-    app[STREAMS].closing.set()
-
-
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def _event(change: Change) -> bytes:
-    obj = shown_repository(change.object) if change.kind == "repository" else change.object
-    data = orjson.dumps({"type": change.type, "object": obj})
-    kind = re.sub(r"[\r\n]", "", change.kind) or "message"
-    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
-
-
-def _gone(request: web.Request) -> bool:
-    transport = request.transport
-    return transport is None or transport.is_closing()
 
 
 def _target(request: web.Request) -> tuple[str, str]:
     return request.match_info["namespace"], request.match_info["name"]
 
 
-def _not_found(namespace: str, name: str) -> _ApiError:
-    return _ApiError(404, f"jobrepository {namespace}/{name} not found")
+def _not_found(namespace: str, name: str) -> ApiError:
+    return ApiError(404, f"jobrepository {namespace}/{name} not found")
 
 
 def _revision(body: bytes) -> str | None:
@@ -463,17 +406,17 @@ def _revision(body: bytes) -> str | None:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise _ApiError(400, "the body is not valid JSON") from None
+        raise ApiError(400, "the body is not valid JSON") from None
     if not isinstance(doc, dict):
-        raise _ApiError(400, 'the body must be a JSON object, e.g. {"revision": "main"}')
+        raise ApiError(400, 'the body must be a JSON object, e.g. {"revision": "main"}')
     unknown = sorted(set(doc) - {"revision"})
     if unknown:
-        raise _ApiError(400, f"unknown field {unknown[0]!r} (only 'revision' is accepted)")
+        raise ApiError(400, f"unknown field {unknown[0]!r} (only 'revision' is accepted)")
     revision = doc.get("revision")
     if revision is None:
         return None
     if not isinstance(revision, str) or not revision.strip():
-        raise _ApiError(400, "revision must be a non-empty string")
+        raise ApiError(400, "revision must be a non-empty string")
     return revision.strip()
 
 
@@ -482,7 +425,7 @@ async def _read_body(request: web.Request) -> bytes:
     `body_timeout` seconds (408)."""
     settings = request.app[SETTINGS]
     limit = settings.max_body_bytes
-    too_large = _ApiError(413, f"request body larger than the limit of {limit} bytes")
+    too_large = ApiError(413, f"request body larger than the limit of {limit} bytes")
     if request.content_length is not None and request.content_length > limit:
         raise too_large
     chunks: list[bytes] = []
@@ -498,12 +441,12 @@ async def _read_body(request: web.Request) -> bytes:
                     raise too_large
                 chunks.append(chunk)
     except TimeoutError:
-        raise _ApiError(
+        raise ApiError(
             408, f"request body not received within {settings.body_timeout:g}s"
         ) from None
     except ConnectionResetError:  # the client went away mid-body: nobody to answer, no error
         log.debug("%s %s: the client closed the connection mid-body", request.method, request.path)
-        raise _ApiError(400, "connection closed mid-body") from None
+        raise ApiError(400, "connection closed mid-body") from None
     return b"".join(chunks)
 
 

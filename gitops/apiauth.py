@@ -9,9 +9,10 @@
 - `cross_site(headers)`: why a browser-sent POST comes from another site, or None. Browsers
   label their requests (`Sec-Fetch-Site`, `Origin`); a request without either is not from a
   browser page (the CLI, curl, a Git host) and passes. Refused: `Sec-Fetch-Site` other than
-  `same-origin`/`none`, an `Origin` of `null`, an `Origin` whose host and port differ from the
-  `Host` header (the origin's default port dropped, as browsers drop it from `Host`; the scheme
-  is not compared, as a TLS-terminating proxy may sit in front).
+  `same-origin`/`none`, an `Origin` of `null` (unless `Sec-Fetch-Site: same-origin` vouches for
+  it: a form of our own pages under `Referrer-Policy: no-referrer`), an `Origin` whose host and
+  port differ from the `Host` header (the origin's default port dropped, as browsers drop it
+  from `Host`; the scheme is not compared, as a TLS-terminating proxy may sit in front).
 - `bearer_matches(authorization, token)`: `Authorization: Bearer <token>`, compared in constant
   time (`hmac.compare_digest`).
 """
@@ -60,6 +61,11 @@ def cross_site(headers: Mapping[str, str]) -> str | None:
         return None
     origin = origin.strip()
     if origin.lower() == "null":
+        if fetch_site == "same-origin":
+            # A form of our own pages: browsers send `Origin: null` for a form POST under
+            # `Referrer-Policy: no-referrer` (the dashboard's), and `Sec-Fetch-Site`, which no
+            # page can set, says it is same-origin.
+            return None
         return "cross-site request refused (Origin: null)"
     host = headers.get("Host")
     if host is None or _origin_host(origin) != _host_port(host, None):

@@ -155,6 +155,17 @@ class Client:
         value = getattr(self._http.api_client.configuration, "ssl_ca_cert", None)
         return str(value) if value else None
 
+    @property
+    def bearer_token(self) -> str | None:
+        """The bearer token this client authenticates with (a kubeconfig's `token`, a
+        ServiceAccount's), None when it uses a client certificate or anything else."""
+        keys = getattr(self._http.api_client.configuration, "api_key", None) or {}
+        value = str(keys.get("authorization") or keys.get("BearerToken") or "")
+        scheme, _, token = value.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+        return None
+
     # -- reads -------------------------------------------------------------------------------
 
     async def get(

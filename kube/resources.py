@@ -26,7 +26,9 @@ __all__ = [
     "RESOURCEQUOTAS",
     "SECRETS",
     "SERVICES",
+    "SUBJECT_ACCESS_REVIEWS",
     "TFJOBS",
+    "TOKEN_REVIEWS",
     "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "XGBJOBS",
     "Resource",
@@ -107,6 +109,13 @@ TFJOBS = Resource(
 XGBJOBS = Resource(
     "batch.tensorstack.dev", "v1beta1", "xgboosttrainingjobs", "XGBoostTrainingJob", True
 )
+
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False)
+"""Whose is a bearer token (POST only: answered, never stored)."""
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False
+)
+"""May a user (with groups and extra) do a verb on a resource (POST only)."""
 
 _KNOWN = {
     (r.api_version, r.kind): r

@@ -56,6 +56,8 @@ class RunningApiServer:
     token: str
     data_dir: Path
     server: Server
+    api_token: str
+    """The HTTP API's and dashboard's user's token (`DATA_DIR/api-token`)."""
     _runner: web.AppRunner = field(repr=False)
     _controllers: Controllers = field(repr=False)
 
@@ -167,7 +169,9 @@ async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
         kubelet_tls = subresources.kubelet_client_tls(
             creds.kubelet_client_cert, creds.kubelet_client_key
         )
-        app = create_app(srv, creds.token, kubelet_tls=kubelet_tls)
+        app = create_app(
+            srv, creds.token, kubelet_tls=kubelet_tls, api_token=creds.api_token or None
+        )
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         await web.SockSite(runner, sock, ssl_context=ssl_ctx).start()
@@ -192,6 +196,7 @@ async def start_apiserver(config: ApiServerConfig) -> RunningApiServer:
         token=creds.token,
         data_dir=data_dir,
         server=srv,
+        api_token=creds.api_token,
         _runner=runner,
         _controllers=controllers,
     )

@@ -2,7 +2,8 @@
 
 Layout of DATA_DIR: `pki/ca.crt`, `pki/ca.key`, `pki/tls.crt`, `pki/tls.key`,
 `pki/kubelet-client.crt`, `pki/kubelet-client.key` (the client certificate the server presents
-to kubelets, signed by the same CA, as kube-apiserver's `--kubelet-client-certificate`), `token`,
+to kubelets, signed by the same CA, as kube-apiserver's `--kubelet-client-certificate`), `token`
+(the kubeconfig's), `api-token` (the HTTP API's and dashboard's user, see `Credentials.api_token`),
 `server.json` (the port last served on) and `kubeconfig`; `pki/` is 0700 and every file 0600,
 certificates too (`localcluster.datadir`: nothing in the data directory is for other users). All of it is created on
 first start and reused afterwards, so a kubeconfig handed out once keeps working across
@@ -27,6 +28,7 @@ from certs import pki
 from localcluster import datadir
 
 __all__ = [
+    "API_TOKEN_FILE",
     "CONTEXT",
     "Credentials",
     "load_or_create_credentials",
@@ -39,6 +41,7 @@ __all__ = [
 log = logging.getLogger("localcluster.kubeconfig")
 CONTEXT = "trainops"
 _USER = "trainops-admin"
+API_TOKEN_FILE = "api-token"
 KUBELET_CLIENT_NAME = "kube-apiserver-kubelet-client"
 _SANS = ("localhost", "127.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
 
@@ -51,6 +54,10 @@ class Credentials:
     token: str
     kubelet_client_cert: Path
     kubelet_client_key: Path
+    api_token: str = ""
+    """`DATA_DIR/api-token`: the token of the HTTP API's and dashboard's user (`trainops up`
+    gives it to `trainops repo` and prints a login URL with it); the server accepts it as the
+    user `API_USER` and TokenReview answers for it."""
 
     @property
     def ca_pem(self) -> bytes:
@@ -101,12 +108,18 @@ def load_or_create_credentials(data_dir: Path, host: str) -> Credentials:
         )
         pki.atomic_write(client_key, client.key_pem, datadir.PRIVATE_FILE)
         pki.atomic_write(client_cert, client.cert_pem, datadir.PRIVATE_FILE)
-    token_file = data_dir / "token"
-    token = token_file.read_text().strip() if token_file.exists() else ""
+    token = _token(data_dir / "token")
+    api_token = _token(data_dir / API_TOKEN_FILE)
+    return Credentials(ca_file, cert_file, key_file, token, client_cert, client_key, api_token)
+
+
+def _token(path: Path) -> str:
+    """The token kept in `path` (mode 0600), created when missing or empty."""
+    token = path.read_text().strip() if path.exists() else ""
     if not token:
         token = secrets.token_urlsafe(32)
-        pki.atomic_write(token_file, token.encode() + b"\n", 0o600)
-    return Credentials(ca_file, cert_file, key_file, token, client_cert, client_key)
+        pki.atomic_write(path, token.encode() + b"\n", 0o600)
+    return token
 
 
 def _issued_by(cert_pem: bytes, ca: pki.KeyPair) -> bool:

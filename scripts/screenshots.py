@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from tests.dashboard.conftest import CHROMIUM, api_url, launch_chromium  # noqa: E402
+from tests.dashboard.conftest import CHROMIUM, api_token, api_url, launch_chromium  # noqa: E402
 from tests.gitops.conftest import Remote  # noqa: E402
 from tests.up.conftest import Up, eventually, finish  # noqa: E402
 
@@ -56,7 +57,6 @@ def _phase(up: Up, plural: str, name: str) -> str | None:
 
 def _synced_at(url: str, sha: str) -> bool:
     import json
-    import urllib.request
 
     with urllib.request.urlopen(url + "/api/v1/repositories/default/origin", timeout=10) as r:
         status = json.load(r).get("status") or {}
@@ -77,6 +77,9 @@ def stage(root: Path) -> tuple[Up, str]:
     up.start(timeout=60, args=("--repo", remote.url))
     try:
         url = api_url(up)
+        opener = urllib.request.build_opener()  # every API request needs up's token
+        opener.addheaders = [("Authorization", f"Bearer {api_token(up)}")]
+        urllib.request.install_opener(opener)
         eventually(lambda: _phase(up, "tensorflowtrainingjobs", "mnist") == "Succeeded", 90)
         second = remote.commit(
             "Add a bigger model (limits below requests)",
@@ -87,7 +90,6 @@ def stage(root: Path) -> tuple[Up, str]:
             yaml.safe_load((EXAMPLES / "tensorflow-pausable.yaml").read_text()),
         )  # fmt: skip
         import json
-        import urllib.request
 
         hook = urllib.request.Request(
             url + "/api/v1/webhooks/git",
@@ -106,7 +108,7 @@ def stage(root: Path) -> tuple[Up, str]:
         raise
 
 
-def shoot(url: str, out: Path) -> list[Path]:
+def shoot(url: str, token: str, out: Path) -> list[Path]:
     from playwright.sync_api import expect, sync_playwright
 
     saved = []
@@ -121,6 +123,7 @@ def shoot(url: str, out: Path) -> list[Path]:
                 ("front-phone.png", "/", PHONE, "table#repositories"),
             ):  # fmt: skip
                 context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+                context.add_cookies([{"name": "trainops-token", "value": token, "url": url}])
                 page = context.new_page()
                 page.goto(url + path, wait_until="load")
                 expect(page.locator(ready)).to_be_visible(timeout=30_000)
@@ -149,7 +152,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="trainops-screenshots-") as tmp:
         up, url = stage(Path(tmp))
         try:
-            for path in shoot(url, args.out):
+            for path in shoot(url, api_token(up), args.out):
                 print(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
         finally:
             finish(up)

@@ -9,27 +9,15 @@
   const watch = body.dataset.watch || "";
   document.documentElement.classList.add("js");
 
-  // --- token -----------------------------------------------------------------------------
-  // A server started with an API token needs it for writes: open the dashboard once as
-  // `URL#token=<token>`; it is kept for this tab only (sessionStorage) and removed from the
-  // address bar.
-  const TOKEN_KEY = "trainops-token";
-  (function takeToken() {
-    const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
-    if (!match) return;
-    try {
-      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
-    } catch (e) {
-      /* storage disabled: the token is not kept */
-    }
-    history.replaceState(null, "", location.pathname + location.search);
-  })();
-  function token() {
-    try {
-      return sessionStorage.getItem(TOKEN_KEY);
-    } catch (e) {
-      return null;
-    }
+  // --- the session ------------------------------------------------------------------------
+  // The token lives in an HttpOnly cookie this script cannot read (set by the login page or the
+  // login link); every request carries it. When the server no longer accepts it (expired,
+  // revoked, logged out elsewhere), go to the login page and come back here after.
+  function toLogin() {
+    location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
+  }
+  function sentToLogin(response) {
+    return response.redirected && new URL(response.url).pathname === "/login";
   }
 
   // --- notices ---------------------------------------------------------------------------
@@ -202,6 +190,10 @@
     }
     if (response.status === 404 && page === "job") {
       markGone(); // the server answers a "gone" fragment instead; kept for safety
+      return;
+    }
+    if (sentToLogin(response)) {
+      toLogin();
       return;
     }
     if (!response.ok) return;
@@ -396,8 +388,6 @@
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(action.body ? action.body(button) : {});
     }
-    const secret = token();
-    if (secret) headers.Authorization = "Bearer " + secret;
     button.classList.add("busy");
     button.setAttribute("aria-busy", "true");
     try {
@@ -414,7 +404,7 @@
         notify(action.done(button), false);
         scheduleRefresh();
       } else if (response.status === 401) {
-        notify("This server needs its API token for changes: open the dashboard as …/#token=<token> (the token is in DATA_DIR/api.json). " + (answer.error || ""), true);
+        toLogin();
       } else {
         notify("Failed: " + (answer.error || response.status + " " + response.statusText), true);
       }
@@ -463,6 +453,10 @@
     } catch (e) {
       if (!signal.aborted) logOut.textContent = "Could not read the log: " + e.message;
       logFailed = true;
+      return;
+    }
+    if (response.status === 401) {
+      toLogin();
       return;
     }
     if (!response.ok) {

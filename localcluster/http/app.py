@@ -11,15 +11,17 @@ from __future__ import annotations
 import hmac
 import logging
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from localcluster.api import apierrors
+from localcluster.api import apierrors, reviews
 from localcluster.api.types import ApiError
 from localcluster.http import discovery, handlers, protobuf
+from localcluster.http.handlers import USERS
 from localcluster.http.httputil import json_response
 from localcluster.http.subresources import CLIENT_SESSION, KUBELET_TLS
 from localcluster.schema import openapi
@@ -37,15 +39,18 @@ _OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protob
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _auth_middleware(token: str) -> Middleware:
-    expected = f"Bearer {token}".encode()
+def _auth_middleware(tokens: Iterable[str]) -> Middleware:
+    expected = [f"Bearer {token}".encode() for token in tokens]
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
         header = request.headers.get("Authorization")
         if header is None and request.path in _PUBLIC:
             return await handler(request)
-        if header is None or not hmac.compare_digest(header.encode(), expected):
+        given = (header or "").encode()
+        # Every token compared (constant time each), so which one matched does not show.
+        matched = [hmac.compare_digest(given, e) for e in expected]
+        if header is None or not any(matched):
             return json_response(apierrors.unauthorized().status(), 401)
         return await handler(request)
 
@@ -156,12 +161,22 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(
-    srv: Server, token: str, *, kubelet_tls: ssl.SSLContext | None = None
+    srv: Server,
+    token: str,
+    *,
+    kubelet_tls: ssl.SSLContext | None = None,
+    api_token: str | None = None,
 ) -> web.Application:
     """The API server's routes; `kubelet_tls` holds the client certificate presented to
-    kubelets for `pods/log` (kube-apiserver's `--kubelet-client-certificate`)."""
-    app = web.Application(middlewares=[_errors, _auth_middleware(token)], client_max_size=MAX_BODY)
+    kubelets for `pods/log` (kube-apiserver's `--kubelet-client-certificate`). `token` is the
+    admin's (the kubeconfig's); `api_token`, when given, is accepted too, as the user
+    `reviews.API_USER` (the HTTP API's and dashboard's user; TokenReview knows both)."""
+    users: dict[str, Mapping[str, Any]] = {token: reviews.ADMIN}
+    if api_token:
+        users[api_token] = reviews.API_USER
+    app = web.Application(middlewares=[_errors, _auth_middleware(users)], client_max_size=MAX_BODY)
     app[SERVER] = srv
+    app[USERS] = users
     if kubelet_tls is not None:
         app[KUBELET_TLS] = kubelet_tls
     app.cleanup_ctx.append(_client_session)

@@ -8,6 +8,7 @@ a 10k-object LIST fast.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +35,10 @@ from localcluster.store.storage import Record, dumps
 from localcluster.write import deletion, writes
 from localcluster.write.state import Server
 
-__all__ = ["dispatch", "not_found_resource", "table_bytes"]
+__all__ = ["USERS", "dispatch", "not_found_resource", "table_bytes"]
+
+USERS: web.AppKey[Mapping[str, Mapping[str, Any]]] = web.AppKey("users")
+"""The bearer tokens the server accepts and their users (token → user info), for TokenReview."""
 
 
 def not_found_resource() -> ApiError:
@@ -179,7 +183,8 @@ async def _collection(
         result = list_records(srv.store, resource_id(info), namespace, selector, query)
         return _list_response(info, result, accept, query)
     if method == "POST" and info.verbs == ("create",):
-        return json_response(reviews.review(info, await decode_body(request)), 201)
+        body = await decode_body(request)
+        return json_response(reviews.review(info, body, request.app.get(USERS)), 201)
     if method == "POST":
         if info.namespaced and namespace is None:
             raise apierrors.method_not_allowed()

@@ -32,9 +32,11 @@ __all__ = [
     "CHROMIUM_ARGS",
     "HOSTILE_LOG_LINE",
     "Dashboard",
+    "api_token",
     "api_url",
     "browser",
     "launch_chromium",
+    "log_in",
     "page",
     "require_chromium",
     "short_job",
@@ -92,6 +94,22 @@ def api_url(up: Up, timeout: float = 30) -> str:
     return url
 
 
+def api_token(up: Up) -> str:
+    """The token `up` gave the API's user (`DATA_DIR/api.json`, the same as `api-token`)."""
+    token: str = json.loads((up.data_dir / "api.json").read_text())["token"]
+    assert token == (up.data_dir / "api-token").read_text().strip()
+    return token
+
+
+def log_in(page: Page, url: str, token: str) -> None:
+    """Log in through the login form, as a user pasting a token does."""
+    page.goto(url + "/")
+    page.wait_for_url(url + "/login")
+    page.locator("#login-token").fill(token)
+    page.locator("#login-form button[type=submit]").click()
+    page.wait_for_url(url + "/")
+
+
 @dataclass
 class Dashboard:
     """A running `trainops up --repo` and what tests need to reach it."""
@@ -102,17 +120,32 @@ class Dashboard:
     first_commit: str
     repo: str = "default/origin"
 
+    @property
+    def token(self) -> str:
+        return api_token(self.up)
+
     def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+        request = urllib.request.Request(
+            self.url + path, headers={"Authorization": f"Bearer {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as r:
             return json.load(r)
 
-    def post(self, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+    def post(
+        self,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        *,
+        token: bool = True,
+    ) -> Any:
         data = json.dumps(body if body is not None else {}).encode()
+        auth = {"Authorization": f"Bearer {self.token}"} if token else {}
         request = urllib.request.Request(
             self.url + path,
             data=data,
             method="POST",
-            headers={"Content-Type": "application/json", **(headers or {})},
+            headers={"Content-Type": "application/json", **auth, **(headers or {})},
         )
         try:
             with urllib.request.urlopen(request, timeout=10) as r:
@@ -126,6 +159,7 @@ class Dashboard:
             "/api/v1/webhooks/git",
             {"ref": "refs/heads/main", "after": sha, "repository": {"clone_url": self.remote.url}},
             {"X-GitHub-Event": "push"},
+            token=False,  # the push hook needs none: its own signature (none configured here)
         )
         assert (status, answer) == (202, {"refreshed": [self.repo]}), (status, answer)
 
@@ -188,9 +222,10 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A page in a fresh context at 1280×800. Fails the test at teardown if the page threw an
-    uncaught error or the browser reported a Content-Security-Policy violation."""
+def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A page in a fresh context at 1280×800, logged in to the `dashboard` when the test uses
+    it (through the login form). Fails the test at teardown if the page threw an uncaught
+    error or the browser reported a Content-Security-Policy violation."""
     context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
     context.set_default_timeout(15_000)
     page = context.new_page()
@@ -202,6 +237,9 @@ def page(browser: Browser) -> Iterator[Page]:
             problems.append(f"CSP: {message.text}")
 
     page.on("console", console)
+    if "dashboard" in request.fixturenames:
+        running: Dashboard = request.getfixturevalue("dashboard")
+        log_in(page, running.url, running.token)
     try:
         yield page
     finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.dashboard.conftest import HOSTILE_LOG_LINE, Dashboard
 from tests.up.conftest import eventually
@@ -235,3 +235,32 @@ def test_a_sync_from_the_front_page_is_confirmed_then_queued(
     page.locator("#confirm-ok").click()
     expect(dialog).to_be_hidden()
     expect(page.locator("#notice")).to_contain_text(f"sync of {dashboard.repo} queued")
+
+
+def test_a_visitor_without_a_token_meets_the_login_page_and_logout_ends_the_session(
+    dashboard: Dashboard, browser: Browser
+) -> None:
+    context = browser.new_context()
+    context.set_default_timeout(15_000)
+    try:
+        page = context.new_page()
+        page.goto(f"{dashboard.url}/repositories/default/origin")
+        page.wait_for_url(re.compile(r"/login\?next="))
+        page.locator("#login-token").fill("not-a-token")
+        page.locator("#login-form button[type=submit]").click()
+        expect(page.locator("#login-error")).to_contain_text("does not accept this token")
+        page.locator("#login-token").fill(dashboard.token)
+        page.locator("#login-form button[type=submit]").click()
+        page.wait_for_url(f"{dashboard.url}/repositories/default/origin")
+        expect(page.locator("form.logout .user")).to_have_text("trainops-user")
+        # HttpOnly: the page's scripts cannot read the token.
+        assert page.evaluate("document.cookie") == ""
+        (cookie,) = [c for c in context.cookies() if c["name"] == "trainops-token"]
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+        page.locator("#logout").click()
+        page.wait_for_url(f"{dashboard.url}/login")
+        assert [c for c in context.cookies() if c["name"] == "trainops-token"] == []
+        page.goto(dashboard.url + "/")
+        page.wait_for_url(f"{dashboard.url}/login")
+    finally:
+        context.close()

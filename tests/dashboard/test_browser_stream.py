@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.dashboard.conftest import api_url, require_chromium
+from tests.dashboard.conftest import api_token, api_url, require_chromium
 from tests.up.conftest import Up, finish
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,8 @@ def test_a_lost_stream_says_reconnecting_and_comes_back_live_without_a_reload(
     args = ("--dashboard-port", str(_free_port()))
     up.start(timeout=60, args=args)
     url = api_url(up)
-    page.goto(url + "/")
+    page.goto(f"{url}/?token={api_token(up)}")  # the banner's login link
+    page.wait_for_url(url + "/")
     status = page.locator("#stream-status")
     expect(status).to_have_attribute("data-state", "open")
     expect(status).to_have_text("live")

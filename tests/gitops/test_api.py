@@ -1006,6 +1006,12 @@ def test_host_name_and_cross_site_rules() -> None:
     assert cross_site({"Host": h, "Origin": "http://127.0.0.1:8081"}) is not None
     assert cross_site({"Host": h, "Origin": "http://localhost:8080"}) is not None
     assert cross_site({"Origin": "http://127.0.0.1:8080"}) is not None  # no Host to match
+    # Origin null: a sandboxed or cross-site page, unless Sec-Fetch-Site says same-origin (what
+    # Chrome sends for the dashboard's own login and logout forms under no-referrer).
+    assert cross_site({"Host": h, "Origin": "null"}) is not None
+    assert cross_site({"Host": h, "Origin": "null", "Sec-Fetch-Site": "cross-site"}) is not None
+    assert cross_site({"Host": h, "Origin": "null", "Sec-Fetch-Site": "same-site"}) is not None
+    assert cross_site({"Host": h, "Origin": "null", "Sec-Fetch-Site": "same-origin"}) is None
     assert cross_site({"Host": h, "Origin": "garbage"}) is not None
 
 
@@ -1028,9 +1034,9 @@ async def test_a_change_is_sent_as_it_happens_not_at_the_next_poll(
 ) -> None:
     """The stream wakes on the first of (a change, shutdown), not when both have happened:
     with the poll and the heartbeat an hour long, changes still arrive at once, in order."""
-    import gitops.api
+    import gitops.apistream
 
-    monkeypatch.setattr(gitops.api, "_POLL", 3600.0)
+    monkeypatch.setattr(gitops.apistream, "_POLL", 3600.0)
     hub = FakeHub()
     async with client_for(hub, heartbeat=3600.0) as client:
         response = await client.get("/api/v1/stream")

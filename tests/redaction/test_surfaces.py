@@ -85,8 +85,11 @@ def _conditions(up: Up, name: str) -> list[dict[str, Any]]:
     return list((_repository(up, name).get("status") or {}).get("conditions") or [])
 
 
-def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as r:
+def _get(up: Up, url: str) -> str:
+    """GET with the token `up` gave its API (every read needs one)."""
+    token = json.loads((up.data_dir / "api.json").read_text())["token"]
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as r:
         return str(r.read().decode())
 
 
@@ -119,23 +122,23 @@ def test_events_name_the_repository_without_its_credentials(leaky: tuple[Up, str
 
 
 def test_the_http_api_masks_the_url_in_spec_and_status(leaky: tuple[Up, str]) -> None:
-    _, api = leaky
-    listed = _get(api + "/api/v1/repositories")
+    up, api = leaky
+    listed = _get(up, api + "/api/v1/repositories")
     _no_secret(listed, "/api/v1/repositories")
-    one = json.loads(_get(api + "/api/v1/repositories/default/jobs"))
+    one = json.loads(_get(up, api + "/api/v1/repositories/default/jobs"))
     assert one["spec"]["repoURL"].startswith("https://***@127.0.0.1:")
     assert one["spec"]["repoURL"].endswith("/org/jobs.git?private_token=***")
-    other = json.loads(_get(api + "/api/v1/repositories/default/other"))
+    other = json.loads(_get(up, api + "/api/v1/repositories/default/other"))
     assert other["spec"]["repoURL"].startswith("ssh://git:***@127.0.0.1:")
     _no_secret(json.dumps([one, other]), "/api/v1/repositories/default/…")
 
 
 def test_the_dashboard_pages_show_the_masked_url(leaky: tuple[Up, str]) -> None:
-    _, api = leaky
-    front = _get(api + "/")
+    up, api = leaky
+    front = _get(up, api + "/")
     _no_secret(front, "the dashboard's front page")
     for name in ("jobs", "other"):
-        page = _get(f"{api}/repositories/default/{name}")
+        page = _get(up, f"{api}/repositories/default/{name}")
         _no_secret(page, f"the dashboard page of {name}")
         assert "***@127.0.0.1:" in page
 
@@ -187,12 +190,12 @@ def test_a_jobs_events_on_the_dashboard_and_its_api_are_masked(leaky: tuple[Up, 
     path = "/jobs/default/tensorflowtrainingjobs/masked"
 
     def with_event() -> str:
-        text = _get(f"{api}/api/v1{path}")
+        text = _get(up, f"{api}/api/v1{path}")
         return text if "Downloading" in text else ""
 
     body = eventually(with_event)
     assert "access_token=***" in body
     _no_secret(body, f"/api/v1{path}")
-    page = _get(api + path)
+    page = _get(up, api + path)
     assert "access_token=***" in page
     _no_secret(page, "the job page")

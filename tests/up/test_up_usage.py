@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -178,8 +179,20 @@ def test_the_api_answers_on_the_dashboard_port_and_up_records_its_address(
             if line.startswith("Stop with"):
                 break
         url = f"http://127.0.0.1:{port}"
-        assert json.loads((data_dir / "api.json").read_text())["url"] == url
-        with urllib.request.urlopen(f"{url}/api/v1/repositories", timeout=10) as r:
+        address = json.loads((data_dir / "api.json").read_text())
+        token = (data_dir / "api-token").read_text().strip()
+        assert address == {"url": url, "token": token}
+        assert (data_dir / "api-token").stat().st_mode & 0o777 == 0o600
+        # Without a token: 401, nothing listed.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/api/v1/repositories", timeout=10)
+        assert refused.value.code == 401
+        assert refused.value.headers["WWW-Authenticate"] == 'Bearer realm="trainops"'
+        assert json.load(refused.value) == {"error": "a bearer token is required"}
+        listing = urllib.request.Request(
+            f"{url}/api/v1/repositories", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(listing, timeout=10) as r:
             items = json.load(r)["items"]
         assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items] == [
             ("default", "jobs")
@@ -194,6 +207,7 @@ def test_the_api_answers_on_the_dashboard_port_and_up_records_its_address(
         if proc.poll() is None:
             proc.kill()
     assert f"API         {url}/api/v1/repositories, /api/v1/jobs, /metrics" in banner
+    assert f"dashboard   {url}/?token={token}" in banner  # the one-time login link
     assert (
         "gitops      default/jobs syncing https://example.com/jobs.git path jobs at main "
         "(kubectl get jobrepo)"
@@ -209,7 +223,8 @@ def test_the_api_answers_on_the_dashboard_port_and_up_records_its_address(
 
 def _dashboard_port(output: list[str]) -> int:
     (line,) = [line for line in output if line.strip().startswith("dashboard ")]
-    return int(line.strip().rsplit(":", 1)[1].rstrip("/"))
+    url = line.split()[1]  # http://127.0.0.1:PORT/?token=… (the login link)
+    return int(url.split("/")[2].rsplit(":", 1)[1])
 
 
 def test_the_dashboard_keeps_its_port_across_restarts_unless_it_is_taken(up: Up) -> None:

@@ -3,7 +3,8 @@
 The server is `--server URL`, else `$TRAINOPS_SERVER`, else the address `trainops up` recorded
 in its data directory (`DATA_DIR/api.json`, see `gitops.api.read_address`); the token is
 `--token`, else `$TRAINOPS_TOKEN`, else the one in `api.json` (only for the server named
-there). `NAME` is `namespace/name` or `name` in `-n/--namespace` (default `default`).
+there): a token the cluster accepts (the API asks it, TokenReview), whose user's rights decide
+what it may see and do (403 otherwise). `NAME` is `namespace/name` or `name` in `-n/--namespace` (default `default`).
 
 Output is kubectl's: `list` prints a table (`NAMESPACE NAME SYNC HEALTH REVISION AGE REPO`;
 every namespace unless `-n` is given), `get` a description (source, policy, sync and health, the
@@ -96,8 +97,8 @@ def _common(parser: argparse.ArgumentParser, data_dir: Path, *, suppress: bool) 
         "--token",
         metavar="TOKEN",
         default=default(None),
-        help="bearer token for sync, refresh and delete (default: $TRAINOPS_TOKEN, else "
-        "api.json's)",
+        help="a Kubernetes bearer token: every request needs one, and is allowed what the "
+        "cluster's RBAC allows its user (default: $TRAINOPS_TOKEN, else api.json's)",
     )
     parser.add_argument(
         "--data-dir",

@@ -347,6 +347,10 @@ class Stack:
     metrics_registries: list[Any] = field(default_factory=list)
     """Prometheus registries served on the API's `/metrics`."""
     api_url: str | None = None
+    api_token: str | None = None
+    """The embedded API server's token for the HTTP API's user (`DATA_DIR/api-token`)."""
+    login_url: str | None = None
+    """The dashboard's one-time login link (embedded: it carries `api_token`)."""
     server: str | None = None
     """The API server's URL, once connected."""
 
@@ -512,6 +516,7 @@ async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path
         ApiServerConfig(data_dir=data_dir, port=getattr(args, "port", 0) or 0)
     )
     stack.stops.append(api.stop)
+    stack.api_token = api.api_token
     stack.notes.append(f"API server  {api.url}")
     return api.kubeconfig
 
@@ -534,8 +539,11 @@ def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
     kubeconfig = stack.kubeconfig or stack.data_dir / "kubeconfig"
     lines = [f"trainops is up ({seconds:.1f}s), data in {stack.data_dir}", ""]
     lines += [f"  {n}" for n in stack.notes]
-    if stack.api_url:
-        lines.append(f"  dashboard   {stack.api_url}/")
+    if stack.login_url:
+        lines.append(f"  dashboard   {stack.login_url}")
+        lines.append("              (a login link: keep it to yourself; it sets a cookie)")
+    elif stack.api_url:
+        lines.append(f"  dashboard   {stack.api_url}/ (log in with a token of the cluster)")
     lines += [
         "",
         "Use it:",

@@ -283,19 +283,29 @@ async def start_gitops(
 async def start_api(
     stack: Any, client: Client, args: argparse.Namespace, data_dir: Path, secret: bytes | None
 ) -> None:
-    """The HTTP API on 127.0.0.1 (`--dashboard-port`, else a free port), its address in
-    `DATA_DIR/api.json` for `trainops repo`, and `/metrics` for the controller and GitOps.
+    """The HTTP API on 127.0.0.1 (`--dashboard-port`, else a free port), its address and token
+    in `DATA_DIR/api.json` for `trainops repo`, and `/metrics` for the controller and GitOps.
 
-    On loopback, writes need no token (the issue's rule: a token when listening beyond it);
-    cross-site browser requests are refused by the API itself."""
+    Every request but the push hook and `/metrics` needs a bearer token the API server
+    accepts (TokenReview) and is authorized as its user (SubjectAccessReview). Embedded, that
+    is `DATA_DIR/api-token` (the embedded server knows it; the banner's login link carries it);
+    with --kubeconfig, the CLI uses the kubeconfig's own token when it has one."""
     from aiohttp import web
     from prometheus_client import CONTENT_TYPE_LATEST
     from prometheus_client.exposition import generate_latest
 
     import dashboard
     from gitops import api
+    from gitops.access import PUBLIC
+    from gitops.reviews import KubeAccess
 
-    app = api.create_app(stack.gitops, token=None, webhook_secret=secret, allow_remote_writes=False)
+    app = api.create_app(
+        stack.gitops,
+        token=None,
+        webhook_secret=secret,
+        allow_remote_writes=False,
+        access=KubeAccess(client),
+    )
     dashboard.install(app, hub=stack.gitops, client=client)
     registries = [r for r in stack.metrics_registries if r is not None]
 
@@ -303,7 +313,8 @@ async def start_api(
         body = b"".join(generate_latest(r) for r in registries)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", metrics, name="metrics")
+    app[api.RULES]["metrics"] = PUBLIC  # as the controller's and webhook's: no token
     remembered = data_dir / DASHBOARD_PORT_FILE
     try:
         if args.dashboard_port:
@@ -319,7 +330,10 @@ async def start_api(
         raise
     remembered.write_text(f"{port}\n")
     url = api.base_url("127.0.0.1", port)
-    api.write_address(data_dir, url, None)
+    token = getattr(stack, "api_token", None) or client.bearer_token
+    api.write_address(data_dir, url, token)
+    if getattr(stack, "api_token", None):
+        stack.login_url = f"{url}/?token={stack.api_token}"
 
     async def stop() -> None:
         api.remove_address(data_dir)
