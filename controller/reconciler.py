@@ -1,9 +1,17 @@
 """One reconcile of one training job: read, plan, write status, act, record events.
 
-Level-triggered: the key names a job (`Kind/namespace/name`), never an event. The job itself is
-read fresh from the API server, the children from the informers' caches. Why fresh: the plan
-counts restarts in `.status` and stamps each new pod with the count it was created with; a job
-read from a cache one write behind would stamp a stale count. Children may be stale without
+Level-triggered: the key names a job (`Kind/namespace/name`), never an event. The job and its
+children are read from the informers' caches: no request per reconcile. The job must never be
+older than this process's own last write of it, though: the plan counts restarts in `.status`
+and stamps each new pod with the count it was created with, so a job read one status write
+behind would stamp a stale count. Hence `JobReads`, client-go's mutation cache in small: the
+object each status write returned is kept until the informer delivers that resourceVersion (or
+a newer one), and a read takes the newer of the two. A job this process has not written or
+read from the API server yet (first sight in a leadership term) is read with a GET when it
+already has a status (another leader may have written it a moment ago), and so is any job
+after a Conflict. Any other staleness (a spec edited a moment ago) is what a fresh GET could
+also miss: the status write is conditional on the resourceVersion read, so it fails with
+Conflict and the key is retried with a GET. Children may be stale without
 harm, because every action tolerates it: names are deterministic (a create that finds the pod is
 not an error), deletes carry the pod's uid as a precondition (a newer pod of the same name
 survives), and a restart already counted in status is not counted again (docs/CONTROLLER.md).
@@ -27,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -42,7 +50,7 @@ from kube.client import Client
 from kube.informer import Informer
 from kube.resources import Resource
 
-__all__ = ["JOB_RESOURCES", "Children", "Reconciler", "job_key", "parse_key"]
+__all__ = ["JOB_RESOURCES", "Children", "JobReads", "Reconciler", "job_key", "parse_key"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +90,80 @@ class Children:
     deployments: Informer
 
 
+class JobReads:
+    """Where a reconcile reads its job: the informer's cache, never older than this process's
+    own last status write of it (module docstring). Without informers every read is a GET."""
+
+    def __init__(self, client: Client, informers: Mapping[str, Informer] | None = None) -> None:
+        self.client = client
+        self.informers = dict(informers or {})
+        self._written: dict[str, dict[str, Any]] = {}  # key -> the object a write returned
+        self._known: set[str] = set()  # keys read from the API server or written this term
+        self._suspect: set[str] = set()  # keys to read from the API server next (a Conflict)
+
+    async def read(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        """The job, or None if it is gone."""
+        key = job_key(resource.kind, namespace, name)
+        informer = self.informers.get(resource.kind)
+        cached = informer.get(namespace, name) if informer is not None else None
+        if (
+            cached is not None
+            and key not in self._suspect
+            and (key in self._known or not cached.get("status"))
+        ):
+            written = self._written.get(key)
+            if written is None:
+                self._known.add(key)
+                return cached
+            newer = _newer(written, cached)
+            if newer is cached:
+                del self._written[key]  # the informer caught up with the write
+            if newer is not None:
+                return newer
+        try:
+            job = await self.client.get(resource, name, namespace)
+        except errors.NotFound:
+            self.drop(key)
+            return None
+        self.remember(key, job)
+        return job
+
+    def remember(self, key: str, job: dict[str, Any]) -> None:
+        """`job` as the API server just returned it (a GET, a write)."""
+        self._written[key] = job
+        self._known.add(key)
+        self._suspect.discard(key)
+
+    def forget(self, key: str) -> None:
+        """Read `key` from the API server next time (someone else wrote it: a Conflict)."""
+        self.drop(key)
+        self._suspect.add(key)
+
+    def drop(self, key: str) -> None:
+        """Nothing more to remember of `key` (the job is gone)."""
+        self._written.pop(key, None)
+        self._known.discard(key)
+        self._suspect.discard(key)
+
+    def reset(self) -> None:
+        """A new leadership term: what another leader wrote meanwhile is unknown."""
+        self._written.clear()
+        self._known.clear()
+        self._suspect.clear()
+
+
+def _newer(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """The later of two versions of one object, by resourceVersion; None if they cannot be
+    compared (resourceVersions are opaque; etcd's and the embedded server's are integers, as
+    client-go's integer mutation cache assumes)."""
+    try:
+        rv_a = int((a.get("metadata") or {}).get("resourceVersion") or "")
+        rv_b = int((b.get("metadata") or {}).get("resourceVersion") or "")
+    except ValueError:
+        return None
+    return a if rv_a > rv_b else b
+
+
 class Reconciler:
     def __init__(
         self,
@@ -90,10 +172,12 @@ class Reconciler:
         emit: Callable[[dict[str, Any], planning.Event], None],
         metrics: ControllerMetrics,
         *,
+        jobs: JobReads | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.client = client
         self.children = children
+        self.jobs = jobs or JobReads(client)
         self.emit = emit
         self.metrics = metrics
         self.clock = clock or (lambda: datetime.now(UTC))
@@ -105,6 +189,8 @@ class Reconciler:
         try:
             requeue = await self._reconcile(JOB_RESOURCES[kind], namespace, name)
         except Exception as exc:
+            if isinstance(exc, errors.Conflict):
+                self.jobs.forget(key)  # someone else wrote it: the retry reads it fresh
             self.metrics.reconciles.labels(kind, "error").inc()
             self.metrics.errors.labels(kind, type(exc).__name__).inc()
             raise
@@ -114,9 +200,8 @@ class Reconciler:
         return requeue
 
     async def _reconcile(self, resource: Resource, namespace: str, name: str) -> float | None:
-        try:
-            job = await self.client.get(resource, name, namespace)
-        except errors.NotFound:
+        job = await self.jobs.read(resource, namespace, name)
+        if job is None:
             return None  # deleted: the garbage collector removes its children (ownerReferences)
         if (job.get("metadata") or {}).get("deletionTimestamp"):
             return None
@@ -178,7 +263,10 @@ class Reconciler:
             "spec": job.get("spec"),
             "status": status,
         }
-        return await self.client.replace(resource, body, subresource="status")
+        written = await self.client.replace(resource, body, subresource="status")
+        meta = job["metadata"]
+        self.jobs.remember(job_key(resource.kind, meta.get("namespace", ""), meta["name"]), written)
+        return written
 
     async def _execute(self, job: dict[str, Any], action: planning.Action) -> bool | str:
         """Carry out `action`: True if done, False if there was nothing to do, the API server's
