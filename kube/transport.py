@@ -6,6 +6,12 @@ transport concerns live in one short place: nothing may wait forever on a hung s
 aiohttp or socket exception may leak to product code. The ApiClient contributes what is the same
 for every call — host, TLS, the bearer token (refreshed by its configuration) — and answers are
 read raw (`_preload_content=False`) and parsed here, never through the generated models.
+
+Proxies from the environment (HTTPS_PROXY, NO_PROXY, …) are looked up once, when the transport
+is made, and pinned on the session: the ApiClient's session "trusts the environment", which in
+aiohttp means reading the proxy variables and ~/.netrc again, in a thread, for every request —
+a third of a controller's CPU under load (docs/PERFORMANCE.md). A proxy named in the kubeconfig
+(`proxy-url`) wins, as before; credentials never came from ~/.netrc for an API server.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ class Transport:
     def __init__(self, api_client: Any, *, owns: bool = True) -> None:
         self.api_client = api_client
         self.owns = owns
+        if owns:
+            _pin_env_proxy(api_client)
         """Whether `close` closes the ApiClient (a view sharing another's session does not)."""
 
     async def close(self) -> None:
@@ -172,6 +180,30 @@ class Transport:
             _preload_content=False,
             _request_timeout=client_timeout,
         )
+
+
+def _pin_env_proxy(api_client: Any) -> None:
+    """Resolve the environment's proxy for the API server once and stop the session from
+    looking it (and ~/.netrc) up per request (module docstring)."""
+    rest = getattr(api_client, "rest_client", None)
+    session = getattr(rest, "pool_manager", None)
+    if rest is None or not isinstance(session, aiohttp.ClientSession) or not session.trust_env:
+        return
+    if not getattr(rest, "proxy", None):
+        from aiohttp.helpers import get_env_proxy_for_url
+        from yarl import URL
+
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(str(api_client.configuration.host)))
+        except LookupError:
+            pass
+        else:
+            rest.proxy = str(proxy)
+            if auth is not None:
+                headers = dict(getattr(rest, "proxy_headers", None) or {})
+                headers["Proxy-Authorization"] = auth.encode()
+                rest.proxy_headers = headers
+    session._trust_env = False  # aiohttp has no public setter; the attribute is in its ATTRS
 
 
 def impersonating(api_client: Any, user: str, groups: tuple[str, ...]) -> Any:
