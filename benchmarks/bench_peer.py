@@ -310,8 +310,9 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"at: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; rounds alternate")
     print(f"burst: {args.jobs} jobs at once; paced: {args.paced_jobs} jobs at {args.rates} jobs/s")
     print()
-    print("| figure (one value per round) | trainops | training-operator v1.9.3 (tuned) |")
-    print("|---|---|---|")
+    titles = {"trainops": "trainops", "training-operator": "training-operator v1.9.3 (tuned)"}
+    print("| figure (one value per round) | " + " | ".join(titles[n] for n in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
     print(f"| {args.jobs} jobs at once, jobs/s | {cells('burst', 'jobs/s', '{:.1f}')} |")
     for rate in rates:
         print(f"| chief exit → Succeeded at {rate:g} jobs/s | {cells(f'{rate:g}', 'latency')} |")

@@ -15,6 +15,11 @@ Conflict and the key is retried with a GET. Children may be stale without
 harm, because every action tolerates it: names are deterministic (a create that finds the pod is
 not an error), deletes carry the pod's uid as a precondition (a newer pod of the same name
 survives), and a restart already counted in status is not counted again (docs/CONTROLLER.md).
+One staleness is worth avoiding all the same: a pod or Service this process created a moment
+ago and its informer has not delivered yet would be created again (an AlreadyExists answer, a
+wasted request per child when reconciles are quick). `Created` keeps what each create returned
+until the informer has seen that resourceVersion (its own resourceVersion has passed it), and
+the plan sees those objects too — client-go controllers keep "expectations" for the same reason.
 
 Order of writes: status first (only when it changed; conditional on the resourceVersion just
 read, so a concurrent writer makes this reconcile fail with Conflict and retry), then the
@@ -47,10 +52,10 @@ from controller.metrics import ControllerMetrics
 from controller.status import fmt_time
 from kube import errors, resources
 from kube.client import Client
-from kube.informer import Informer
+from kube.informer import Informer, strip_managed_fields
 from kube.resources import Resource
 
-__all__ = ["JOB_RESOURCES", "Children", "JobReads", "Reconciler", "job_key", "parse_key"]
+__all__ = ["JOB_RESOURCES", "Children", "Created", "JobReads", "Reconciler", "job_key", "parse_key"]
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +157,47 @@ class JobReads:
         self._suspect.clear()
 
 
+class Created:
+    """Children created by this process that their informer may not show yet (docstring)."""
+
+    def __init__(self) -> None:
+        self._by_owner: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+
+    def add(self, owner: str, kind: str, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        self._by_owner.setdefault(owner, {})[(kind, name)] = obj
+
+    def with_cached(
+        self, owner: str, kind: str, informer: Informer, cached: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """`cached` plus the objects of `kind` created for `owner` that the informer has not
+        seen yet; forgets those it has (or that cannot be compared)."""
+        pending = self._by_owner.get(owner)
+        if not pending:
+            return cached
+        names = {(c.get("metadata") or {}).get("name") for c in cached}
+        seen = _int_rv(informer.resource_version)
+        out = list(cached)
+        for (k, name), obj in list(pending.items()):
+            if k != kind:
+                continue
+            rv = _int_rv((obj.get("metadata") or {}).get("resourceVersion"))
+            if name in names or rv is None or seen is None or seen >= rv:
+                del pending[(k, name)]
+            else:
+                out.append(obj)
+        if not pending:
+            del self._by_owner[owner]
+        return out
+
+
+def _int_rv(value: Any) -> int | None:
+    try:
+        return int(value or "")
+    except ValueError:
+        return None
+
+
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
     """The later of two versions of one object, by resourceVersion; None if they cannot be
     compared (resourceVersions are opaque; etcd's and the embedded server's are integers, as
@@ -178,6 +224,7 @@ class Reconciler:
         self.client = client
         self.children = children
         self.jobs = jobs or JobReads(client)
+        self.created = Created()
         self.emit = emit
         self.metrics = metrics
         self.clock = clock or (lambda: datetime.now(UTC))
@@ -206,8 +253,15 @@ class Reconciler:
         if (job.get("metadata") or {}).get("deletionTimestamp"):
             return None
         uid = str(job["metadata"].get("uid", ""))
-        pods = self.children.pods.by_index(OWNER_INDEX, uid)
-        services = self.children.services.by_index(OWNER_INDEX, uid)
+        pods = self.created.with_cached(
+            uid, "Pod", self.children.pods, self.children.pods.by_index(OWNER_INDEX, uid)
+        )
+        services = self.created.with_cached(
+            uid,
+            "Service",
+            self.children.services,
+            self.children.services.by_index(OWNER_INDEX, uid),
+        )
         tensorboards = self.children.deployments.by_index(OWNER_INDEX, uid)
         now = self.clock()
         result = planning.plan(
@@ -277,7 +331,7 @@ class Reconciler:
         if action.verb == "create":
             assert action.body is not None
             try:
-                await self.client.create(resource, action.body, namespace)
+                created = await self.client.create(resource, action.body, namespace)
             except errors.AlreadyExists:
                 return False  # created before (a stale cache or a crash): names are deterministic
             except errors.APIError as exc:
@@ -290,6 +344,9 @@ class Reconciler:
                 log.warning("%s/%s: %s", namespace, job["metadata"]["name"], message)
                 self.emit(job, planning.Event("Warning", "FailedCreate", message))
                 return why
+            if action.kind in ("Pod", "Service"):
+                owner = str(job["metadata"].get("uid", ""))
+                self.created.add(owner, action.kind, strip_managed_fields(created))
         elif action.verb == "update":
             assert action.body is not None
             try:

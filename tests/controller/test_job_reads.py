@@ -1,6 +1,7 @@
 """Where a reconcile reads its job (`controller.reconciler.JobReads`): the informer's cache, but
 never older than this process's own last status write, and from the API server when the cache
-may hold what another writer has overtaken.
+may hold what another writer has overtaken. And its children (`Created`): the informers' caches
+plus what this process created that they have not delivered yet.
 
 The informer here lists once and stops, so its cache stays exactly as old as the test wants; the
 writes are real ones to the API server.
@@ -12,13 +13,31 @@ import asyncio
 import copy
 from typing import Any
 
-from controller.reconciler import JobReads, job_key
+from controller.reconciler import Created, JobReads, job_key
 from kube import resources
 from kube.client import Client
 from kube.informer import Informer
 from tests.support.jobs import replica, tf_job
 
 TF = resources.TFJOBS
+
+
+def _pod(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+
+
+async def _frozen_pods(client: Client, namespace: str) -> Informer:
+    informer = Informer(client, resources.PODS, namespace)
+    task = asyncio.create_task(informer.run())
+    assert await informer.wait_synced(timeout=15)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return informer
 
 
 async def _job(client: Client, namespace: str, name: str) -> dict[str, Any]:
@@ -120,3 +139,37 @@ async def test_a_job_neither_cached_nor_on_the_api_server_reads_as_none(
 
     assert cache.get(namespace, "gone") is None
     assert await reads.read(TF, namespace, "gone") is None
+
+
+async def test_a_child_created_a_moment_ago_is_seen_until_its_informer_has_it(
+    kclient: Client, namespace: str
+) -> None:
+    await kclient.create(resources.PODS, _pod(namespace, "other"))
+    behind = await _frozen_pods(kclient, namespace)
+    created = Created()
+    pod = await kclient.create(resources.PODS, _pod(namespace, "mine"))
+    created.add("owner-uid", "Pod", pod)
+
+    seen = created.with_cached("owner-uid", "Pod", behind, behind.list())
+    assert sorted(p["metadata"]["name"] for p in seen) == ["mine", "other"]
+    assert created.with_cached("owner-uid", "Service", behind, []) == []
+
+    caught_up = await _frozen_pods(kclient, namespace)
+    seen = created.with_cached("owner-uid", "Pod", caught_up, caught_up.list())
+    assert sorted(p["metadata"]["name"] for p in seen) == ["mine", "other"]
+    assert seen[0] is caught_up.get(namespace, seen[0]["metadata"]["name"])
+    # Forgotten once seen: even a cache that never had it no longer gets it added.
+    assert created.with_cached("owner-uid", "Pod", caught_up, []) == []
+
+
+async def test_a_child_created_then_deleted_before_its_informer_looked_is_not_kept(
+    kclient: Client, namespace: str
+) -> None:
+    created = Created()
+    pod = await kclient.create(resources.PODS, _pod(namespace, "short-lived"))
+    created.add("owner-uid", "Pod", pod)
+    await kclient.delete(resources.PODS, "short-lived", namespace, grace_period_seconds=0)
+    after = await _frozen_pods(kclient, namespace)
+
+    assert after.get(namespace, "short-lived") is None
+    assert created.with_cached("owner-uid", "Pod", after, after.list()) == []
