@@ -92,14 +92,17 @@ class Controller:
         indexers = {OWNER_INDEX: owner_uid}
 
         def child(resource: resources.Resource) -> Informer:
-            # Children's managedFields are never read (a job's are: the deadline's settle time).
+            # Children's managedFields are never read (a job's are: the deadline's settle time),
+            # nor the spec of a pod or Service (the plan reads their metadata and status; a
+            # TensorBoard Deployment's spec is compared, so it is kept).
+            transform = strip_managed_fields if resource is resources.DEPLOYMENTS else without_spec
             return Informer(
                 client,
                 resource,
                 label_selector=selector,
                 indexers=indexers,
                 name=resource.plural,
-                transform=strip_managed_fields,
+                transform=transform,
             )
 
         self.children = Children(
@@ -225,6 +228,14 @@ class Controller:
 def _key_of(kind: str, job: dict[str, Any]) -> str:
     meta = job.get("metadata") or {}
     return job_key(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def without_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    """A pod or Service as the plan reads it: metadata (without managedFields) and status. A
+    pod's spec (its containers, environment, the projected token volume the API server adds)
+    is most of its size, and a cache holds four pods and four Services per job."""
+    obj.pop("spec", None)
+    return strip_managed_fields(obj)
 
 
 def _namespace(obj: dict[str, Any]) -> list[str]:

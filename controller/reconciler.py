@@ -346,6 +346,7 @@ class Reconciler:
                 return why
             if action.kind in ("Pod", "Service"):
                 owner = str(job["metadata"].get("uid", ""))
+                created.pop("spec", None)  # as the informers keep them (manager.without_spec)
                 self.created.add(owner, action.kind, strip_managed_fields(created))
         elif action.verb == "update":
             assert action.body is not None
