@@ -13,10 +13,12 @@ import asyncio
 import copy
 from typing import Any
 
+from controller.manager import Controller
 from controller.reconciler import Created, JobReads, job_key
 from kube import resources
 from kube.client import Client
 from kube.informer import Informer
+from tests.support.cluster import aeventually
 from tests.support.jobs import replica, tf_job
 
 TF = resources.TFJOBS
@@ -173,3 +175,29 @@ async def test_a_child_created_then_deleted_before_its_informer_looked_is_not_ke
 
     assert after.get(namespace, "short-lived") is None
     assert created.with_cached("owner-uid", "Pod", after, after.list()) == []
+
+
+async def test_the_controllers_pod_and_service_caches_keep_metadata_and_status_only(
+    controller: Controller, kclient: Client, namespace: str
+) -> None:
+    job = copy.deepcopy(tf_job(replica("chief"), replica("worker", 2), name="lean"))
+    job["metadata"]["namespace"] = namespace
+    await kclient.create(TF, job)
+
+    async def cached() -> list[dict[str, Any]] | bool:
+        pods = [
+            p for p in controller.children.pods.list() if p["metadata"]["namespace"] == namespace
+        ]
+        return pods if len(pods) == 3 else False
+
+    pods = await aeventually(cached, timeout=15)
+    services = [
+        s for s in controller.children.services.list() if s["metadata"]["namespace"] == namespace
+    ]
+    assert len(services) == 3
+    for obj in [*pods, *services]:
+        assert "spec" not in obj and "managedFields" not in obj["metadata"]
+        assert obj["metadata"]["ownerReferences"][0]["name"] == "lean"
+    # The API server still has the whole pod: only the cache is lean.
+    live = await kclient.get(resources.PODS, pods[0]["metadata"]["name"], namespace)
+    assert live["spec"]["containers"]
