@@ -16,11 +16,13 @@ The peer runs with its TFJob scheme only, no leader election, its client limit r
 (`--kube-api-qps 1000 --kube-api-burst 2000`, as most tuned installs) and one worker thread (its
 default); trainops runs `trainops controller` with its defaults (4 workers).
 
-For each controller and round: jobs/s with every job submitted at once; p50/p99 from the chief's
+Within each round the two controllers alternate figure by figure (burst, then each rate), the
+order flipping every time. For each controller and round: jobs/s with every job submitted at once; p50/p99 from the chief's
 exit to the job's Succeeded at each paced rate; controller CPU per job (from /proc, paced run at
 the first rate); peak RSS (VmHWM); API requests per job by verb and resource (kube-apiserver's
 `apiserver_request_total`, the simulated kubelet's and the submissions' included: they are the
-same for both).
+same for both). Beside the table: the load average when each run started and kube-apiserver's
+and etcd's CPU per job in it (both share the machine: a slow run shows where it waited).
 """
 
 from __future__ import annotations
@@ -204,7 +206,14 @@ async def measure(
     try:
         await _settle(proc, name)
         requests0 = await bc._apiserver_requests(client)
+        server_pids = bc._reference_pids(kubeconfig)
+        server_cpu0 = {k: bc._cpu_seconds(pid) for k, pid in server_pids.items()}
+        load0 = os.getloadavg()[0]
         out = await bc._run(client, proc, jobs, rate, namespace, flavor)
+        server_ms = {
+            k: (bc._cpu_seconds(pid) - server_cpu0[k]) / jobs * 1000
+            for k, pid in server_pids.items()
+        }
         deltas = {
             k: v - requests0.get(k, 0.0) for k, v in (await bc._apiserver_requests(client)).items()
         }
@@ -215,6 +224,8 @@ async def measure(
             "rss_mib": _peak_rss_mib(proc.pid),
             "requests_per_job": sum(deltas.values()) / jobs,
             "requests": _by_verb(deltas, jobs),
+            "context": f"load {load0:.1f}; "
+            + ", ".join(f"{k} {v:.0f} ms/job" for k, v in server_ms.items()),
         }
         return figures
     finally:
@@ -293,13 +304,21 @@ async def main_async(args: argparse.Namespace) -> None:
     names = tuple(args.only.split(",")) if args.only else ("trainops", "training-operator")
     # rows[name][round] = {"burst": figures, "5": figures, "10": figures}
     rows: dict[str, list[dict[str, dict[str, Any]]]] = {name: [] for name in names}
+    # Alternating within each figure: the two bursts (and the two runs at a rate) follow each
+    # other, so a change in the machine's load between them is as short as it can be.
+    runs = ["burst", *(f"{rate:g}" for rate in rates)]
     for round_ in range(args.rounds):
-        for name in names if round_ % 2 == 0 else reversed(names):
-            row = {"burst": await measure(name, kubeconfig, args.jobs, None)}
-            for rate in rates:
-                row[f"{rate:g}"] = await measure(name, kubeconfig, args.paced_jobs, rate)
-            rows[name].append(row)
-            print(f"round {round_ + 1} {name}: done", file=sys.stderr)
+        row_of: dict[str, dict[str, Any]] = {name: {} for name in names}
+        for i, run in enumerate(runs):
+            order = names if (round_ + i) % 2 == 0 else tuple(reversed(names))
+            for name in order:
+                rate = None if run == "burst" else float(run)
+                count = args.jobs if run == "burst" else args.paced_jobs
+                figures = await measure(name, kubeconfig, count, rate)
+                row_of[name][run] = figures
+                print(f"round {round_ + 1} {name} {run}: {figures['context']}", file=sys.stderr)
+        for name in names:
+            rows[name].append(row_of[name])
 
     def cells(run: str, figure: str, fmt: str = "{}") -> str:
         per_name = [" / ".join(fmt.format(r[run][figure]) for r in rows[n]) for n in names]
@@ -310,8 +329,9 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"at: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; rounds alternate")
     print(f"burst: {args.jobs} jobs at once; paced: {args.paced_jobs} jobs at {args.rates} jobs/s")
     print()
-    print("| figure (one value per round) | trainops | training-operator v1.9.3 (tuned) |")
-    print("|---|---|---|")
+    titles = {"trainops": "trainops", "training-operator": "training-operator v1.9.3 (tuned)"}
+    print("| figure (one value per round) | " + " | ".join(titles[n] for n in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
     print(f"| {args.jobs} jobs at once, jobs/s | {cells('burst', 'jobs/s', '{:.1f}')} |")
     for rate in rates:
         print(f"| chief exit → Succeeded at {rate:g} jobs/s | {cells(f'{rate:g}', 'latency')} |")
@@ -325,6 +345,11 @@ async def main_async(args: argparse.Namespace) -> None:
     for name in names:
         for i, row in enumerate(rows[name]):
             print(f"requests per job, {name}, round {i + 1}: {row[first]['requests']}")
+    print()
+    for name in names:
+        for i, row in enumerate(rows[name]):
+            where = "; ".join(f"{run}: {row[run]['context']}" for run in runs)
+            print(f"while measuring {name}, round {i + 1}: {where}")
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -3,7 +3,7 @@
 What runs where (all supervised by one `kube.Supervisor`, so a loop that crashes is logged with
 its traceback, restarted with back-off and shown by `/readyz`):
 
-- one informer per job kind, and one each for the jobs' pods, services and TensorBoard
+- one informer per job kind (the reconciler reads jobs from it: `JobReads`), and one each for the jobs' pods, services and TensorBoard
   Deployments (selected by the job-name label, indexed by their controlling owner's uid). Every
   replica; standbys keep warm caches, so a new leader starts at once;
 - a job event enqueues the job's key; a child's event enqueues its owner's key;
@@ -34,6 +34,7 @@ from controller.reconciler import (
     JOB_RESOURCES,
     OWNER_INDEX,
     Children,
+    JobReads,
     Reconciler,
     job_key,
     owner_uid,
@@ -41,7 +42,7 @@ from controller.reconciler import (
 from kube import resources
 from kube.client import Client
 from kube.events import EventBuffer, EventRecorder
-from kube.informer import Informer, unsynced, wait_synced
+from kube.informer import DELETED, Informer, strip_managed_fields, unsynced, wait_synced
 from kube.leader import LeaderElector, lead
 from kube.supervise import Supervisor
 from kube.workqueue import WorkQueue, run_workers
@@ -91,8 +92,17 @@ class Controller:
         indexers = {OWNER_INDEX: owner_uid}
 
         def child(resource: resources.Resource) -> Informer:
+            # Children's managedFields are never read (a job's are: the deadline's settle time),
+            # nor the spec of a pod or Service (the plan reads their metadata and status; a
+            # TensorBoard Deployment's spec is compared, so it is kept).
+            transform = strip_managed_fields if resource is resources.DEPLOYMENTS else without_spec
             return Informer(
-                client, resource, label_selector=selector, indexers=indexers, name=resource.plural
+                client,
+                resource,
+                label_selector=selector,
+                indexers=indexers,
+                name=resource.plural,
+                transform=transform,
             )
 
         self.children = Children(
@@ -101,9 +111,14 @@ class Controller:
             deployments=child(resources.DEPLOYMENTS),
         )
         # Why a refused create may pass now: its namespace's quota changed.
-        self.quotas = Informer(client, resources.RESOURCEQUOTAS, name="resourcequotas")
+        self.quotas = Informer(
+            client, resources.RESOURCEQUOTAS, name="resourcequotas", transform=strip_managed_fields
+        )
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
-        self.reconciler = Reconciler(client, self.children, self._emit, self.metrics)
+        self.reads = JobReads(client, self.jobs)
+        self.reconciler = Reconciler(
+            client, self.children, self._emit, self.metrics, jobs=self.reads
+        )
         self.elector: LeaderElector | None = None
         if self.settings.leader_election:
             self.elector = LeaderElector(
@@ -160,6 +175,7 @@ class Controller:
 
     async def _work(self) -> None:
         await self.wait_synced()
+        self.reads.reset()
         log.info("controller leading: reconciling with %d workers", self.settings.workers)
         for kind, informer in self.jobs.items():
             for job in informer.list():
@@ -181,7 +197,10 @@ class Controller:
 
     def _on_job(self, kind: str) -> Any:
         def handler(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-            self.queue.add(_key_of(kind, obj))
+            key = _key_of(kind, obj)
+            if event_type == DELETED:
+                self.reads.drop(key)
+            self.queue.add(key)
 
         return handler
 
@@ -209,6 +228,14 @@ class Controller:
 def _key_of(kind: str, job: dict[str, Any]) -> str:
     meta = job.get("metadata") or {}
     return job_key(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def without_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    """A pod or Service as the plan reads it: metadata (without managedFields) and status. A
+    pod's spec (its containers, environment, the projected token volume the API server adds)
+    is most of its size, and a cache holds four pods and four Services per job."""
+    obj.pop("spec", None)
+    return strip_managed_fields(obj)
 
 
 def _namespace(obj: dict[str, Any]) -> list[str]:

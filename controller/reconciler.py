@@ -1,12 +1,25 @@
 """One reconcile of one training job: read, plan, write status, act, record events.
 
-Level-triggered: the key names a job (`Kind/namespace/name`), never an event. The job itself is
-read fresh from the API server, the children from the informers' caches. Why fresh: the plan
-counts restarts in `.status` and stamps each new pod with the count it was created with; a job
-read from a cache one write behind would stamp a stale count. Children may be stale without
+Level-triggered: the key names a job (`Kind/namespace/name`), never an event. The job and its
+children are read from the informers' caches: no request per reconcile. The job must never be
+older than this process's own last write of it, though: the plan counts restarts in `.status`
+and stamps each new pod with the count it was created with, so a job read one status write
+behind would stamp a stale count. Hence `JobReads`, client-go's mutation cache in small: the
+object each status write returned is kept until the informer delivers that resourceVersion (or
+a newer one), and a read takes the newer of the two. A job this process has not written or
+read from the API server yet (first sight in a leadership term) is read with a GET when it
+already has a status (another leader may have written it a moment ago), and so is any job
+after a Conflict. Any other staleness (a spec edited a moment ago) is what a fresh GET could
+also miss: the status write is conditional on the resourceVersion read, so it fails with
+Conflict and the key is retried with a GET. Children may be stale without
 harm, because every action tolerates it: names are deterministic (a create that finds the pod is
 not an error), deletes carry the pod's uid as a precondition (a newer pod of the same name
 survives), and a restart already counted in status is not counted again (docs/CONTROLLER.md).
+One staleness is worth avoiding all the same: a pod or Service this process created a moment
+ago and its informer has not delivered yet would be created again (an AlreadyExists answer, a
+wasted request per child when reconciles are quick). `Created` keeps what each create returned
+until the informer has seen that resourceVersion (its own resourceVersion has passed it), and
+the plan sees those objects too — client-go controllers keep "expectations" for the same reason.
 
 Order of writes: status first (only when it changed; conditional on the resourceVersion just
 read, so a concurrent writer makes this reconcile fail with Conflict and retry), then the
@@ -27,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,10 +52,10 @@ from controller.metrics import ControllerMetrics
 from controller.status import fmt_time
 from kube import errors, resources
 from kube.client import Client
-from kube.informer import Informer
+from kube.informer import Informer, strip_managed_fields
 from kube.resources import Resource
 
-__all__ = ["JOB_RESOURCES", "Children", "Reconciler", "job_key", "parse_key"]
+__all__ = ["JOB_RESOURCES", "Children", "Created", "JobReads", "Reconciler", "job_key", "parse_key"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +95,121 @@ class Children:
     deployments: Informer
 
 
+class JobReads:
+    """Where a reconcile reads its job: the informer's cache, never older than this process's
+    own last status write of it (module docstring). Without informers every read is a GET."""
+
+    def __init__(self, client: Client, informers: Mapping[str, Informer] | None = None) -> None:
+        self.client = client
+        self.informers = dict(informers or {})
+        self._written: dict[str, dict[str, Any]] = {}  # key -> the object a write returned
+        self._known: set[str] = set()  # keys read from the API server or written this term
+        self._suspect: set[str] = set()  # keys to read from the API server next (a Conflict)
+
+    async def read(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        """The job, or None if it is gone."""
+        key = job_key(resource.kind, namespace, name)
+        informer = self.informers.get(resource.kind)
+        cached = informer.get(namespace, name) if informer is not None else None
+        if (
+            cached is not None
+            and key not in self._suspect
+            and (key in self._known or not cached.get("status"))
+        ):
+            written = self._written.get(key)
+            if written is None:
+                self._known.add(key)
+                return cached
+            newer = _newer(written, cached)
+            if newer is cached:
+                del self._written[key]  # the informer caught up with the write
+            if newer is not None:
+                return newer
+        try:
+            job = await self.client.get(resource, name, namespace)
+        except errors.NotFound:
+            self.drop(key)
+            return None
+        self.remember(key, job)
+        return job
+
+    def remember(self, key: str, job: dict[str, Any]) -> None:
+        """`job` as the API server just returned it (a GET, a write)."""
+        self._written[key] = job
+        self._known.add(key)
+        self._suspect.discard(key)
+
+    def forget(self, key: str) -> None:
+        """Read `key` from the API server next time (someone else wrote it: a Conflict)."""
+        self.drop(key)
+        self._suspect.add(key)
+
+    def drop(self, key: str) -> None:
+        """Nothing more to remember of `key` (the job is gone)."""
+        self._written.pop(key, None)
+        self._known.discard(key)
+        self._suspect.discard(key)
+
+    def reset(self) -> None:
+        """A new leadership term: what another leader wrote meanwhile is unknown."""
+        self._written.clear()
+        self._known.clear()
+        self._suspect.clear()
+
+
+class Created:
+    """Children created by this process that their informer may not show yet (docstring)."""
+
+    def __init__(self) -> None:
+        self._by_owner: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+
+    def add(self, owner: str, kind: str, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        self._by_owner.setdefault(owner, {})[(kind, name)] = obj
+
+    def with_cached(
+        self, owner: str, kind: str, informer: Informer, cached: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """`cached` plus the objects of `kind` created for `owner` that the informer has not
+        seen yet; forgets those it has (or that cannot be compared)."""
+        pending = self._by_owner.get(owner)
+        if not pending:
+            return cached
+        names = {(c.get("metadata") or {}).get("name") for c in cached}
+        seen = _int_rv(informer.resource_version)
+        out = list(cached)
+        for (k, name), obj in list(pending.items()):
+            if k != kind:
+                continue
+            rv = _int_rv((obj.get("metadata") or {}).get("resourceVersion"))
+            if name in names or rv is None or seen is None or seen >= rv:
+                del pending[(k, name)]
+            else:
+                out.append(obj)
+        if not pending:
+            del self._by_owner[owner]
+        return out
+
+
+def _int_rv(value: Any) -> int | None:
+    try:
+        return int(value or "")
+    except ValueError:
+        return None
+
+
+def _newer(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """The later of two versions of one object, by resourceVersion; None if they cannot be
+    compared (resourceVersions are opaque; etcd's and the embedded server's are integers, as
+    client-go's integer mutation cache assumes)."""
+    try:
+        rv_a = int((a.get("metadata") or {}).get("resourceVersion") or "")
+        rv_b = int((b.get("metadata") or {}).get("resourceVersion") or "")
+    except ValueError:
+        return None
+    return a if rv_a > rv_b else b
+
+
 class Reconciler:
     def __init__(
         self,
@@ -90,10 +218,13 @@ class Reconciler:
         emit: Callable[[dict[str, Any], planning.Event], None],
         metrics: ControllerMetrics,
         *,
+        jobs: JobReads | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.client = client
         self.children = children
+        self.jobs = jobs or JobReads(client)
+        self.created = Created()
         self.emit = emit
         self.metrics = metrics
         self.clock = clock or (lambda: datetime.now(UTC))
@@ -105,6 +236,8 @@ class Reconciler:
         try:
             requeue = await self._reconcile(JOB_RESOURCES[kind], namespace, name)
         except Exception as exc:
+            if isinstance(exc, errors.Conflict):
+                self.jobs.forget(key)  # someone else wrote it: the retry reads it fresh
             self.metrics.reconciles.labels(kind, "error").inc()
             self.metrics.errors.labels(kind, type(exc).__name__).inc()
             raise
@@ -114,15 +247,21 @@ class Reconciler:
         return requeue
 
     async def _reconcile(self, resource: Resource, namespace: str, name: str) -> float | None:
-        try:
-            job = await self.client.get(resource, name, namespace)
-        except errors.NotFound:
+        job = await self.jobs.read(resource, namespace, name)
+        if job is None:
             return None  # deleted: the garbage collector removes its children (ownerReferences)
         if (job.get("metadata") or {}).get("deletionTimestamp"):
             return None
         uid = str(job["metadata"].get("uid", ""))
-        pods = self.children.pods.by_index(OWNER_INDEX, uid)
-        services = self.children.services.by_index(OWNER_INDEX, uid)
+        pods = self.created.with_cached(
+            uid, "Pod", self.children.pods, self.children.pods.by_index(OWNER_INDEX, uid)
+        )
+        services = self.created.with_cached(
+            uid,
+            "Service",
+            self.children.services,
+            self.children.services.by_index(OWNER_INDEX, uid),
+        )
         tensorboards = self.children.deployments.by_index(OWNER_INDEX, uid)
         now = self.clock()
         result = planning.plan(
@@ -178,7 +317,10 @@ class Reconciler:
             "spec": job.get("spec"),
             "status": status,
         }
-        return await self.client.replace(resource, body, subresource="status")
+        written = await self.client.replace(resource, body, subresource="status")
+        meta = job["metadata"]
+        self.jobs.remember(job_key(resource.kind, meta.get("namespace", ""), meta["name"]), written)
+        return written
 
     async def _execute(self, job: dict[str, Any], action: planning.Action) -> bool | str:
         """Carry out `action`: True if done, False if there was nothing to do, the API server's
@@ -189,7 +331,7 @@ class Reconciler:
         if action.verb == "create":
             assert action.body is not None
             try:
-                await self.client.create(resource, action.body, namespace)
+                created = await self.client.create(resource, action.body, namespace)
             except errors.AlreadyExists:
                 return False  # created before (a stale cache or a crash): names are deterministic
             except errors.APIError as exc:
@@ -202,6 +344,10 @@ class Reconciler:
                 log.warning("%s/%s: %s", namespace, job["metadata"]["name"], message)
                 self.emit(job, planning.Event("Warning", "FailedCreate", message))
                 return why
+            if action.kind in ("Pod", "Service"):
+                owner = str(job["metadata"].get("uid", ""))
+                created.pop("spec", None)  # as the informers keep them (manager.without_spec)
+                self.created.add(owner, action.kind, strip_managed_fields(created))
         elif action.verb == "update":
             assert action.body is not None
             try:

@@ -27,7 +27,7 @@ import orjson
 from kube.errors import Unavailable, from_status
 from kube.resources import Resource
 from kube.transport import JSON as _JSON
-from kube.transport import Transport, impersonating
+from kube.transport import Transport
 
 __all__ = ["PATCH_CONTENT_TYPES", "USER_AGENT", "Client", "PatchType"]
 
@@ -131,7 +131,7 @@ class Client:
         found = self._identities.get(key)
         if found is None:
             found = Client.__new__(Client)
-            found._http = Transport(impersonating(self._http.api_client, user, key[1]), owns=False)
+            found._http = Transport(self._http.api_client, owns=False, impersonate=key)
             found.timeout = self.timeout
             found.field_manager = self.field_manager
             found._identities = {}

@@ -6,22 +6,29 @@ transport concerns live in one short place: nothing may wait forever on a hung s
 aiohttp or socket exception may leak to product code. The ApiClient contributes what is the same
 for every call — host, TLS, the bearer token (refreshed by its configuration) — and answers are
 read raw (`_preload_content=False`) and parsed here, never through the generated models.
+
+Proxies from the environment (HTTPS_PROXY, NO_PROXY, …) are looked up once, when the transport
+is made, and pinned on the session: the ApiClient's session "trusts the environment", which in
+aiohttp means reading the proxy variables and ~/.netrc again, in a thread, for every request —
+a third of a controller's CPU under load (docs/PERFORMANCE.md). A proxy named in the kubeconfig
+(`proxy-url`) wins, as before; credentials never came from ~/.netrc for an API server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import os
 import ssl
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
+import orjson
 
 from kube.errors import Unavailable, from_response
 
-__all__ = ["JSON", "Transport", "describe", "impersonating", "query_params"]
+__all__ = ["JSON", "Transport", "describe", "impersonation_headers", "query_params"]
 
 JSON = "application/json"
 
@@ -29,10 +36,20 @@ JSON = "application/json"
 class Transport:
     """Requests over one ApiClient (and its aiohttp session)."""
 
-    def __init__(self, api_client: Any, *, owns: bool = True) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        owns: bool = True,
+        impersonate: tuple[str, tuple[str, ...]] | None = None,
+    ) -> None:
         self.api_client = api_client
         self.owns = owns
         """Whether `close` closes the ApiClient (a view sharing another's session does not)."""
+        self.impersonate = impersonate
+        """(user, groups) every request acts as (`impersonation_headers`), or None."""
+        if owns:
+            _pin_env_proxy(api_client)
 
     async def close(self) -> None:
         if self.owns:
@@ -157,46 +174,83 @@ class Transport:
         accept: str,
         client_timeout: aiohttp.ClientTimeout,
     ) -> Any:
-        """Send the request through the ApiClient (auth, TLS); the raw aiohttp response."""
-        if isinstance(body, bytes | bytearray) and "json" in content_type:
-            import orjson
-
-            body = orjson.loads(body)  # the ApiClient serializes JSON bodies itself
-        return await self.api_client.call_api(
-            path,
-            method,
-            query_params=query_params(query),
-            header_params={"Accept": accept, "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=client_timeout,
+        """Send the request on the ApiClient's session with its credentials, host, TLS and
+        proxy; the raw aiohttp response. Not through `ApiClient.call_api`: that walks every
+        body in Python (`sanitize_for_serialization`) and encodes it with the json module,
+        which cost more than the rest of a request (docs/PERFORMANCE.md); orjson encodes it
+        here, and bytes are sent as they are."""
+        api = self.api_client
+        headers: dict[str, str] = dict(api.default_headers)
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        headers["Accept"] = accept
+        headers["Content-Type"] = content_type
+        params = query_params(query)
+        await api.update_params_for_auth(headers, params, ["BearerToken"])
+        rest = api.rest_client
+        url = str(api.configuration.host) + path
+        if params:
+            url += "?" + urlencode(params)
+        data: bytes | None = None
+        if isinstance(body, bytes | bytearray):
+            data = bytes(body)
+        elif isinstance(body, str) and "json" not in content_type:
+            data = body.encode()
+        elif body is not None:
+            data = orjson.dumps(body)
+        extra: dict[str, Any] = {}
+        if rest.proxy:
+            extra["proxy"] = rest.proxy
+        if rest.proxy_headers:
+            extra["proxy_headers"] = rest.proxy_headers
+        if rest.server_hostname:
+            extra["server_hostname"] = rest.server_hostname
+        sent: Any = headers
+        if self.impersonate is not None:
+            sent = impersonation_headers(headers, *self.impersonate)
+        return await rest.pool_manager.request(
+            method, url, headers=sent, data=data, timeout=client_timeout, **extra
         )
 
 
-def impersonating(api_client: Any, user: str, groups: tuple[str, ...]) -> Any:
-    """A view of `api_client` (same configuration, credentials and connection pool) whose
-    every request carries `Impersonate-User: user` and one `Impersonate-Group` header per
-    group, as the API server wants them (it does not split a comma-separated value). The
-    ApiClient folds headers into a dict on the way, so they are added one layer below it,
-    where aiohttp takes a multi-valued mapping."""
+def _pin_env_proxy(api_client: Any) -> None:
+    """Resolve the environment's proxy for the API server once and stop the session from
+    looking it (and ~/.netrc) up per request (module docstring)."""
+    rest = getattr(api_client, "rest_client", None)
+    session = getattr(rest, "pool_manager", None)
+    if rest is None or not isinstance(session, aiohttp.ClientSession) or not session.trust_env:
+        return
+    if not getattr(rest, "proxy", None):
+        from aiohttp.helpers import get_env_proxy_for_url
+        from yarl import URL
+
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(str(api_client.configuration.host)))
+        except LookupError:
+            pass
+        else:
+            rest.proxy = str(proxy)
+            if auth is not None:
+                headers = dict(getattr(rest, "proxy_headers", None) or {})
+                headers["Proxy-Authorization"] = auth.encode()
+                rest.proxy_headers = headers
+    session._trust_env = False  # aiohttp has no public setter; the attribute is in its ATTRS
+
+
+def impersonation_headers(headers: Mapping[str, str], user: str, groups: tuple[str, ...]) -> Any:
+    """`headers` plus `Impersonate-User: user` and one `Impersonate-Group` header per group, as
+    the API server wants them (it does not split a comma-separated value): a multi-valued
+    mapping, which aiohttp sends as it is."""
     from multidict import CIMultiDict
 
-    view = copy.copy(api_client)
-    send = api_client.request
-
-    def request(method: str, url: str, *args: Any, headers: Any = None, **kwargs: Any) -> Any:
-        multi: CIMultiDict[str] = CIMultiDict()
-        for key, value in (headers or {}).items():
-            if not key.lower().startswith("impersonate-"):
-                multi.add(key, value)
-        multi.add("Impersonate-User", user)
-        for group in groups:
-            multi.add("Impersonate-Group", group)
-        return send(method, url, *args, headers=multi, **kwargs)
-
-    view.request = request
-    return view
+    multi: CIMultiDict[str] = CIMultiDict()
+    for key, value in headers.items():
+        if not key.lower().startswith("impersonate-"):
+            multi.add(key, value)
+    multi.add("Impersonate-User", user)
+    for group in groups:
+        multi.add("Impersonate-Group", group)
+    return multi
 
 
 def query_params(query: Mapping[str, Any]) -> list[tuple[str, str]]:

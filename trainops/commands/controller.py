@@ -79,6 +79,19 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+def _settle_garbage_collector() -> None:
+    """Keep the collector's pauses off the reaction time (docs/PERFORMANCE.md): what is loaded
+    by now (modules, kubernetes_asyncio's ~800 model classes: ~90k objects, a 50 ms full
+    collection) is moved out of the collector's sight, and young collections run every 10,000
+    allocations instead of every 700 — a reconcile parses JSON, which allocates in bursts.
+    Reference counting still frees everything as soon as it is unused."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+
+
 async def _main(args: argparse.Namespace) -> int:
     from aiohttp import web
 
@@ -120,6 +133,7 @@ async def _main(args: argparse.Namespace) -> int:
             "controller serving /metrics, /healthz, /readyz on %s:%s", args.bind, port
         )
         controller.start()
+        _settle_garbage_collector()
         await stopping.wait()
     finally:
         await controller.stop()
