@@ -31,7 +31,8 @@ from typing import Any
 
 from gitops import names, status
 from gitops.diff import mask_secrets, normalize_live
-from gitops.git import Git, GitError, normalize_repo_url, validate_revision
+from gitops.git import Git
+from gitops.giturls import GitError, normalize_repo_url, validate_revision
 from gitops.hub import Change, ResourceDiff, UnknownRepository
 from gitops.metrics import GitOpsMetrics
 from gitops.pushhooks import PushEvent

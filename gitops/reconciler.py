@@ -42,7 +42,8 @@ from gitops import guards, keys, order, ownership, report, sources, status, tena
 from gitops.acting import Tenants
 from gitops.compare import Comparison, ResourceState, compare
 from gitops.discovery import Discovery
-from gitops.git import Commit, Credentials, Git, GitError
+from gitops.git import Commit, Git
+from gitops.giturls import Credentials, GitError
 from gitops.metrics import GitOpsMetrics
 from gitops.pairing import ResourceKey
 from gitops.preflight import Checked, preflight
