@@ -22,7 +22,7 @@ from typing import Any
 
 from gitops import tenancy
 from gitops.discovery import Discovery
-from gitops.git import GitError
+from gitops.giturls import GitError
 from gitops.preflight import Checked
 from gitops.spec import RepoSpec
 from gitops.sync import SyncEngine

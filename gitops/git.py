@@ -2,24 +2,11 @@
 revision, export of one commit into a directory.
 
 Why the CLI and not a library: it speaks every transport and credential scheme users have, and
-it is what they debug with. Every call is an asyncio subprocess (the event loop never blocks)
-in its own process group, with a timeout that kills the whole group (git forks ssh and
-remote helpers).
-
-Safety, because `repoURL` and `targetRevision` come from users:
-- a URL or revision starting with `-` is refused, revisions must pass `check-ref-format`'s rules
-  (or be a hex sha), URLs must be one of the schemes below, and `--` goes before positional
-  arguments wherever git accepts it: nothing user-written can become an option;
-- `protocol.allow=never` with only https, http, ssh (and file, for file URLs) allowed back on:
-  no `ext::` helpers; hooks go to /dev/null; no system or global config; no terminal prompts;
-- credentials never appear on a command line, in a URL handed to git, in the environment of
-  other processes, or in messages: HTTPS credentials reach git through a GIT_ASKPASS script
-  reading variables set only for that subprocess; an SSH key through a 0600 temp file and
-  `GIT_SSH_COMMAND`; userinfo in a URL is split off into credentials; every message is
-  scrubbed of URL credentials (`gitops.redact`) and of the secret values themselves.
-
-URLs: `https://`, `http://` (allowed; `is_insecure` says so, for a warning), `ssh://`,
-scp-like `git@host:org/repo.git`, `file://`, and a plain local path (made `file://`).
+it is what they debug with. Every call is one sandboxed asyncio subprocess (`gitops.gitproc`:
+its own process group, killed whole on timeout; no hooks, no helpers, no prompts; credentials
+only through askpass or a 0600 key file). URLs and revisions are checked first
+(`gitops.giturls`), and `--` goes before positional arguments wherever git accepts it: nothing
+user-written can become an option.
 
 Layout of the cache: `<cache_dir>/<sha256(normalized URL)[:24]>.git`, a bare repository with no
 remote configured (every fetch names the URL); fetched commits are kept under
@@ -34,91 +21,39 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 import shutil
-import signal
-import stat
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-from gitops import gitcache, gitmessages, gittree, redact
+from gitops import gitcache, gitmessages, gitproc, gittree
+from gitops.giturls import (
+    FULL_SHA,
+    SHA,
+    Credentials,
+    GitError,
+    normalize_repo_url,
+    quote,
+    shown,
+    split_url,
+    validate_revision,
+    validate_url,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "Checkout",
     "Commit",
-    "Credentials",
     "Git",
-    "GitError",
     "RemoteRef",
-    "is_insecure",
-    "normalize_repo_url",
-    "scrub",
-    "validate_revision",
-    "validate_url",
 ]
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_CACHE_BYTES = 4 * 1024**3
 """The git cache's size cap: over it, the least recently used clones are deleted."""
 log = logging.getLogger("trainops.gitops")
-_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
-_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
-_SCP = re.compile(
-    r"^(?:(?P<user>[^@/:\s]+)@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*):(?P<path>[^\s]+)$"
-)
-_SCHEMES = ("https", "http", "ssh", "file")
-_DEFAULT_PORTS = {"https": 443, "http": 80, "ssh": 22}
-_ENV_PASSTHROUGH = (
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "GIT_SSL_CAINFO",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-)
-_ASKPASS = """#!/bin/sh
-case "$1" in
-  Username*|username*) printf '%s\\n' "$TRAINOPS_GIT_USERNAME" ;;
-  *) printf '%s\\n' "$TRAINOPS_GIT_PASSWORD" ;;
-esac
-"""
-
-
-class GitError(Exception):
-    """A git operation failed; the message says what, in the user's terms, without secrets."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """From the JobRepository's Secret: an SSH key, or username + password, or a token.
-
-    A token is sent as the password of user `x-access-token` unless a username is given
-    (GitHub and Gitea accept any user name with a token; GitLab wants one, any).
-    """
-
-    username: str | None = field(default=None, repr=False)
-    password: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
-    ssh_private_key: str | None = field(default=None, repr=False)
-
-    def secrets(self) -> tuple[str, ...]:
-        return tuple(s for s in (self.password, self.token, self.ssh_private_key) if s)
 
 
 @dataclass(frozen=True)
@@ -149,76 +84,6 @@ class Checkout:
     revision: str
     """What was asked for (`main`, `v1.2`, a sha, or `HEAD`)."""
     ref: str | None
-
-
-# --- URLs and revisions (pure) ----------------------------------------------------------------
-
-
-def validate_url(url: str) -> str:
-    """The URL to hand git (userinfo removed; a local path made `file://`), or GitError."""
-    clean, _, _ = _split_url(url)
-    return clean
-
-
-def is_insecure(url: str) -> bool:
-    """Whether `url` is plain `http://` (credentials and content travel unencrypted)."""
-    return url.strip().lower().startswith("http://")
-
-
-def normalize_repo_url(url: str) -> str:
-    """A canonical form for matching push webhooks to repositories.
-
-    Lower-case scheme and host; no userinfo, default port, trailing slash or `.git`; scp-like
-    `git@host:org/repo.git` becomes `ssh://host/org/repo`; a local path `file:///abs/path`.
-    Never raises: an unparseable URL is returned stripped.
-    """
-    text = url.strip()
-    scp = _SCP.match(text) if "://" not in text else None
-    if scp is not None:
-        text = f"ssh://{scp['host']}/{scp['path'].lstrip('/')}"
-    elif "://" not in text:
-        text = Path(os.path.abspath(text)).as_uri() if text else text
-    try:
-        parts = urlsplit(text)
-        scheme = parts.scheme.lower()
-        host = (parts.hostname or "").lower()
-        port = parts.port
-    except ValueError:
-        return text
-    if port is not None and _DEFAULT_PORTS.get(scheme) != port:
-        host = f"{host}:{port}"
-    if ":" in (parts.hostname or "") and parts.hostname:  # IPv6 literal
-        host = f"[{host}]"
-    path = parts.path.rstrip("/")
-    if path.endswith(".git"):
-        path = path[: -len(".git")]
-    path = path.rstrip("/")
-    return urlunsplit((scheme, host, path, "", ""))
-
-
-def validate_revision(revision: str | None) -> str:
-    """`HEAD` for none; else the revision if it is a hex sha or a valid ref name, or GitError."""
-    if revision is None or revision.strip() == "" or revision == "HEAD":
-        return "HEAD"
-    if _SHA.match(revision):
-        return revision.lower()
-    problem = _ref_format_problem(revision)
-    if problem:
-        raise GitError(f"invalid revision {_quote(revision)}: {problem}")
-    return revision
-
-
-def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """`text` with URL credentials masked (`gitops.redact.redact`: userinfo, secret query
-    parameters) and without any of `secrets`."""
-    text = redact.redact(text)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-            for line in secret.splitlines():
-                if len(line.strip()) >= 8:
-                    text = text.replace(line.strip(), "***")
-    return text
 
 
 # --- the client ---------------------------------------------------------------------------------
@@ -288,16 +153,16 @@ class Git:
         if rev == "HEAD":
             if "HEAD" not in refs:
                 raise GitError(
-                    f"revision not found: {_shown(url)} has no HEAD (an empty repository?)"
+                    f"revision not found: {shown(url)} has no HEAD (an empty repository?)"
                 )
             return RemoteRef(head, refs["HEAD"])
         names = [rev] if rev.startswith("refs/") else [f"refs/heads/{rev}", f"refs/tags/{rev}"]
         for name in names:
             if name in refs:
                 return RemoteRef(name, refs.get(name + "^{}", refs[name]))
-        if _SHA.match(rev):
+        if SHA.match(rev):
             return RemoteRef(None, rev)
-        raise GitError(f"revision not found: {_quote(rev)} is no branch or tag of {_shown(url)}")
+        raise GitError(f"revision not found: {quote(rev)} is no branch or tag of {shown(url)}")
 
     async def fetch(
         self, url: str, revision: str | None, credentials: Credentials | None = None
@@ -345,8 +210,8 @@ class Git:
         Only the files under `path` are written, unless a symlink is on the way
         (`gittree.sparse_selection`). Symlinks are written as symlinks (`gitops.sources`
         ignores those leaving the tree); submodules are not checked out."""
-        if not _FULL_SHA.match(sha):
-            raise GitError(f"cannot export {_quote(sha)}: not a full commit sha")
+        if not FULL_SHA.match(sha):
+            raise GitError(f"cannot export {quote(sha)}: not a full commit sha")
         root = Path(dest)
         root.mkdir(parents=True, exist_ok=True)
         if any(root.iterdir()):
@@ -359,7 +224,7 @@ class Git:
         try:
             async with self._repo(repo):
                 if await self._local_commit(repo, sha) is None:
-                    raise GitError(f"commit {sha[:12]} is not in the cache of {_shown(url)}")
+                    raise GitError(f"commit {sha[:12]} is not in the cache of {shown(url)}")
                 env = {"GIT_INDEX_FILE": index}
                 await self._run([*git_dir, "read-tree", sha], env=env, what="read")
                 listed = await self._run(
@@ -380,7 +245,7 @@ class Git:
     # --- internals ------------------------------------------------------------------------------
 
     def _prepare(self, url: str, credentials: Credentials | None) -> tuple[str, Credentials | None]:
-        clean, user, password = _split_url(url)
+        clean, user, password = split_url(url)
         if user is not None or password is not None:
             base = credentials or Credentials()
             credentials = Credentials(
@@ -491,14 +356,14 @@ class Git:
         except GitError:
             return None
         sha = out.strip()
-        return sha if _FULL_SHA.match(sha) else None
+        return sha if FULL_SHA.match(sha) else None
 
     async def _fetch_into(
         self, repo: Path, url: str, creds: Credentials | None, target: RemoteRef
     ) -> str:
         base = ["--git-dir", str(repo), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
         store = "refs/trainops/fetching"
-        if target.ref is not None or _FULL_SHA.match(target.sha):
+        if target.ref is not None or FULL_SHA.match(target.sha):
             want = target.ref if target.ref is not None else target.sha
             try:
                 await self._run(
@@ -525,10 +390,10 @@ class Git:
         else:  # an abbreviated sha: only a full fetch can find it
             await self._fetch_all(repo, url, creds)
         sha = await self._local_commit(repo, store if target.ref is not None else target.sha)
-        if sha is None and _FULL_SHA.match(target.sha):
+        if sha is None and FULL_SHA.match(target.sha):
             sha = await self._local_commit(repo, target.sha)
         if sha is None:
-            raise GitError(f"revision not found: no commit {_quote(target.sha)} in {_shown(url)}")
+            raise GitError(f"revision not found: no commit {quote(target.sha)} in {shown(url)}")
         await self._run(
             ["--git-dir", str(repo), "update-ref", f"refs/trainops/{sha}", sha], what="record"
         )
@@ -588,175 +453,17 @@ class Git:
         what: str,
         input: bytes | None = None,
     ) -> str:
-        secrets = creds.secrets() if creds else ()
-        with tempfile.TemporaryDirectory(prefix="trainops-git-") as tmp:
-            full_env = self._env(Path(tmp), url, creds)
-            full_env.update(env or {})
-            cmd = [self.git, *self._config(url), *args]
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *cmd,
-                    stdin=asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    env=full_env,
-                    start_new_session=True,
-                )
-            except OSError as e:
-                raise GitError(f"cannot run git: {e.strerror}") from None
-            try:
-                async with asyncio.timeout(self.timeout):  # not wait_for: see kube.leader
-                    out, err = await proc.communicate(input)
-            except (TimeoutError, asyncio.CancelledError) as e:
-                _kill_group(proc)
-                if "--git-dir" in args:  # its lock files are stale now: `_repo` removes them
-                    self._killed.add(args[args.index("--git-dir") + 1])
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(5):
-                        await proc.wait()
-                if isinstance(e, asyncio.CancelledError):
-                    raise
-                target = f" {_shown(url)}" if url else ""
-                raise GitError(
-                    f"git timed out after {self.timeout:g} s trying to {what}{target}"
-                ) from None
-        if proc.returncode != 0:
-            text = scrub(err.decode("utf-8", "replace"), secrets)
-            raise GitError(gitmessages.explain(text, what, f" {_shown(url)}" if url else ""))
-        return out.decode("utf-8", "replace")
-
-    def _config(self, url: str | None) -> list[str]:
-        config = [
-            "protocol.allow=never",
-            "protocol.https.allow=always",
-            "protocol.http.allow=always",
-            "protocol.ssh.allow=always",
-            "core.hooksPath=/dev/null",
-            "credential.helper=",
-            "core.askPass=",
-            "advice.detachedHead=false",
-            "gc.auto=0",
-        ]
-        if url is not None and url.startswith("file://"):
-            config.append("protocol.file.allow=always")
-        out: list[str] = []
-        for item in config:
-            out += ["-c", item]
-        return out
-
-    def _env(self, tmp: Path, url: str | None, creds: Credentials | None) -> dict[str, str]:
-        env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
-        env.update(self.extra_env)
-        env.update(
-            {
-                "HOME": str(tmp),
-                "XDG_CONFIG_HOME": str(tmp),
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_CONFIG_GLOBAL": os.devnull,
-                "GIT_TERMINAL_PROMPT": "0",
-                "GIT_ASKPASS": "/bin/false",
-                "SSH_ASKPASS": "/bin/false",
-                "LC_ALL": "C",
-            }
+        """`gitproc.run` with this client's git, timeout, environment and known_hosts file."""
+        return await gitproc.run(
+            args,
+            git=self.git,
+            timeout=self.timeout,
+            extra_env=self.extra_env,
+            known_hosts=self.cache_dir / "known_hosts",
+            killed=self._killed,
+            url=url,
+            creds=creds,
+            env=env,
+            what=what,
+            input=input,
         )
-        if creds is None:
-            return env
-        if creds.ssh_private_key:
-            key = tmp / "id"
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(creds.ssh_private_key.rstrip("\n") + "\n")
-            known = self.cache_dir / "known_hosts"
-            env["GIT_SSH_COMMAND"] = (
-                f"ssh -i {_sh(str(key))} -o IdentitiesOnly=yes -o BatchMode=yes "
-                f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={_sh(str(known))}"
-            )
-        password = creds.password or creds.token
-        if password:
-            askpass = tmp / "askpass.sh"
-            askpass.write_text(_ASKPASS)
-            askpass.chmod(stat.S_IRWXU)
-            env["GIT_ASKPASS"] = str(askpass)
-            env["TRAINOPS_GIT_USERNAME"] = creds.username or "x-access-token"
-            env["TRAINOPS_GIT_PASSWORD"] = password
-        return env
-
-
-# --- helpers ------------------------------------------------------------------------------------
-
-
-def _split_url(url: str) -> tuple[str, str | None, str | None]:
-    """(URL for git without userinfo, username, password) or GitError."""
-    if not isinstance(url, str) or not url.strip():
-        raise GitError("no repository URL given")
-    text = url.strip()
-    if text.startswith("-"):
-        raise GitError(f"refusing repository URL {_quote(scrub(text))}: it starts with '-'")
-    if any(ord(c) < 0x20 or c == "\x7f" for c in text) or " " in text:
-        raise GitError("refusing repository URL: it contains whitespace or control characters")
-    if "::" in text.split("/", 1)[0]:  # `ext::cmd`, `fd::0`: git's remote-helper syntax
-        raise GitError(f"unsupported repository URL {_quote(scrub(text))}")
-    if "://" not in text:
-        scp = _SCP.match(text)
-        if scp is not None and not text.startswith(("/", ".")):
-            if scp["path"].startswith("-") or scp["host"].startswith("-"):
-                raise GitError(f"refusing repository URL {_quote(scrub(text))}")
-            return text, None, None  # ssh user in scp form is not a secret
-        return Path(os.path.abspath(text)).as_uri(), None, None
-    try:
-        parts = urlsplit(text)
-        _ = parts.port
-    except ValueError:
-        raise GitError(f"invalid repository URL {_quote(scrub(text))}") from None
-    scheme = parts.scheme.lower()
-    if scheme not in _SCHEMES:
-        raise GitError(
-            f"unsupported repository URL scheme {scheme!r}: use https, http, ssh or file"
-        )
-    if scheme != "file" and not parts.hostname:
-        raise GitError(f"invalid repository URL {_quote(scrub(text))}: no host")
-    if (parts.hostname or "").startswith("-") or parts.path.startswith("-"):
-        raise GitError(f"refusing repository URL {_quote(scrub(text))}")
-    user, password = parts.username, parts.password
-    if scheme == "ssh":  # ssh://git@host/…: the user is part of the address, not a secret
-        return text, None, None
-    netloc = parts.netloc.rpartition("@")[2]
-    return urlunsplit((scheme, netloc, parts.path, parts.query, "")), user, password
-
-
-def _ref_format_problem(ref: str) -> str:
-    """What `git check-ref-format --allow-onelevel` would object to, or ""."""
-    if ref.startswith("-"):
-        return "it starts with '-'"
-    if len(ref) > 255:
-        return "it is too long"
-    if any(ord(c) < 0x20 or c == "\x7f" for c in ref):
-        return "it contains control characters"
-    for bad in (" ", "~", "^", ":", "?", "*", "[", "\\"):
-        if bad in ref:
-            return f"it contains {bad!r}"
-    if ".." in ref or "@{" in ref or "//" in ref:
-        return "it contains '..', '@{' or '//'"
-    if ref == "@" or ref.endswith((".", "/", ".lock")) or ref.startswith("/"):
-        return "it is not a valid ref name"
-    if any(part.startswith(".") or part.endswith(".lock") for part in ref.split("/")):
-        return "a component starts with '.' or ends with '.lock'"
-    return ""
-
-
-def _shown(url: str | None) -> str:
-    return scrub(url or "")
-
-
-def _quote(text: str) -> str:
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return '"' + text.replace('"', '\\"') + '"'
-
-
-def _sh(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)

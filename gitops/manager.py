@@ -31,11 +31,13 @@ from typing import Any
 
 from gitops import names, status
 from gitops.diff import mask_secrets, normalize_live
-from gitops.git import Git, GitError, normalize_repo_url, validate_revision
+from gitops.git import Git
+from gitops.giturls import GitError, normalize_repo_url, validate_revision
 from gitops.hub import Change, ResourceDiff, UnknownRepository
+from gitops.memo import Memo
 from gitops.metrics import GitOpsMetrics
 from gitops.pushhooks import PushEvent
-from gitops.reconciler import JOB_REPOSITORIES, LOGGER, Memo, Reconciler
+from gitops.reconciler import JOB_REPOSITORIES, LOGGER, Reconciler
 from gitops.redact import redact, redact_value
 from gitops.spec import read_spec, repo_id
 from gitops.tenancy import Boundaries

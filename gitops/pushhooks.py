@@ -15,8 +15,8 @@ Providers, by header:
 
 When a secret is configured the signature or token is required: missing or wrong → 401. Every
 comparison is constant-time (`hmac.compare_digest`). Invalid JSON or a payload without a
-repository → 400. Repository URLs come back normalized (`gitops.git.normalize_repo_url`), every
-form the payload offers (clone, SSH and web URLs), so a JobRepository matches whichever it
+repository → 400. Repository URLs come back normalized (`gitops.giturls.normalize_repo_url`),
+every form the payload offers (clone, SSH and web URLs), so a JobRepository matches whichever it
 uses.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gitops.git import normalize_repo_url
+from gitops.giturls import normalize_repo_url
 
 __all__ = ["PushError", "PushEvent", "parse_push"]
 

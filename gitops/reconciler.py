@@ -32,29 +32,30 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gitops import guards, keys, order, ownership, report, sources, status, tenancy
+from gitops import guards, keys, operations, ownership, report, sources, status, tenancy
 from gitops.acting import Tenants
-from gitops.compare import Comparison, ResourceState, compare
+from gitops.compare import Comparison, compare
 from gitops.discovery import Discovery
-from gitops.git import Commit, Credentials, Git, GitError
+from gitops.git import Commit, Git
+from gitops.giturls import Credentials, GitError
+from gitops.memo import Memo
 from gitops.metrics import GitOpsMetrics
 from gitops.pairing import ResourceKey
 from gitops.preflight import Checked, preflight
 from gitops.redact import redact_value
-from gitops.spec import RepoSpec, backoff_seconds, read_spec, repo_id
-from gitops.sync import FAILED, PRUNE_SKIPPED, Outcome, SyncEngine
+from gitops.spec import RepoSpec, read_spec, repo_id
+from gitops.sync import SyncEngine
 from kube import errors, resources
 from kube.client import Client
 from kube.resources import Resource
 from kube.workqueue import default_rate_limiter
 
-__all__ = ["DEFAULT_KINDS", "JOB_REPOSITORIES", "LOGGER", "Emit", "Memo", "Reconciler"]
+__all__ = ["DEFAULT_KINDS", "JOB_REPOSITORIES", "LOGGER", "Emit", "Reconciler"]
 
 JOB_REPOSITORIES = Resource(
     "gitops.trainops.dev", "v1alpha1", "jobrepositories", "JobRepository", True
@@ -80,32 +81,6 @@ those this process has applied and those the status records (`appliedKinds`)."""
 
 Emit = Callable[[dict[str, Any], str, str, str], None]
 """(object, type, reason, message): an Event to record, buffered by the caller."""
-
-
-@dataclass
-class Memo:
-    """What the last round of one repository saw and did (in memory only)."""
-
-    revision: str | None = None
-    head_ref: str | None = None
-    """The branch the remote HEAD pointed at (when targetRevision is unset)."""
-    fingerprint: str | None = None
-    generation: int | None = None
-    checked_for: tuple[str, str, bool, str] | None = None
-    checked: list[Checked] = field(default_factory=list)
-    commit: Commit | None = None
-    synced_revision: str | None = None
-    attempts: int = 0
-    retry_at: float | None = None
-    kinds: set[tuple[str, str]] = field(default_factory=set)
-    comparison: Comparison | None = None
-    refresh: bool = False
-    sync_requested: bool = False
-    sync_revision: str | None = None
-    stage: str = status.COMPARISON_ERROR
-    """The condition an unexpected exception of the current round becomes."""
-    failure: str | None = None
-    """The last unexpected exception's message (logged with its traceback once)."""
 
 
 class Reconciler:
@@ -221,15 +196,28 @@ class Reconciler:
             sources_of = {**keys.sources_of(memo.comparison.resources), **sources_of}
         comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
         operation = None
-        if self._should_sync(spec, memo, commit.sha, comparison, requested, retry_due):
+        if operations.should_sync(spec, memo, commit.sha, comparison, requested, retry_due):
             memo.stage = status.SYNC_ERROR
-            operation = await self._sync(key, spec, memo, commit, comparison)
+            operation = await operations.run(
+                self.tenants.engine(key),
+                spec,
+                memo,
+                commit,
+                comparison,
+                clock=self.clock,
+                monotonic=self.monotonic,
+                metrics=self.metrics,
+            )
             live, tracked = await self.tenants.engine(key).live(
                 key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
             )
             fingerprint = await asyncio.to_thread(keys.fingerprint, live, tracked)
             comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
-            if operation.phase == "Succeeded" and spec.self_heal and _actionable(comparison):
+            if (
+                operation.phase == "Succeeded"
+                and spec.self_heal
+                and operations.actionable(comparison)
+            ):
                 # An edit landed between the apply and the re-list: the watch event it caused
                 # must not find this state memoised, or healing waits for the interval.
                 fingerprint = None
@@ -393,92 +381,6 @@ class Reconciler:
             return ownership.UNKNOWN
         return str((other.get("metadata") or {}).get("uid") or ownership.UNKNOWN)
 
-    def _should_sync(
-        self,
-        spec: RepoSpec,
-        memo: Memo,
-        sha: str,
-        comparison: Comparison,
-        requested: bool,
-        retry_due: bool,
-    ) -> bool:
-        if requested:
-            return True
-        if not spec.automated:
-            return False
-        if sha != memo.synced_revision or retry_due:
-            return True
-        actionable = _actionable(comparison)
-        prunable = (
-            spec.prune
-            and comparison.prune_blocked is None
-            and any(r.prune for r in comparison.resources)
-        )
-        return spec.self_heal and (actionable or prunable)
-
-    async def _sync(
-        self, key: str, spec: RepoSpec, memo: Memo, commit: Commit, comparison: Comparison
-    ) -> status.Operation:
-        started, t0 = self.clock(), time.monotonic()
-        denied = [
-            Outcome(r.key or NO_KEY, FAILED, f"{r.where}: {r.error}")
-            for r in comparison.resources
-            if r.error is not None
-        ]
-        outcomes: list[Outcome] = list(denied)
-        todo = [r for r in comparison.resources if r.desired is not None and r.status != "Synced"]
-        engine = self.tenants.engine(key)
-        slots = asyncio.Semaphore(APPLY_PARALLELISM)
-
-        async def apply(r: ResourceState) -> Outcome:
-            async with slots:
-                outcome = await engine.apply(r)
-            if outcome.failed and r.where:
-                outcome = Outcome(outcome.key, FAILED, f"{r.where}: {outcome.message}")
-            memo.kinds.add((str(r.desired.get("apiVersion")), _key(r).kind))  # type: ignore[union-attr]
-            return outcome
-
-        async def prune(r: ResourceState) -> Outcome:
-            async with slots:
-                return await engine.prune(r)
-
-        for wave in order.apply_waves(todo, _key):  # a wave at once, in order, 8 at a time
-            outcomes.extend(await _each(apply, wave))
-        prune_states = [r for r in comparison.resources if r.prune] if spec.prune else []
-        if comparison.prune_blocked:
-            for r in order.prune_order(prune_states, _key):
-                outcomes.append(Outcome(_key(r), PRUNE_SKIPPED, comparison.prune_blocked))
-        else:
-            for wave in order.prune_waves(prune_states, _key):
-                outcomes.extend(await _each(prune, wave))
-        failed = [o for o in outcomes if o.failed]
-        refused = {id(o) for o in denied}
-        applied_failed = [o for o in failed if id(o) not in refused]
-        new_revision = commit.sha != memo.synced_revision
-        if new_revision:
-            memo.attempts = 0
-        memo.synced_revision = commit.sha
-        if applied_failed and memo.attempts < spec.retry.limit:
-            memo.retry_at = self.monotonic() + backoff_seconds(spec.retry, memo.attempts)
-            memo.attempts += 1
-        else:
-            memo.retry_at = None
-            if not applied_failed:
-                memo.attempts = 0
-        self.metrics.sync_duration.observe(time.monotonic() - t0)
-        phase = "Failed" if failed else "Succeeded"
-        self.metrics.syncs.labels(phase).inc()
-        return status.Operation(
-            revision=commit.sha,
-            commit=memo.commit,
-            started=started,
-            finished=self.clock(),
-            outcomes=tuple(outcomes),
-            phase=phase,
-            message=report.summary(outcomes, denied),
-            new_revision=new_revision,
-        )
-
     async def _operation_error(
         self, obj: dict[str, Any], revision: str | None, message: str, started: datetime
     ) -> None:
@@ -540,41 +442,8 @@ class Reconciler:
         return max(0.0, min(spec.interval, memo.retry_at - self.monotonic()))
 
 
-APPLY_PARALLELISM = 8
-"""Applies (and prunes) in flight at once within a wave of `order.apply_waves`."""
-
-NO_KEY = ResourceKey("", "", "", "")
-"""The key of an outcome for a document without one (it could not be read)."""
-
-
-async def _each(
-    act: Callable[[ResourceState], Coroutine[Any, Any, Outcome]], wave: list[ResourceState]
-) -> list[Outcome]:
-    """`act` on every resource of `wave` at once (its own semaphore bounds it); the outcomes
-    in the wave's order. The first exception cancels the rest of the wave and is raised as it
-    is (not in an ExceptionGroup: an APIError is retried by the work queue)."""
-    tasks = [asyncio.ensure_future(act(r)) for r in wave]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-
-
-def _key(r: ResourceState) -> ResourceKey:
-    assert r.key is not None
-    return r.key
-
-
 def _masked(
     make: Callable[[dict[str, Any]], dict[str, Any]], old: dict[str, Any]
 ) -> dict[str, Any]:
     masked: dict[str, Any] = redact_value(make(old))
     return masked
-
-
-def _actionable(comparison: Comparison) -> bool:
-    """Whether a sync would change something: a resource in Git differs from the cluster."""
-    return any(r.desired is not None and r.status != "Synced" for r in comparison.resources)

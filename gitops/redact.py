@@ -4,9 +4,9 @@ messages, which echo the URL) passes its text through.
 
 Why one function: a `repoURL` is user input, and users put credentials in it —
 `https://user:TOKEN@host/…`, `ssh://git:PASSWORD@host/…`, `https://host/…?private_token=…`.
-trainops never needs to *show* them (`gitops.git` splits userinfo off into credentials before
-git runs), so every place that shows text masks the same things the same way, and a new surface
-only has to call `redact`.
+trainops never needs to *show* them (`gitops.giturls` splits userinfo off into credentials
+before git runs), so every place that shows text masks the same things the same way, and a new
+surface only has to call `redact`.
 
 What is masked (the rest of the text is left exactly as it was, so messages stay readable):
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitops import kinds, names
-from gitops.git import GitError, normalize_repo_url, scrub, validate_url
+from gitops.giturls import GitError, normalize_repo_url, scrub, validate_url
 from gitops.preflight import Checked
 
 __all__ = [

@@ -2,20 +2,18 @@
 
 A `PodWorker` owns one pod uid. Each `sync()` is level-triggered: it reads the pod as last seen
 from the API server and the container instances from the runtime, decides what to start or stop
-(using the pure rules of `restart`, `expansion`, `volumes`), and reports the status computed by
-`status.pod_status` when it changed. It returns how long until it must look again (a back-off
-expiring, a grace period running out, or the periodic resync), or None when the pod is gone and
-its files are removed. Syncs of one pod never overlap; different pods sync concurrently.
+(using the pure rules of `restart`, `expansion`, `volumes`; containers are started by
+`starter` and stopped by `stopper`), and reports the status computed by `status.pod_status` when
+it changed. It returns how long until it must look again (a back-off expiring, a grace period
+running out, or the periodic resync), or None when the pod is gone and its files are removed. Syncs of one pod never overlap; different pods sync concurrently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kube.errors import NotFound
@@ -23,19 +21,18 @@ from localcluster.client import events
 from localcluster.client.clock import event_suffix, rfc3339, utcnow
 from localcluster.kubelet import (
     hooks,
-    images,
     launch,
     ports,
     prober,
     restart,
     sandbox,
+    starter,
     status,
     stopper,
     volumes,
 )
-from localcluster.kubelet.logs import parse_time
-from localcluster.kubelet.model import BackOff, ContainerView, Instance
-from localcluster.kubelet.runtime import Runtime, StartSpec, exec_problem
+from localcluster.kubelet.model import BackOff, ContainerView
+from localcluster.kubelet.runtime import Runtime
 
 if TYPE_CHECKING:
     from localcluster.kubelet.kubelet import Kubelet
@@ -150,9 +147,7 @@ class PodWorker:
         )
         if left is None or left > 0:
             return None
-        self._event(
-            pod, "DeadlineExceeded", hooks.DEADLINE_MESSAGE, warning=True, key=("deadline",)
-        )
+        self.event(pod, "DeadlineExceeded", hooks.DEADLINE_MESSAGE, warning=True, key=("deadline",))
         return ("DeadlineExceeded", hooks.DEADLINE_MESSAGE)
 
     # -- the normal path ---------------------------------------------------------------------
@@ -170,11 +165,11 @@ class PodWorker:
                     p for p in self.kubelet.active_pods() if self.kubelet.shares_host_network(p)
                 ]
                 for port, message in ports.conflicts(pod, shared):
-                    self._event(pod, "PortConflict", message, warning=True, key=("port", port))
+                    self.event(pod, "PortConflict", message, warning=True, key=("port", port))
             error = await self._prepare(pod)
             if error:
                 reason, message = error
-                self._event(pod, reason, message, warning=True, key=("prepare", reason, message))
+                self.event(pod, reason, message, warning=True, key=("prepare", reason, message))
                 delay = min(delay, 2.0)
 
         init_views: list[ContainerView] = []
@@ -226,7 +221,7 @@ class PodWorker:
     async def _prepare(self, pod: dict[str, Any]) -> tuple[str, str] | None:
         """Create the pod's root, volumes and network; an error (event reason, message) keeps
         the pod waiting."""
-        cms, secrets = await self._fetch(pod)
+        cms, secrets = await self.fetch(pod)
         tokens = await self._tokens(pod)
         plan = volumes.plan_volumes(pod, config_maps=cms, secrets=secrets, tokens=tokens)
         if isinstance(plan, str):
@@ -239,7 +234,7 @@ class PodWorker:
         shared = self.kubelet.shares_host_network(pod)
         if shared and not self.kubelet.network.enabled:
             message = self.kubelet.network.decision.event()
-            self._event(pod, "HostNetwork", message, warning=True, key=("hostnetwork",))
+            self.event(pod, "HostNetwork", message, warning=True, key=("hostnetwork",))
         error = await self.sandbox.set_up(pod, host_network=shared)
         if error:
             return ("FailedCreatePodSandBox", error)
@@ -265,7 +260,7 @@ class PodWorker:
                 tokens[key] = token
         return tokens
 
-    async def _fetch(
+    async def fetch(
         self, pod: dict[str, Any], container: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The ConfigMaps and Secrets the pod's volumes (or one container's env) read."""
@@ -297,7 +292,7 @@ class PodWorker:
         if hold:
             pass
         elif last is None:
-            waiting, wait = await self._start(pod, c, 0, now)
+            waiting, wait = await starter.start_container(self, pod, c, 0, now)
         elif not last.running:
             if sidecar:
                 wanted = True  # restartable init container: restarted whatever the pod policy
@@ -306,7 +301,7 @@ class PodWorker:
             else:
                 wanted = restart.should_restart(policy, last.exit_code or 0)
             if wanted:
-                waiting, wait = await self._restart(pod, c, last, now)
+                waiting, wait = await starter.restart_container(self, pod, c, last, now)
         insts = await asyncio.to_thread(self.runtime.instances, self.uid, name)
         last = insts[-1] if insts else None
         started: bool | None = None
@@ -330,122 +325,6 @@ class PodWorker:
         else:
             done = last is not None and last.succeeded
         return view, done, wait
-
-    async def _restart(
-        self, pod: dict[str, Any], c: dict[str, Any], last: Instance, now: Any
-    ) -> tuple[tuple[str, str], float | None]:
-        name = c["name"]
-        policy_cfg = self.kubelet.config.backoff
-        finished = parse_time(last.finished_at or last.started_at)
-        entry = self.backoffs.get(name)
-        remaining = (
-            restart.restart_delay(entry, finished, policy_cfg) - (now - finished).total_seconds()
-        )
-        if remaining > 0:
-            assert entry is not None
-            meta = pod["metadata"]
-            message = (
-                f"back-off {restart.go_duration(entry.period)} restarting failed container={name}"
-                f" pod={meta['name']}_{meta.get('namespace')}({self.uid})"
-            )
-            self._event(
-                pod,
-                "BackOff",
-                f"Back-off restarting failed container {name} in pod "
-                f"{meta['name']}_{meta.get('namespace')}({self.uid})",
-                warning=True,
-                container=name,
-                key=("backoff", name, str(last.attempt)),
-            )
-            return ("CrashLoopBackOff", message), remaining
-        self.backoffs[name] = restart.backoff_after_restart(entry, finished, policy_cfg)
-        result = await self._start(pod, c, last.attempt + 1, now)
-        # Only now: until the new instance exists, `last` is the one `previous` must not lose.
-        await asyncio.to_thread(self.runtime.prune, self.uid, name, last.attempt)
-        return result
-
-    async def _start(
-        self, pod: dict[str, Any], c: dict[str, Any], attempt: int, now: Any
-    ) -> tuple[tuple[str, str], float | None]:
-        name = c["name"]
-        image = str(c.get("image") or "")
-        env_image = images.match(image, self.kubelet.config.images)
-        cms, secrets = await self._fetch(pod, c)
-        plan = launch.plan_launch(
-            pod,
-            c,
-            config_maps=cms,
-            secrets=secrets,
-            node=dataclasses.replace(
-                self.kubelet.node_facts, pod_ip=self.sandbox.ip or "127.0.0.1"
-            ),
-            root=str(self.runtime.pod_dir(self.uid) / "root"),
-            mount_paths=self.mount_paths,
-            inherited_env=images.environment(self.kubelet.inherited_env, env_image),
-        )
-        if isinstance(plan, launch.LaunchError):
-            self._event(
-                pod,
-                "Failed",
-                f"Error: {plan.message}",
-                warning=True,
-                container=name,
-                key=("launch", name, plan.message),
-            )
-            retry = 2.0 if plan.reason == "CreateContainerConfigError" else None
-            return (plan.reason, plan.message), retry
-        for w in plan.warnings:
-            self._event(
-                pod, "InvalidEnvironmentVariableNames", w, warning=True, key=("envnames", w)
-            )
-        await asyncio.to_thread(Path(plan.cwd).mkdir, parents=True, exist_ok=True)
-        self._event(
-            pod,
-            "Pulled",
-            images.pulled_message(image, env_image),
-            container=name,
-            key=("pulled", name),
-        )
-        self._event(
-            pod,
-            "Created",
-            f"Created container: {name}",
-            container=name,
-            key=("created", name, str(attempt)),
-        )
-        spec = StartSpec(
-            self.uid,
-            name,
-            attempt,
-            plan.argv,
-            plan.env,
-            plan.cwd,
-            plan.termination_path,
-            plan.termination_policy,
-            self.sandbox.spec(pod),
-        )
-        problem = await asyncio.to_thread(exec_problem, spec)
-        await self.runtime.start(spec, now=rfc3339(now))  # a failed exec is recorded there too
-        if problem:
-            self._event(
-                pod,
-                "Failed",
-                f'Error: failed to start container "{name}": {problem}',
-                warning=True,
-                container=name,
-                key=("startfailed", name, str(attempt)),
-            )
-            self.waiting.pop(name, None)
-            return ("", ""), None
-        self._event(
-            pod,
-            "Started",
-            f"Started container {name}",
-            container=name,
-            key=("started", name, str(attempt)),
-        )
-        self.waiting.pop(name, None)
-        return ("", ""), None
 
     # -- probes --------------------------------------------------------------------------
     def _probe(
@@ -474,7 +353,7 @@ class PodWorker:
             self.poke()
 
         def event(reason: str, message: str, warning: bool) -> None:
-            self._event(
+            self.event(
                 pod,
                 reason,
                 message,
@@ -554,9 +433,9 @@ class PodWorker:
         container: str,
         key: tuple[str, ...],
     ) -> None:
-        self._event(pod, reason, message, warning=warning, container=container, key=key)
+        self.event(pod, reason, message, warning=warning, container=container, key=key)
 
-    def _event(
+    def event(
         self,
         pod: dict[str, Any],
         reason: str,

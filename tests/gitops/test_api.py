@@ -30,7 +30,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from gitops import api
 from gitops.apiauth import bearer_matches, cross_site, host_name, is_loopback
-from gitops.git import GitError, normalize_repo_url, validate_revision
+from gitops.giturls import GitError, normalize_repo_url, validate_revision
 from gitops.hub import Change, Hub, ResourceDiff, UnknownRepository
 from gitops.pushhooks import PushEvent
 

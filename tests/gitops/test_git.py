@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gitops.git import (
+from gitops import gitproc
+from gitops.git import Git
+from gitops.giturls import (
     Credentials,
-    Git,
     GitError,
     normalize_repo_url,
     validate_revision,
@@ -154,8 +155,13 @@ async def test_ssh_keys_go_through_a_private_file_never_the_command_line(tmp_pat
     script = tmp_path / "fake-ssh"
     script.write_text(f'#!/bin/sh\necho "$GIT_SSH_COMMAND" > {seen}\nexit 1\n')
     script.chmod(0o755)
-    client = Git(tmp_path / "cache", timeout=10)
-    env = client._env(tmp_path, "ssh://h/r", Credentials(ssh_private_key="-----KEY-----"))
+    env = gitproc.environment(
+        tmp_path,
+        "ssh://h/r",
+        Credentials(ssh_private_key="-----KEY-----"),
+        extra_env={},
+        known_hosts=tmp_path / "cache" / "known_hosts",
+    )
     assert "KEY" not in env["GIT_SSH_COMMAND"] and "IdentitiesOnly=yes" in env["GIT_SSH_COMMAND"]
     key = Path(env["GIT_SSH_COMMAND"].split("-i ")[1].split()[0].strip("'"))
     assert oct(key.stat().st_mode & 0o777) == "0o600"

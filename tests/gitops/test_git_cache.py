@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from gitops import gittree
-from gitops.git import Git, GitError
+from gitops.git import Git
+from gitops.giturls import GitError
 from tests.gitops.conftest import Remote
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{v: '{v}'}}\n"

@@ -298,7 +298,7 @@ async def test_without_an_automated_policy_drift_is_reported_and_synced_only_whe
 async def test_the_hub_refreshes_on_matching_pushes_and_streams_changes(
     gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
 ) -> None:
-    from gitops.git import normalize_repo_url
+    from gitops.giturls import normalize_repo_url
     from gitops.pushhooks import PushEvent
 
     changes = gitops.changes()

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from localcluster import datadir
-from trainops.commands.up import lock_data_dir, port_number, secure_data_dir
+from trainops.commands.up import lock_data_dir, secure_data_dir
+from trainops.commands.up_args import port_number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]

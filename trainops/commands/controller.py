@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from trainops.commands.up import port_number
+from trainops.commands.up_args import port_number
 
 __all__ = ["register", "run"]
 

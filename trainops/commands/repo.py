@@ -36,7 +36,7 @@ _START_HINT = "start it with `trainops up --repo GIT_URL` or pass --server URL"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from trainops.commands.up import default_data_dir
+    from trainops.commands.up_args import default_data_dir
 
     parser = subparsers.add_parser(
         "repo",
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _server(args: argparse.Namespace) -> tuple[str, str | None]:
     from gitops.api import API_FILE, read_address
-    from trainops.commands.up import default_data_dir
+    from trainops.commands.up_args import default_data_dir
 
     token = args.token or os.environ.get("TRAINOPS_TOKEN") or None
     server = args.server or os.environ.get("TRAINOPS_SERVER") or None

@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from trainops.commands.up import port_number
+from trainops.commands.up_args import port_number
 from webhook.configurations import CONFIGURATION_NAME, TRAINING_JOB_CRDS
 
 DEFAULT_SECRET_NAME = "trainops-webhook-certs"

@@ -1,0 +1,41 @@
+"""What the GitOps reconciler remembers of each JobRepository between rounds, in memory only
+(`gitops.reconciler` keeps one `Memo` per `namespace/name`; `gitops.manager` reads and flags
+it; `gitops.operations` records a sync's retry state in it). A restart starts from empty memos
+and the recorded status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gitops import status
+from gitops.compare import Comparison
+from gitops.git import Commit
+from gitops.preflight import Checked
+
+__all__ = ["Memo"]
+
+
+@dataclass
+class Memo:
+    """What the last round of one repository saw and did (in memory only)."""
+
+    revision: str | None = None
+    head_ref: str | None = None
+    """The branch the remote HEAD pointed at (when targetRevision is unset)."""
+    fingerprint: str | None = None
+    generation: int | None = None
+    checked_for: tuple[str, str, bool, str] | None = None
+    checked: list[Checked] = field(default_factory=list)
+    commit: Commit | None = None
+    synced_revision: str | None = None
+    attempts: int = 0
+    retry_at: float | None = None
+    kinds: set[tuple[str, str]] = field(default_factory=set)
+    comparison: Comparison | None = None
+    refresh: bool = False
+    sync_requested: bool = False
+    sync_revision: str | None = None
+    stage: str = status.COMPARISON_ERROR
+    """The condition an unexpected exception of the current round becomes."""
+    failure: str | None = None
+    """The last unexpected exception's message (logged with its traceback once)."""
