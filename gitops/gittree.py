@@ -90,9 +90,16 @@ def refs_to_drop(
     kept = set(keep)
     commits = [(t, r) for r, t in refs if _COMMIT_REF.match(r)]
     commits.sort(reverse=True)
+    # Those in `keep` count against the limit first: commits made within one second tie on
+    # their time, and the one in use must not push the total over `limit`.
+    room = max(0, limit - sum(1 for _, r in commits if r.rsplit("/", 1)[1] in kept))
     out = []
-    for i, (_, ref) in enumerate(commits):
-        if i >= limit and ref.rsplit("/", 1)[1] not in kept:
+    for _, ref in commits:
+        if ref.rsplit("/", 1)[1] in kept:
+            continue
+        if room > 0:
+            room -= 1
+        else:
             out.append(ref)
     return sorted(out)
 

@@ -216,7 +216,10 @@ def test_refs_to_drop_keeps_the_newest_and_the_ones_in_use() -> None:
     refs = [(f"refs/trainops/{i:040x}", i) for i in range(12)]
     refs += [("refs/trainops/heads/main", 0), ("refs/trainops/fetching", 0)]
     drop = gittree.refs_to_drop(refs, keep=[f"{1:040x}"], limit=8)
-    assert drop == sorted(f"refs/trainops/{i:040x}" for i in (0, 2, 3))
+    # The one in use (1) and the 7 newest (5-11): 8 in all, whatever the times say.
+    assert drop == sorted(f"refs/trainops/{i:040x}" for i in (0, 2, 3, 4))
+    tied = [(f"refs/trainops/{i:040x}", 100) for i in range(12)]  # one second, twelve commits
+    assert len(gittree.refs_to_drop(tied, keep=[f"{11:040x}"], limit=8)) == 4
 
 
 async def test_the_least_recently_used_clone_goes_when_the_cache_is_over_its_cap(
