@@ -27,7 +27,7 @@ import logging
 import re
 from typing import Any
 
-__all__ = ["MASK", "RedactingFormatter", "redact", "redact_value"]
+__all__ = ["MASK", "RedactingFormatter", "printable", "redact", "redact_value"]
 
 MASK = "***"
 
@@ -65,11 +65,21 @@ def redact_value(value: Any) -> Any:
     return value
 
 
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x9b]")
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters (ESC, BEL, …; not newline or tab) shown as
+    `\\x1b`, so a file name from a repository cannot set a title or clear the screen."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
 class RedactingFormatter(logging.Formatter):
-    """A `logging.Formatter` whose output (message, arguments, traceback) is `redact`ed."""
+    """A `logging.Formatter` whose output (message, arguments, traceback) is `redact`ed and
+    `printable`."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        return printable(redact(super().format(record)))
 
 
 def _userinfo(m: re.Match[str]) -> str:

@@ -82,6 +82,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         raise
     except (ConnectionResetError, aiohttp.ClientConnectionResetError):
         raise
+    except RecursionError:  # an object nested deeper than any step can walk: the client's doing
+        log.info("%s %s: the object is nested too deeply", request.method, request.path)
+        err = apierrors.bad_request("the object is nested too deeply to be processed")
+        return json_response(err.status(), 400)
     except Exception as e:
         log.exception("%s %s failed", request.method, request.path)
         err = apierrors.internal(f"{type(e).__name__}: {e}")

@@ -65,6 +65,9 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
 
 
+TOO_DEEP = "the request body is nested too deeply to decode"
+
+
 async def decode_body(request: web.Request) -> Any:
     """The JSON (or YAML) request body; 400 for malformed input, 415 for other media types."""
     ctype = request.content_type or JSON
@@ -76,11 +79,15 @@ async def decode_body(request: web.Request) -> Any:
             raise apierrors.bad_request(
                 f"couldn't get version/kind; json parse error: {e}"
             ) from None
+        except RecursionError:
+            raise apierrors.bad_request(TOO_DEEP) from None
     if ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
         try:
             return load_yaml(raw.decode("utf-8"))
         except (UnicodeDecodeError, YAMLError) as e:
             raise apierrors.bad_request(f"error converting YAML to JSON: {e}") from None
+        except RecursionError:
+            raise apierrors.bad_request(TOO_DEEP) from None
     if ctype == "application/vnd.kubernetes.protobuf":
         return protobuf.decode(raw)
     raise apierrors.unsupported_media_type(ctype)

@@ -67,6 +67,8 @@ def apply_patch(
         patch = load_json(body or b"null")
     except ValueError as e:
         raise ApiError(400, "BadRequest", f"error decoding patch: {e}") from e
+    except RecursionError:
+        raise ApiError(400, "BadRequest", "error decoding patch: nested too deeply") from None
     if not isinstance(patch, dict):
         raise ApiError(
             400,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gitops.redact import RedactingFormatter, redact, redact_value
+from gitops.redact import RedactingFormatter, printable, redact, redact_value
 
 MASKED = {
     "https user and password": (
@@ -109,3 +109,30 @@ def test_the_log_formatter_masks_message_arguments_and_traceback() -> None:
     assert text.startswith("WARNING fetching https://h/r?token=***\n")
     assert "ssh://git:***@h/r" in text
     assert "SECRET" not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("esc\x1b]0;pwned\x07\x1b[2J.yaml", "esc\\x1b]0;pwned\\x07\\x1b[2J.yaml"),
+        ("line one\nline\ttwo", "line one\nline\ttwo"),
+        ("csi\x9bx del\x7f nul\x00", "csi\\x9bx del\\x7f nul\\x00"),
+        ("jobs/ünïcode.yaml", "jobs/ünïcode.yaml"),
+    ],
+)
+def test_printable_shows_control_characters_instead_of_sending_them(text: str, shown: str) -> None:
+    assert printable(text) == shown
+
+
+def test_the_log_formatter_neither_leaks_credentials_nor_passes_terminal_escapes() -> None:
+    record = logging.LogRecord(
+        "t",
+        logging.WARNING,
+        __file__,
+        1,
+        "denied: %s at %s",
+        ("e\x1b[2J.yaml", "https://u:pw@h/r"),
+        None,
+    )
+    line = RedactingFormatter("%(message)s").format(record)
+    assert line == "denied: e\\x1b[2J.yaml at https://***@h/r"

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gitops.redact import printable
 from trainops.commands.repo_output import age, describe, print_objects, table
 
 __all__ = ["age", "register", "run", "table"]
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         server, token = _server(args)
         return asyncio.run(_run(args, server, token))
     except Failure as e:
-        print(f"trainops repo: {e}", file=sys.stderr)
+        print(printable(f"trainops repo: {e}"), file=sys.stderr)
         return error_code
 
 
@@ -234,7 +235,7 @@ async def _command(
             where = f" in namespace {namespace}" if namespace else ""
             print(f"No JobRepositories found{where}.", file=sys.stderr)
         else:
-            sys.stdout.write(table(items))
+            sys.stdout.write(printable(table(items)))
         return EXIT_OK
     assert namespace is not None and name is not None
     path = f"/repositories/{namespace}/{name}"
@@ -243,7 +244,7 @@ async def _command(
         if args.output:
             print_objects(obj, args.output)
         else:
-            sys.stdout.write(describe(obj))
+            sys.stdout.write(printable(describe(obj)))
         return EXIT_OK
     if command == "sync":
         body = {"revision": args.revision} if args.revision else {}
@@ -267,9 +268,12 @@ async def _command(
             )
         items = answer["items"]
         for item in items:
-            print(f"# {item.get('file')}:{item.get('line')} {item.get('kind')}/{item.get('name')}")
+            header = (
+                f"# {item.get('file')}:{item.get('line')} {item.get('kind')}/{item.get('name')}"
+            )
+            print(printable(header))
             text = str(item.get("text") or "")
-            sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+            sys.stdout.write(printable(text if text.endswith("\n") or not text else text + "\n"))
         return 1 if items else EXIT_OK
     raise Failure(f"unknown command {command!r}")
 
