@@ -205,8 +205,14 @@ async def test_a_pod_a_policy_webhook_refuses_is_surfaced_retried_and_created_on
         return cond.get("status") == "False"
 
     await aeventually(healthy, timeout=15)
-    created_events = await _events(kclient, namespace, name, "SuccessfulCreate")
-    assert [e["message"] for e in created_events] == [f"created pod {name}-worker-0"]
+
+    # Events go out through the controller's own buffered loop: they may follow the status.
+    async def created_events() -> list[str]:
+        events = await _events(kclient, namespace, name, "SuccessfulCreate")
+        return [e["message"] for e in events]
+
+    await aeventually(created_events, timeout=15)
+    assert await created_events() == [f"created pod {name}-worker-0"]
 
 
 async def test_a_pod_over_the_namespaces_quota_is_surfaced_and_created_when_the_quota_grows(
