@@ -204,46 +204,17 @@ def new_serving_cert(
 
     The validity never outlasts the CA: a leaf that outlives its issuer is rejected by clients.
     """
-    start = _now(now)
-    ca_cert = ca.certificate()
-    ca_key = ca.private_key()
-    key = _new_key()
     entries = san_entries(sans)
     first_dns = next((e.value for e in entries if isinstance(e, x509.DNSName)), "localhost")
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name or first_dns)])
-    end = min(start + timedelta(days=days), ca_cert.not_valid_after_utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start - _CLOCK_SKEW)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(entries), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+    return _leaf(
+        ca,
+        subject,
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        [x509.SubjectAlternativeName(entries)],
+        days=days,
+        now=now,
     )
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
 def new_client_cert(
@@ -256,14 +227,28 @@ def new_client_cert(
 ) -> KeyPair:
     """A TLS client certificate (clientAuth only) for `common_name`, signed by `ca`: what an
     API server presents to kubelets (kube-apiserver's `--kubelet-client-certificate`)."""
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    subject = x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return _leaf(ca, subject, ExtendedKeyUsageOID.CLIENT_AUTH, [], days=days, now=now)
+
+
+def _leaf(
+    ca: KeyPair,
+    subject: x509.Name,
+    usage: x509.ObjectIdentifier,
+    extensions: Sequence[x509.ExtensionType],
+    *,
+    days: int,
+    now: datetime | None,
+) -> KeyPair:
+    """A leaf certificate of `subject` for one extended key `usage`, signed by `ca`, valid for
+    `days` but never past the CA."""
     start = _now(now)
     ca_cert = ca.certificate()
     ca_key = ca.private_key()
     key = _new_key()
-    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-    subject = x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     end = min(start + timedelta(days=days), ca_cert.not_valid_after_utc)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(ca_cert.subject)
@@ -286,13 +271,13 @@ def new_client_cert(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
+    for extension in extensions:
+        builder = builder.add_extension(extension, critical=False)
+    cert = builder.add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+    ).sign(ca_key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
