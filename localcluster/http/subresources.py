@@ -151,14 +151,21 @@ def _kubelet_address(srv: Server, node_name: str) -> tuple[str, int]:
     return str(address), int(port)
 
 
-async def _log(
-    request: web.Request, srv: Server, info: ResourceInfo, namespace: str, name: str
-) -> web.StreamResponse:
+def _pod_on_node(
+    srv: Server, info: ResourceInfo, namespace: str, name: str
+) -> tuple[dict[str, Any], str]:
+    """The pod (404 when missing) and the node it is bound to ("" when not yet scheduled)."""
     pod = srv.get(info, namespace, name)
     if pod is None:
         raise apierrors.not_found(info, name)
+    return pod, str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+async def _log(
+    request: web.Request, srv: Server, info: ResourceInfo, namespace: str, name: str
+) -> web.StreamResponse:
+    pod, node_name = _pod_on_node(srv, info, namespace, name)
     container = log_container(pod, request.query.get("container", ""))
-    node_name = (pod.get("spec") or {}).get("nodeName")
     if not node_name:
         return web.Response(body=b"", content_type="text/plain")
     reason = _waiting_reason(pod, container)
@@ -210,11 +217,8 @@ async def _log(
 async def _exec(
     request: web.Request, srv: Server, info: ResourceInfo, namespace: str, name: str
 ) -> web.StreamResponse:
-    pod = srv.get(info, namespace, name)
-    if pod is None:
-        raise apierrors.not_found(info, name)
+    pod, node_name = _pod_on_node(srv, info, namespace, name)
     container = log_container(pod, request.query.get("container", ""))
-    node_name = (pod.get("spec") or {}).get("nodeName")
     if not node_name:
         raise apierrors.bad_request(f"pod {name} does not have a host assigned")
     path = f"/exec/{namespace}/{name}/{container}"
@@ -243,10 +247,7 @@ async def _exec(
 async def _port_forward(
     request: web.Request, srv: Server, info: ResourceInfo, namespace: str, name: str
 ) -> web.StreamResponse:
-    pod = srv.get(info, namespace, name)
-    if pod is None:
-        raise apierrors.not_found(info, name)
-    node_name = (pod.get("spec") or {}).get("nodeName")
+    _, node_name = _pod_on_node(srv, info, namespace, name)
     if not node_name:
         raise apierrors.bad_request(f"pod {name} does not have a host assigned")
     address = _kubelet_address(srv, node_name)
