@@ -91,7 +91,7 @@ def manual(namespace: str, url: str) -> dict[str, Any]:
     return body
 
 
-async def annotations(client: Client, namespace: str) -> dict[str, str]:
+async def annotations_of(client: Client, namespace: str) -> dict[str, str]:
     obj = await client.get(JOB_REPOSITORIES, "jobs", namespace)
     return dict(obj["metadata"].get("annotations") or {})
 
@@ -103,7 +103,7 @@ async def handled(client: Client, namespace: str, field: str) -> dict[str, Any]:
         "syncRequestedAt": triggers.SYNC_REQUESTED_AT,
         "refreshRequestedAt": triggers.REFRESH_REQUESTED_AT,
     }[field]
-    wanted = (await annotations(client, namespace))[key]
+    wanted = (await annotations_of(client, namespace))[key]
     return await wait_status(
         client,
         namespace,
@@ -200,4 +200,4 @@ async def test_a_revision_sync_is_refused_before_anything_is_written(
             headers={"Authorization": f"Bearer {cluster.token}"},
         )
         assert response.status == 400
-        assert triggers.SYNC_REQUESTED_AT not in await annotations(kclient, namespace)
+        assert triggers.SYNC_REQUESTED_AT not in await annotations_of(kclient, namespace)
