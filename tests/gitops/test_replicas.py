@@ -201,3 +201,31 @@ async def test_a_revision_sync_is_refused_before_anything_is_written(
         )
         assert response.status == 400
         assert triggers.SYNC_REQUESTED_AT not in await annotations_of(kclient, namespace)
+
+
+async def test_a_standby_that_cannot_tell_heads_branch_says_so_and_the_leader_accepts_it(
+    kclient: Client, cluster: Cluster, namespace: str, remote: Remote, tmp_path: Path
+) -> None:
+    sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
+    body = repository(namespace, remote.url, automated={"prune": True})
+    await create_repository(kclient, body)
+    async with (
+        replica(kclient, tmp_path, namespace, "replica-a") as (a, site_a),
+        replica(kclient, tmp_path, namespace, "replica-b") as (b, site_b),
+    ):
+        leader = await aeventually(leader_of(a, b), timeout=15)
+        site, standby_site = (site_a, site_b) if leader is a else (site_b, site_a)
+        await wait_status(
+            kclient, namespace, lambda s: (s.get("sync") or {}).get("revision") == sha
+        )
+        path = f"/api/v1/repositories/{namespace}/jobs/sync"
+        bearer = {"Authorization": f"Bearer {cluster.token}"}
+        refused = await standby_site.post(path, json={"revision": "main"}, headers=bearer)
+        assert refused.status == 400
+        assert "this replica does not know HEAD's branch" in (await refused.json())["error"]
+        assert triggers.SYNC_REQUESTED_AT not in await annotations_of(kclient, namespace)
+        accepted = await site.post(path, json={"revision": "main"}, headers=bearer)
+        assert accepted.status == 202
+        assert (await annotations_of(kclient, namespace))[triggers.SYNC_REVISION] == "main"
+        # The sha works on either replica: the status says which commit is synced.
+        assert (await standby_site.post(path, json={"revision": sha}, headers=bearer)).status == 202
