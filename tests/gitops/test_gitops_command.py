@@ -1,6 +1,6 @@
 """`trainops gitops` as a user runs it: its help, its one-line refusals, and a started service
 against the session's API server serving /readyz, the login page and an authenticated API,
-then stopping on SIGTERM with its lease released."""
+carrying out a sync asked through that API, and stopping on SIGTERM with its lease released."""
 
 from __future__ import annotations
 
@@ -14,6 +14,17 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from gitops.reconciler import JOB_REPOSITORIES
+from kube import resources
+from kube.client import Client
+from tests.gitops.conftest import (
+    Remote,
+    create_repository,
+    get_or_none,
+    repository,
+    tf_job_yaml,
+    wait_status,
+)
 from tests.support.cluster import Cluster, aeventually
 from trainops.cli import main
 
@@ -156,3 +167,44 @@ async def test_a_started_service_serves_probes_the_login_page_and_the_authentica
             code = await process.wait()
     assert code == 0, rest
     assert "released lease" in rest and "Traceback" not in rest
+
+
+async def test_the_started_service_carries_out_a_sync_asked_through_its_api(
+    cluster: Cluster, namespace: str, tmp_path: Path, remote: Remote
+) -> None:
+    from gitops import triggers
+
+    client = await Client.connect(cluster.kubeconfig)
+    process, port = await _start(
+        cluster, namespace, tmp_path, "--allow-local-repos", "--allow-reconciler-identity"
+    )
+    try:
+        sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
+        body = repository(namespace, remote.url)
+        del body["spec"]["syncPolicy"]["automated"]  # synced only when asked
+        await create_repository(client, body)
+        st = await wait_status(client, namespace, lambda s: (s.get("sync") or {}).get("revision"))
+        assert st["sync"]["revision"] == sha and st["sync"]["status"] == "OutOfSync"
+        bearer = {"Authorization": f"Bearer {cluster.token}"}
+        url = f"http://127.0.0.1:{port}/api/v1/repositories/{namespace}/jobs/sync"
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.post(url, json={}, headers=bearer) as response,
+        ):
+            assert response.status == 202, await response.text()
+        obj = await client.get(JOB_REPOSITORIES, "jobs", namespace)
+        asked = obj["metadata"]["annotations"][triggers.SYNC_REQUESTED_AT]
+        st = await wait_status(
+            client,
+            namespace,
+            lambda s: (s.get(triggers.HANDLED) or {}).get("syncRequestedAt") == asked,
+            timeout=30,
+        )
+        assert st["sync"]["status"] == "Synced"
+        assert st["operationState"]["phase"] == "Succeeded"
+        assert await get_or_none(client, resources.TFJOBS, "a", namespace) is not None
+    finally:
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(20):
+            await process.wait()
+        await client.close()
