@@ -71,18 +71,24 @@ async def connect(
     or the credentials refused."""
     from kube import errors
     from kube.client import Client
+    from kube.config import ConfigError
 
     flag = "--kubeconfig" if kubeconfig is not None else "kubeconfig"
     if kubeconfig is None:
         kubeconfig = default_kubeconfig()
     try:
         if kubeconfig is not None:
-            # Read first: the client library logs a missing file at WARNING before failing.
+            # Read first: a missing file is then the OS's words, naming the flag.
             kubeconfig.read_bytes()
         client = await Client.connect(kubeconfig, field_manager=field_manager)
     except OSError as e:
         raise StartError(f"{flag} {kubeconfig}: {e.strerror or e}") from None
-    except Exception as e:  # yaml errors, kubernetes_asyncio's ConfigException, ...
+    except ConfigError as e:  # names the file (or plugin) and the field
+        detail = f"{e.field}: {e.detail}" if e.field and e.source == str(kubeconfig) else str(e)
+        if kubeconfig is None:
+            raise StartError(f"in-cluster credentials: not usable ({detail})") from None
+        raise StartError(f"{flag} {kubeconfig}: not a usable kubeconfig ({detail})") from None
+    except Exception as e:  # nothing else is expected; still one line, never a traceback
         detail = " ".join(str(e).split()) or type(e).__name__
         if kubeconfig is None:
             raise StartError(f"in-cluster credentials: not usable ({detail})") from None
