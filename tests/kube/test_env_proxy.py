@@ -61,3 +61,30 @@ async def test_a_kubeconfig_proxy_wins_over_the_environment(
         assert client.impersonating("someone")._http.proxy == "http://127.0.0.1:8888"
     finally:
         await client.close()
+
+
+async def test_requests_go_through_the_kubeconfig_proxy() -> None:
+    import asyncio
+
+    seen: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        seen.append(head.split(b"\r\n")[0])
+        body = b'{"major": "1"}'
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = _client("http://api.example.test:6443", proxy_url=f"http://127.0.0.1:{port}")
+    try:
+        assert await client.request("GET", "/version", timeout=5) == {"major": "1"}
+        assert seen == [b"GET http://api.example.test:6443/version HTTP/1.1"]
+    finally:
+        await client.close()
+        server.close()
