@@ -314,21 +314,13 @@ def _in_cluster(env: Mapping[str, str], directory: str) -> Config:
         except (OSError, UnicodeDecodeError):
             return None
 
-    config = in_cluster(
+    return in_cluster(
         env,
         token=read("token"),
         namespace=read("namespace"),
         ca_present=os.path.isfile(os.path.join(directory, "ca.crt")),
+        directory=directory,
     )
-    if directory != IN_CLUSTER_DIR:  # tests mount the files elsewhere
-        from dataclasses import replace
-
-        config = replace(
-            config,
-            token_file=os.path.join(directory, "token"),
-            ca_file=os.path.join(directory, "ca.crt") if config.ca_file else None,
-        )
-    return config
 
 
 def _expiring(cred: ExecCredential) -> bool:

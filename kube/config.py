@@ -239,10 +239,16 @@ def resolve(merged: Merged, context: str | None = None) -> Config:
 
 
 def in_cluster(
-    env: Mapping[str, str], *, token: str | None, namespace: str | None, ca_present: bool
+    env: Mapping[str, str],
+    *,
+    token: str | None,
+    namespace: str | None,
+    ca_present: bool,
+    directory: str = IN_CLUSTER_DIR,
 ) -> Config:
-    """A pod's Config: the API server's Service address from the environment and the mounted
-    ServiceAccount files (`token` and `namespace` as read, None when missing)."""
+    """A pod's Config: the API server's Service address from the environment and the
+    ServiceAccount files mounted in `directory` (`token` and `namespace` as read, None when
+    missing)."""
     source = "in-cluster credentials"
     host = env.get("KUBERNETES_SERVICE_HOST", "")
     port = env.get("KUBERNETES_SERVICE_PORT", "")
@@ -254,14 +260,14 @@ def in_cluster(
         is_v6 = ipaddress.ip_address(host).version == 6
     except ValueError:
         is_v6 = False
-    token_file = f"{IN_CLUSTER_DIR}/token"
+    token_file = f"{directory}/token"
     if not token:
         raise ConfigError(source, token_file, "missing or empty")
     return Config(
         server=f"https://[{host}]:{port}" if is_v6 else f"https://{host}:{port}",
         source=source,
         namespace=(namespace or "").strip() or "default",
-        ca_file=f"{IN_CLUSTER_DIR}/ca.crt" if ca_present else None,
+        ca_file=f"{directory}/ca.crt" if ca_present else None,
         token=token.strip(),
         token_file=token_file,
     )
