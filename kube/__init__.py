@@ -1,5 +1,6 @@
-"""The one client runtime: the API client and its configuration (kubeconfig, in-cluster), informers, work queue, leader election, Events and
-the supervisor of background loops (see docs/CONTROLLER.md). Re-exports only."""
+"""The one client runtime: the API client and its configuration (kubeconfig, in-cluster),
+informers, work queue, leader election, Events and the supervisor of background loops (see
+docs/CONTROLLER.md). Re-exports only."""
 
 from __future__ import annotations
 
