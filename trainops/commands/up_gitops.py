@@ -3,7 +3,7 @@
 Wiring only, split from `up.py` to keep each module to one screenful of concerns: the
 reconciler (`gitops.manager.GitOpsReconciler`, always running: users may create JobRepository
 objects with kubectl), the JobRepository `up --repo` keeps applied, its log lines, and the HTTP
-API (`gitops.api`) on 127.0.0.1 with `/metrics` of the controller and the reconciler beside it.
+API (`gitops.api`) on 127.0.0.1 with `/metrics` of the controller, the reconciler and their shared caches beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gitops.redact import RedactingFormatter, redact
 
 if TYPE_CHECKING:
     from kube.client import Client
+    from kube.manager import Manager
 
 __all__ = [
     "add_tenancy_arguments",
@@ -221,28 +222,25 @@ async def choose_repository(
 
 async def start_gitops(
     stack: Any,
-    client: Client,
+    manager: Manager,
     data_dir: Path,
     args: argparse.Namespace,
-    identity: str,
     *,
     reconcile: bool = True,
 ) -> None:
-    """The GitOps reconciler (always: users may create JobRepository objects with kubectl),
-    and with --repo the JobRepository `default/<name>` it keeps applied (`choose_repository`:
-    one per URL and path, never repointed). Without `reconcile` (`--no-gitops`) it only watches,
-    for the dashboard: another install syncs."""
+    """The GitOps reconciler on `manager` (always: users may create JobRepository objects
+    with kubectl; it runs once the caller starts the manager), and with --repo the
+    JobRepository `default/<name>` it keeps applied (`choose_repository`: one per URL and
+    path, never repointed). Without `reconcile` (`--no-gitops`) it only watches, for the
+    dashboard: another install syncs."""
     from gitops.manager import GitOpsReconciler, GitOpsSettings
     from gitops.reconciler import JOB_REPOSITORIES
 
+    client = manager.client
     rules = boundaries(args)
     gitops = GitOpsReconciler(
-        client,
-        data_dir / "git",
-        GitOpsSettings(identity=identity, reconcile=reconcile, boundaries=rules),
+        manager, data_dir / "git", GitOpsSettings(reconcile=reconcile, boundaries=rules)
     )
-    gitops.start()
-    stack.stops.append(gitops.stop)
     stack.gitops = gitops
     stack.metrics_registries.append(gitops.metrics.registry)
     if not reconcile:
@@ -292,12 +290,12 @@ async def start_api(
     with --kubeconfig, the CLI uses the kubeconfig's own token when it has one."""
     from aiohttp import web
     from prometheus_client import CONTENT_TYPE_LATEST
-    from prometheus_client.exposition import generate_latest
 
     import dashboard
     from gitops import api
     from gitops.access import PUBLIC
     from gitops.reviews import KubeAccess
+    from kube.probes import metrics_body
 
     app = api.create_app(
         stack.gitops,
@@ -310,8 +308,9 @@ async def start_api(
     registries = [r for r in stack.metrics_registries if r is not None]
 
     async def metrics(_: web.Request) -> web.Response:
-        body = b"".join(generate_latest(r) for r in registries)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(
+            body=metrics_body(registries), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
 
     app.router.add_get("/metrics", metrics, name="metrics")
     app[api.RULES]["metrics"] = PUBLIC  # as the controller's and webhook's: no token
