@@ -98,6 +98,7 @@ class Manager:
         self._transforms: dict[_Key, Transform | None] = {}
         self._loops: list[tuple[str, Loop, str | None]] = []
         self._electors: dict[str, LeaderElector] = {}
+        self._held: dict[str, list[str]] = {}  # lease -> the loops running in this term
         self._on_stop: list[Callable[[], object]] = []
         self._started = False
         self._stopped = False
@@ -157,7 +158,8 @@ class Manager:
     # -- loops and leases -----------------------------------------------------------------------
     def add(self, name: str, fn: Loop, *, lease: str | None = None) -> None:
         """Run `fn()` supervised from `start()` on (at once if started); with `lease`, only
-        while this process holds that Lease (always when leader election is off)."""
+        while this process holds that Lease (always when leader election is off): added while
+        the lease is held, it joins the current term."""
         if any(name == known for known, _, _ in self._loops):
             raise ValueError(f"a loop named {name!r} is already added")
         if lease is not None and not self.leader_election.enabled:
@@ -168,9 +170,13 @@ class Manager:
             if self._running:
                 self.supervisor.start(f"leader/{lease}", self._campaign(lease))
             return
-        if self._running and lease is None:
+        if not self._running:
+            return
+        if lease is None:
             self.supervisor.start(name, fn)
-        # A loop added to a lease this process holds now waits for the next term.
+        elif lease in self._held:  # a lease held now: the loop joins this term
+            self.supervisor.start(name, fn)
+            self._held[lease].append(name)
 
     def is_leader(self, lease: str) -> bool:
         """Whether this process holds `lease` now (always True with leader election off;
@@ -247,7 +253,7 @@ class Manager:
         async def hold() -> None:
             # The loops of this lease, as of winning it: each supervised on its own, so one
             # that crashes restarts without giving the lease up.
-            started: list[str] = []
+            started = self._held[lease] = []
             try:
                 for name, fn, loop_lease in list(self._loops):
                     if loop_lease == lease and self._running:
@@ -255,6 +261,7 @@ class Manager:
                         started.append(name)
                 await asyncio.Event().wait()  # until the lease is lost or the manager stops
             finally:
+                del self._held[lease]
                 for name in started:
                     await self.supervisor.cancel(name)
 

@@ -304,3 +304,19 @@ async def test_a_crash_of_a_leased_loop_restarts_it_without_giving_the_lease_up(
         await manager.stop()
     lease = await client.get(resources.LEASES, "solo", namespace)
     assert lease["spec"]["holderIdentity"] == ""  # released on stop
+
+
+async def test_a_loop_added_while_its_lease_is_held_joins_the_term_at_once(
+    client: Client, namespace: str
+) -> None:
+    runs = Runs()
+    manager = Manager(client, leader_election=_fast(namespace, "solo"))
+    manager.add("first", runs.loop("first"), lease="late")
+    manager.start()
+    try:
+        await aeventually(lambda: runs.running == {"first"}, timeout=5)
+        manager.add("second", runs.loop("second"), lease="late")
+        await aeventually(lambda: runs.running == {"first", "second"}, timeout=5)
+    finally:
+        await manager.stop()
+    assert runs.running == set()
