@@ -41,6 +41,7 @@ from gitops.reconciler import JOB_REPOSITORIES  # noqa: E402
 from gitops.tenancy import Boundaries  # noqa: E402
 from kube import resources  # noqa: E402
 from kube.client import Client  # noqa: E402
+from kube.manager import LeaderElection, Manager  # noqa: E402
 from trainops.commands.crds import all_crds  # noqa: E402
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:05d}\ndata:\n  v: '{v}'\n"
@@ -156,16 +157,15 @@ async def bench(files: int, refreshes: int, keep: bool) -> dict[str, str]:
     beat = Heartbeat()
     beat.start()
     running = GitOpsReconciler(
-        client,
+        Manager(client, leader_election=LeaderElection(enabled=False)),
         tmp / "cache",
         GitOpsSettings(
-            leader_election=False,
             namespace="default",
             boundaries=Boundaries.unrestricted(),
             git_timeout=600,
         ),
     )
-    running.start()
+    running.manager.start()
     try:
         await running.wait_synced(timeout=60)
         body = {
@@ -237,7 +237,7 @@ async def bench(files: int, refreshes: int, keep: bool) -> dict[str, str]:
         out["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         return out
     finally:
-        await running.stop()
+        await running.manager.stop()
         await beat.stop()
         await client.close()
         proc.send_signal(signal.SIGTERM)

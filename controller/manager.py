@@ -1,18 +1,22 @@
-"""The controller's moving parts, wired: informers, work queue, workers, leader election, resync.
+"""The controller's moving parts, wired onto the process's `kube.Manager`: caches, work queue,
+workers, leader election, resync.
 
-What runs where (all supervised by one `kube.Supervisor`, so a loop that crashes is logged with
+What runs where (all loops supervised by the Manager, so a loop that crashes is logged with
 its traceback, restarted with back-off and shown by `/readyz`):
 
-- one informer per job kind (the reconciler reads jobs from it: `JobReads`), and one each for the jobs' pods, services and TensorBoard
-  Deployments (selected by the job-name label, indexed by their controlling owner's uid). Every
-  replica; standbys keep warm caches, so a new leader starts at once;
+- one informer per job kind (the reconciler reads jobs from it: `JobReads`), and one each for
+  the jobs' pods, services and TensorBoard Deployments (selected by the job-name label, indexed
+  by their controlling owner's uid). The Manager's caches: in `trainops up` GitOps reads the
+  very same job informers. Every replica; standbys keep warm caches, so a new leader starts at
+  once;
 - a job event enqueues the job's key; a child's event enqueues its owner's key;
 - one informer on ResourceQuotas (every namespace): any change to a namespace's quota (raised,
   removed, or its `used` recomputed after pods went away) may let a refused create through,
   so it enqueues that namespace's jobs whose ReplicaFailure says FailedCreate at once, instead
   of at their next back-off retry (controller/refusals.py);
-- only the leader (a `coordination.k8s.io/v1` Lease) runs the workers, which reconcile one key
-  at a time each (`kube.run_workers`); a lost lease stops them;
+- only the holder of the Lease `settings.lease_name` (`coordination.k8s.io/v1`, elected by the
+  Manager) runs the workers, which reconcile one key at a time each (`kube.run_workers`); a
+  lost lease stops them;
 - every `resync_seconds` each known job is enqueued again: level-triggered, so a missed event or
   a timer lost in a restart costs at most one period;
 - Events on the jobs are sent from a bounded buffer by their own loop, off the reconcile path.
@@ -40,11 +44,9 @@ from controller.reconciler import (
     owner_uid,
 )
 from kube import resources
-from kube.client import Client
 from kube.events import EventBuffer, EventRecorder
-from kube.informer import DELETED, Informer, strip_managed_fields, unsynced, wait_synced
-from kube.leader import LeaderElector, lead
-from kube.supervise import Supervisor
+from kube.informer import DELETED, Informer, strip_managed_fields, wait_synced
+from kube.manager import Manager
 from kube.workqueue import WorkQueue, run_workers
 
 __all__ = ["Controller", "ControllerSettings"]
@@ -59,33 +61,31 @@ NAMESPACE_INDEX = "namespace"
 class ControllerSettings:
     workers: int = 4
     resync_seconds: float = 300.0
-    leader_election: bool = True
-    lease_namespace: str = "kube-system"
     lease_name: str = "trainops-controller"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    identity: str | None = None
+    """The Lease only whose holder reconciles (timings and identity: the Manager's
+    `kube.LeaderElection`, one per process)."""
 
 
 class Controller:
-    """Runs until `stop()`; `problems()` is what readiness reports."""
+    """The job controller's caches, handlers and loops, added to `manager` (which starts and
+    stops them); `problems()` is what readiness reports."""
 
     def __init__(
         self,
-        client: Client,
+        manager: Manager,
         settings: ControllerSettings | None = None,
         *,
         metrics: ControllerMetrics | None = None,
-        supervisor: Supervisor | None = None,
     ) -> None:
-        self.client = client
+        self.manager = manager
+        self.client = client = manager.client
         self.settings = settings or ControllerSettings()
         self.metrics = metrics or ControllerMetrics()
-        self.supervisor = supervisor or Supervisor(logger=log)
         self.queue = WorkQueue(name="jobs", metrics=self.metrics)
+        # The job caches are shared (GitOps reads them too in `trainops up`): no transform, as
+        # the deadline's settle time reads a job's managedFields (controller/lifecycle.py).
         self.jobs = {
-            kind: Informer(client, resource, name=kind, indexers={NAMESPACE_INDEX: _namespace})
+            kind: manager.informer(resource, indexers={NAMESPACE_INDEX: _namespace})
             for kind, resource in JOB_RESOURCES.items()
         }
         selector = labels.JOB_NAME
@@ -96,13 +96,8 @@ class Controller:
             # nor the spec of a pod or Service (the plan reads their metadata and status; a
             # TensorBoard Deployment's spec is compared, so it is kept).
             transform = strip_managed_fields if resource is resources.DEPLOYMENTS else without_spec
-            return Informer(
-                client,
-                resource,
-                label_selector=selector,
-                indexers=indexers,
-                name=resource.plural,
-                transform=transform,
+            return manager.informer(
+                resource, label_selector=selector, indexers=indexers, transform=transform
             )
 
         self.children = Children(
@@ -111,25 +106,12 @@ class Controller:
             deployments=child(resources.DEPLOYMENTS),
         )
         # Why a refused create may pass now: its namespace's quota changed.
-        self.quotas = Informer(
-            client, resources.RESOURCEQUOTAS, name="resourcequotas", transform=strip_managed_fields
-        )
+        self.quotas = manager.informer(resources.RESOURCEQUOTAS, transform=strip_managed_fields)
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
         self.reads = JobReads(client, self.jobs)
         self.reconciler = Reconciler(
             client, self.children, self._emit, self.metrics, jobs=self.reads
         )
-        self.elector: LeaderElector | None = None
-        if self.settings.leader_election:
-            self.elector = LeaderElector(
-                client,
-                namespace=self.settings.lease_namespace,
-                name=self.settings.lease_name,
-                identity=self.settings.identity,
-                lease_duration=self.settings.lease_duration,
-                renew_deadline=self.settings.renew_deadline,
-                retry_period=self.settings.retry_period,
-            )
         for kind, informer in self.jobs.items():
             informer.add_handler(self._on_job(kind))
         for informer in (self.children.pods, self.children.services, self.children.deployments):
@@ -137,41 +119,28 @@ class Controller:
         self.quotas.add_handler(self._on_quota)
         self.metrics.jobs_by_phase(self._phase_counts)
         self.metrics.queue_length(lambda: len(self.queue))
-
-    # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> None:
-        for kind, informer in self.jobs.items():
-            self.supervisor.start(f"informer/{kind}", informer.run)
-        for informer in self._other_informers():
-            self.supervisor.start(f"informer/{informer.name}", informer.run)
-        self.supervisor.start("leader", self._lead)
-        self.supervisor.start("resync", self._resync)
-        self.supervisor.start("events", self.events.run)
-
-    async def stop(self) -> None:
-        # Loops first: shutting the queue down first would end the leader's work normally,
+        manager.add("controller/workers", self._work, lease=self.settings.lease_name)
+        manager.add("controller/resync", self._resync)
+        manager.add("controller/events", self.events.run)
+        # After the loops: shutting the queue down first would end the leader's work normally,
         # which the supervisor would report (and restart) as a loop that returned.
-        await self.supervisor.stop()
-        self.queue.shut_down()
+        manager.on_stop(self.queue.shut_down)
 
     async def wait_synced(self, timeout: float | None = None) -> None:
+        """Wait until the controller's own caches have listed once."""
         await wait_synced([*self.jobs.values(), *self._other_informers()], timeout)
 
     def problems(self) -> dict[str, str]:
-        """Why the controller is not ready ({} when it is): crashed loops, unsynced caches."""
-        informers = [*self.jobs.values(), *self._other_informers()]
-        return {**self.supervisor.problems(), **unsynced(informers)}
+        """Why the process is not ready ({} when it is): crashed loops, unsynced caches."""
+        return self.manager.problems()
 
     @property
     def is_leader(self) -> bool:
-        return self.elector.is_leader if self.elector else True
+        return self.manager.is_leader(self.settings.lease_name)
 
     # -- internals ------------------------------------------------------------------------------
     def _other_informers(self) -> list[Informer]:
         return [self.children.pods, self.children.services, self.children.deployments, self.quotas]
-
-    async def _lead(self) -> None:
-        await lead(self.elector, self._work)
 
     async def _work(self) -> None:
         await self.wait_synced()

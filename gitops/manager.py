@@ -1,14 +1,15 @@
 """The GitOps reconciler's moving parts, wired — and the `gitops.hub.Hub` the API reads through.
 
-Shaped like the job controller's manager (`controller/manager.py`), on the same runtime
-(`kube/`), all loops under one `kube.Supervisor`:
+Shaped like the job controller's manager (`controller/manager.py`), on the process's
+`kube.Manager` (its caches, leases and supervised loops):
 
-- an informer of JobRepositories (every namespace) and one per training-job kind. Every
-  replica runs them (a standby has warm caches); the Hub reads from them;
+- an informer of JobRepositories (every namespace) and one per training-job kind — the
+  Manager's, shared with the job controller in `trainops up`. Every replica runs them (a
+  standby has warm caches); the Hub reads from them;
 - a JobRepository event enqueues its key; a training-job event enqueues the repository named by
   its tracking annotation (so a job deleted or edited by hand is healed at once, not at the
   next poll); each reconcile asks to be requeued after the repository's `interval`;
-- only the holder of the Lease `trainops-gitops` runs the workers;
+- only the holder of the Lease `trainops-gitops` (elected by the Manager) runs the workers;
 - Events on JobRepositories go through a bounded buffer to their own sender loop;
 - `changes()` fans informer events out to subscribers, each with a bounded queue: one that
   falls behind loses its backlog and gets a `resync` Change instead of slowing the others.
@@ -45,11 +46,9 @@ from gitops.redact import redact, redact_value
 from gitops.spec import read_spec, repo_id
 from gitops.tenancy import Boundaries
 from kube import errors, resources
-from kube.client import Client
 from kube.events import EventBuffer, EventRecorder
-from kube.informer import Informer, unsynced, wait_synced
-from kube.leader import LeaderElector, lead
-from kube.supervise import Supervisor
+from kube.informer import wait_synced
+from kube.manager import Manager
 from kube.workqueue import WorkQueue, run_workers
 
 __all__ = ["GitOpsReconciler", "GitOpsSettings"]
@@ -67,13 +66,9 @@ _JOB_RESOURCES = (resources.TFJOBS, resources.XGBJOBS)
 @dataclass(frozen=True)
 class GitOpsSettings:
     workers: int = 2
-    leader_election: bool = True
-    lease_namespace: str = "kube-system"
     lease_name: str = "trainops-gitops"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    identity: str | None = None
+    """The Lease only whose holder reconciles (timings and identity: the Manager's
+    `kube.LeaderElection`, one per process)."""
     git_timeout: float = 60.0
     namespace: str | None = None
     """Watch JobRepositories of this namespace only (None: every namespace)."""
@@ -89,73 +84,52 @@ class GitOpsReconciler:
 
     def __init__(
         self,
-        client: Client,
+        manager: Manager,
         cache_dir: str | os.PathLike[str],
         settings: GitOpsSettings | None = None,
         *,
         metrics: GitOpsMetrics | None = None,
-        supervisor: Supervisor | None = None,
         git: Git | None = None,
     ) -> None:
-        self.client = client
+        self.manager = manager
+        self.client = client = manager.client
         self.settings = settings or GitOpsSettings()
         self.metrics = metrics or GitOpsMetrics()
-        self.supervisor = supervisor or Supervisor(logger=log)
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
         self.git = git or Git(cache_dir, timeout=self.settings.git_timeout)
         self.queue = WorkQueue(name="jobrepositories")
         ns = self.settings.namespace
-        self.repos = Informer(client, JOB_REPOSITORIES, ns, name="jobrepositories")
-        self.job_informers = {r.kind: Informer(client, r, name=r.plural) for r in _JOB_RESOURCES}
+        self.repos = manager.informer(JOB_REPOSITORIES, namespace=ns)
+        # The Manager's job caches: the job controller's own in `trainops up`.
+        self.job_informers = {r.kind: manager.informer(r) for r in _JOB_RESOURCES}
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
         self.reconciler = Reconciler(
             client, self.git, self._emit, self.metrics, boundaries=self.settings.boundaries
         )
-        self.elector: LeaderElector | None = None
-        if self.settings.leader_election:
-            self.elector = LeaderElector(
-                client,
-                namespace=self.settings.lease_namespace,
-                name=self.settings.lease_name,
-                identity=self.settings.identity,
-                lease_duration=self.settings.lease_duration,
-                renew_deadline=self.settings.renew_deadline,
-                retry_period=self.settings.retry_period,
-            )
         self._subscribers: set[asyncio.Queue[Change]] = set()
         self.repos.add_handler(self._on_repository)
         for informer in self.job_informers.values():
             informer.add_handler(self._on_job)
         self.metrics.repositories_by_status(self._status_counts)
+        if self.settings.reconcile:
+            manager.add("gitops/workers", self._work, lease=self.settings.lease_name)
+        manager.add("gitops/events", self.events.run)
+        manager.on_stop(self.queue.shut_down)  # after the loops (see controller.manager)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _emit(self, obj: dict[str, Any], type: str, reason: str, message: str) -> None:
         """Buffer an Event, its message masked (`gitops.redact`): git errors echo the URL."""
         self.events.emit(obj, type, reason, redact(message))
 
-    def start(self) -> None:
-        self.supervisor.start("informer/jobrepositories", self.repos.run)
-        for kind, informer in self.job_informers.items():
-            self.supervisor.start(f"informer/{kind}", informer.run)
-        if self.settings.reconcile:
-            self.supervisor.start("leader", self._lead)
-        self.supervisor.start("events", self.events.run)
-
-    async def stop(self) -> None:
-        # Loops first (see controller.manager.Controller.stop).
-        await self.supervisor.stop()
-        self.queue.shut_down()
-
     async def wait_synced(self, timeout: float | None = None) -> None:
         await wait_synced([self.repos, *self.job_informers.values()], timeout)
 
     def problems(self) -> dict[str, str]:
-        informers = [self.repos, *self.job_informers.values()]
-        return {**self.supervisor.problems(), **unsynced(informers)}
+        return self.manager.problems()
 
     @property
     def is_leader(self) -> bool:
-        return self.elector.is_leader if self.elector else True
+        return self.manager.is_leader(self.settings.lease_name)
 
     # -- the Hub --------------------------------------------------------------------------------
     def repositories(self) -> list[dict[str, Any]]:
@@ -298,9 +272,6 @@ class GitOpsReconciler:
                 while not queue.empty():
                     queue.get_nowait()
                 queue.put_nowait(Change("resync", "", {}))
-
-    async def _lead(self) -> None:
-        await lead(self.elector, self._work)
 
     async def _work(self) -> None:
         await self.wait_synced()

@@ -1,6 +1,6 @@
 """The one client runtime: the API client and its configuration (kubeconfig, in-cluster),
-informers, work queue, leader election, Events and the supervisor of background loops (see
-docs/CONTROLLER.md). Re-exports only."""
+informers, work queue, leader election, Events, the supervisor of background loops and the
+process-wide `Manager` over them (see docs/CONTROLLER.md). Re-exports only."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from kube.errors import (
 from kube.events import EventRecorder
 from kube.informer import Informer
 from kube.leader import LeaderElector, LeaderLost
+from kube.manager import LeaderElection, Manager
 from kube.resources import Resource, for_kind, key_of
 from kube.supervise import Supervisor
 from kube.workqueue import (
@@ -47,8 +48,10 @@ __all__ = [
     "Gone",
     "Informer",
     "Invalid",
+    "LeaderElection",
     "LeaderElector",
     "LeaderLost",
+    "Manager",
     "NotFound",
     "PatchType",
     "QueueShutDown",

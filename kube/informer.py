@@ -39,6 +39,8 @@ __all__ = [
     "Handler",
     "IndexFunc",
     "Informer",
+    "Transform",
+    "callable_name",
     "strip_managed_fields",
     "unsynced",
     "wait_synced",
@@ -50,6 +52,7 @@ DELETED = "DELETED"
 
 Handler = Callable[[str, dict[str, Any], dict[str, Any] | None], Awaitable[None] | None]
 IndexFunc = Callable[[dict[str, Any]], Iterable[str]]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 _log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ class Informer:
         initial_backoff: float = 0.2,
         max_backoff: float = 30.0,
         logger: logging.Logger | None = None,
-        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        transform: Transform | None = None,
     ) -> None:
         self.client = client
         self.transform = transform
@@ -86,6 +89,7 @@ class Informer:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.relists = 0  # lists after the first one (for tests and metrics)
+        self.watches = 0  # watch requests made (each restart of the watch is one more)
         self.resource_version = ""  # the last one seen (list, event or bookmark)
         self._log = logger or _log
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
@@ -101,6 +105,28 @@ class Informer:
         """Call `fn(event_type, obj, old)` for every change (add handlers before `run`: one
         added later does not see what is already cached)."""
         self._handlers.append(fn)
+
+    def add_indexer(self, name: str, fn: IndexFunc) -> None:
+        """Add the index `name`, built at once over what is already cached (so it may be added
+        while the informer runs: a second reader of a shared cache, `kube.manager`). The same
+        name again with the same function is a no-op; with another, a ValueError."""
+        known = self._indexers.get(name)
+        if known is not None:
+            if known is not fn:
+                raise ValueError(
+                    f"{self.name}: index {name!r} is already {callable_name(known)}, "
+                    f"not {callable_name(fn)}"
+                )
+            return
+        self._indexers[name] = fn
+        self._indices[name] = {}
+        self._index_values[name] = {}
+        for key, obj in self._items.items():
+            self._index_one(name, fn, key, obj)
+
+    @property
+    def indexers(self) -> dict[str, IndexFunc]:
+        return dict(self._indexers)
 
     @property
     def has_synced(self) -> bool:
@@ -127,6 +153,10 @@ class Informer:
 
     def keys(self) -> builtins.list[str]:
         return list(self._items)
+
+    def count(self) -> int:
+        """How many objects are cached."""
+        return len(self._items)
 
     def by_index(self, index: str, value: str) -> builtins.list[dict[str, Any]]:
         """The cached objects whose index function `index` returned `value`."""
@@ -230,6 +260,7 @@ class Informer:
     async def _watch(self) -> bool:
         """One watch request from the last resourceVersion; True if any event came."""
         seen = False
+        self.watches += 1
         async for event_type, obj in self.client.watch(
             self.resource,
             self.namespace,
@@ -293,16 +324,19 @@ class Informer:
                     keys.discard(key)
                     if not keys:
                         del by_value[value]
-            if obj is None:
-                continue
-            try:
-                values = tuple(fn(obj))
-            except Exception:
-                self._log.error("%s: index %s failed on %s", self.name, index, key, exc_info=True)
-                continue
-            self._index_values[index][key] = values
-            for value in values:
-                by_value.setdefault(value, set()).add(key)
+            if obj is not None:
+                self._index_one(index, fn, key, obj)
+
+    def _index_one(self, index: str, fn: IndexFunc, key: str, obj: dict[str, Any]) -> None:
+        try:
+            values = tuple(fn(obj))
+        except Exception:
+            self._log.error("%s: index %s failed on %s", self.name, index, key, exc_info=True)
+            return
+        self._index_values[index][key] = values
+        by_value = self._indices[index]
+        for value in values:
+            by_value.setdefault(value, set()).add(key)
 
 
 def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -311,6 +345,13 @@ def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
+
+
+def callable_name(fn: object) -> str:
+    """A function as an error message names it: `module.qualname`."""
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{module}.{name}" if module else str(name)
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

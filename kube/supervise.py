@@ -67,6 +67,18 @@ class Supervisor:
         loop.task = asyncio.create_task(self._run(loop), name=f"supervised-{name}")
         self._loops[name] = loop
 
+    async def cancel(self, name: str) -> None:
+        """Stop the one loop `name` (not restarted; its name may be started again) and wait
+        for it to end. A loop not supervised (never started, or already cancelled) is a no-op:
+        e.g. a leader's loops when leadership ends while the whole supervisor is stopping."""
+        loop = self._loops.pop(name, None)
+        if loop is None or loop.task is None:
+            return
+        loop.task.cancel()
+        await asyncio.wait({loop.task})
+        if not loop.task.cancelled():
+            loop.task.exception()  # retrieved: a loop that ended otherwise was reported
+
     def running(self, name: str) -> bool:
         """True while the loop's factory is running (not while it waits to be restarted)."""
         loop = self._loops.get(name)

@@ -266,7 +266,7 @@ async def test_the_probes_ask_what_the_controller_serves(
     from aiohttp.test_utils import TestClient, TestServer
     from prometheus_client import CollectorRegistry
 
-    from controller.server import create_app
+    from kube.probes import create_app
 
     args = _controller_args(docs, container)
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -276,7 +276,7 @@ async def test_the_probes_ask_what_the_controller_serves(
     }
     assert probes["liveness"]["path"] == "/healthz"
     assert probes["readiness"]["path"] == "/readyz"
-    async with TestClient(TestServer(create_app(CollectorRegistry(), dict))) as client:
+    async with TestClient(TestServer(create_app([CollectorRegistry()], dict))) as client:
         for probe in probes.values():
             port = probe["port"]
             assert (ports[port] if isinstance(port, str) else port) == args.port

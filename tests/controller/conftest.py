@@ -18,6 +18,7 @@ import pytest
 from controller.manager import Controller, ControllerSettings
 from kube import errors, resources
 from kube.client import Client
+from kube.manager import LeaderElection, Manager
 from tests.support.cluster import Cluster, aeventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,15 +52,14 @@ async def kclient(cluster: Cluster, crds: None) -> AsyncIterator[Client]:
 
 @pytest.fixture
 async def controller(kclient: Client) -> AsyncIterator[Controller]:
-    running = Controller(
-        kclient, ControllerSettings(workers=2, leader_election=False, resync_seconds=30)
-    )
-    running.start()
+    manager = Manager(kclient, leader_election=LeaderElection(enabled=False))
+    running = Controller(manager, ControllerSettings(workers=2, resync_seconds=30))
+    manager.start()
     try:
         await running.wait_synced(timeout=20)
         yield running
     finally:
-        await running.stop()
+        await manager.stop()
 
 
 async def pods_of(client: Client, namespace: str, job: str) -> dict[str, dict[str, Any]]:

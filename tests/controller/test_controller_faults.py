@@ -21,6 +21,7 @@ import pytest
 from controller.manager import Controller, ControllerSettings
 from kube import resources
 from kube.client import Client
+from kube.manager import LeaderElection, Manager
 from tests.controller.conftest import pods_of, wait_phase
 from tests.support.cluster import Cluster, aeventually
 from tests.support.fakekubelet import set_pod_status
@@ -180,11 +181,9 @@ async def two_controllers(
     cluster: Cluster, crds: None, namespace: str
 ) -> AsyncIterator[list[Controller]]:
     clients = [await Client.connect(cluster.kubeconfig) for _ in range(2)]
-    settings = [
-        ControllerSettings(
-            workers=2,
-            lease_namespace=namespace,
-            lease_name="trainops-controller",
+    elections = [
+        LeaderElection(
+            namespace=namespace,
             lease_duration=2.0,
             renew_deadline=1.5,
             retry_period=0.2,
@@ -192,14 +191,15 @@ async def two_controllers(
         )
         for i in range(2)
     ]
-    controllers = [Controller(c, s) for c, s in zip(clients, settings, strict=True)]
-    for c in controllers:
-        c.start()
+    managers = [Manager(c, leader_election=e) for c, e in zip(clients, elections, strict=True)]
+    controllers = [Controller(m, ControllerSettings(workers=2)) for m in managers]
+    for m in managers:
+        m.start()
     try:
         yield controllers
     finally:
-        for c in controllers:
-            await c.stop()
+        for m in managers:
+            await m.stop()
         for client in clients:
             await client.close()
 
@@ -216,7 +216,7 @@ async def test_two_controllers_elect_one_leader_and_the_standby_takes_over_when_
     await aeventually(lambda: _pods_exist(kclient, namespace, "led"), timeout=20)
     standby = next(c for c in two_controllers if c is not leader)
     assert not standby.is_leader
-    await leader.stop()  # releases the lease: the standby need not wait for it to expire
+    await leader.manager.stop()  # releases the lease: the standby need not wait for it to expire
 
     async def took_over() -> bool:
         return standby.is_leader

@@ -23,6 +23,7 @@ from gitops.reconciler import JOB_REPOSITORIES
 from gitops.tenancy import Boundaries
 from kube import errors
 from kube.client import Client
+from kube.manager import LeaderElection, Manager
 from tests.controller.conftest import crds, kclient  # noqa: F401
 from tests.support.cluster import Cluster, aeventually
 
@@ -138,6 +139,10 @@ def remote(tmp_path: Path) -> Remote:
     return Remote(tmp_path)
 
 
+ALONE = LeaderElection(enabled=False)
+"""A test's one reconciler: no Lease to win."""
+
+
 @pytest.fixture(scope="session")
 def repo_crd(cluster: Cluster, crds: None) -> None:  # noqa: F811
     cluster.wait_established("jobrepositories.gitops.trainops.dev")
@@ -151,18 +156,16 @@ async def gitops(
     tmp_path: Path,
 ) -> AsyncIterator[GitOpsReconciler]:
     running = GitOpsReconciler(
-        kclient,
+        Manager(kclient, leader_election=ALONE),
         tmp_path / "git-cache",
-        GitOpsSettings(
-            leader_election=False, namespace=namespace, git_timeout=20, boundaries=UNRESTRICTED
-        ),
+        GitOpsSettings(namespace=namespace, git_timeout=20, boundaries=UNRESTRICTED),
     )
-    running.start()
+    running.manager.start()
     try:
         await running.wait_synced(timeout=20)
         yield running
     finally:
-        await running.stop()
+        await running.manager.stop()
 
 
 def repository(

@@ -15,8 +15,10 @@ from gitops.git import Git
 from gitops.manager import GitOpsReconciler, GitOpsSettings
 from kube import resources
 from kube.client import Client
+from kube.manager import Manager
 from kube.resources import Resource
 from tests.gitops.conftest import (
+    ALONE,
     GIT_ENV,
     UNRESTRICTED,
     Remote,
@@ -34,11 +36,9 @@ def reconciler(
     client: Client, namespace: str, cache: Path, git: Git | None = None
 ) -> GitOpsReconciler:
     return GitOpsReconciler(
-        client,
+        Manager(client, leader_election=ALONE),
         cache,
-        GitOpsSettings(
-            leader_election=False, namespace=namespace, git_timeout=20, boundaries=UNRESTRICTED
-        ),
+        GitOpsSettings(namespace=namespace, git_timeout=20, boundaries=UNRESTRICTED),
         git=git,
     )
 
@@ -84,12 +84,12 @@ async def racing(
         tmp_path / "cache",
         Git(tmp_path / "cache", timeout=20, git=str(wrapper)),
     )
-    running.start()
+    running.manager.start()
     try:
         await running.wait_synced(timeout=20)
         yield running, trigger
     finally:
-        await running.stop()
+        await running.manager.stop()
 
 
 async def test_a_push_between_resolve_and_checkout_applies_the_resolved_commit(
@@ -130,7 +130,7 @@ async def test_a_kind_applied_before_a_restart_is_pruned_after_it(
     a = remote.commit("A", {"role.yaml": ROLE, "cm.yaml": CM.format(name="keep", v="1")})
     await create_repository(kclient, repository(namespace, remote.url, automated={"prune": True}))
     first = reconciler(kclient, namespace, tmp_path / "cache")
-    first.start()
+    first.manager.start()
     try:
         st = await wait_status(
             kclient, namespace, lambda st: (st.get("sync") or {}).get("revision") == a
@@ -138,10 +138,10 @@ async def test_a_kind_applied_before_a_restart_is_pruned_after_it(
         assert {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"} in st["appliedKinds"]
         assert await get_or_none(kclient, ROLES, "reader", namespace) is not None
     finally:
-        await first.stop()
+        await first.manager.stop()
     b = remote.commit("B: no role", {"role.yaml": None})
     second = reconciler(kclient, namespace, tmp_path / "cache")  # a restart: nothing in memory
-    second.start()
+    second.manager.start()
     try:
         await wait_status(
             kclient, namespace, lambda st: (st.get("sync") or {}).get("revision") == b
@@ -149,7 +149,7 @@ async def test_a_kind_applied_before_a_restart_is_pruned_after_it(
         await aeventually(lambda: _gone(kclient, ROLES, "reader", namespace), timeout=15)
         assert await get_or_none(kclient, resources.CONFIGMAPS, "keep", namespace) is not None
     finally:
-        await second.stop()
+        await second.manager.stop()
 
 
 async def _gone(client: Client, resource: object, name: str, namespace: str) -> bool:
@@ -167,7 +167,7 @@ async def test_a_big_repository_stores_a_bounded_status_and_the_hub_serves_every
     sha = remote.commit("many", {"all.yaml": f"apiVersion: v1\nkind: List\nitems:\n{items}"})
     await create_repository(kclient, repository(namespace, remote.url, automated={}))
     running = reconciler(kclient, namespace, tmp_path / "cache")
-    running.start()
+    running.manager.start()
     try:
         st = await wait_status(
             kclient,
@@ -185,4 +185,4 @@ async def test_a_big_repository_stores_a_bounded_status_and_the_hub_serves_every
         assert names == [f"cm-{i:04d}" for i in range(n)]
         assert served["status"]["resources"][0]["file"] == "all.yaml"
     finally:
-        await running.stop()
+        await running.manager.stop()

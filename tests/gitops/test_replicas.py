@@ -24,6 +24,7 @@ from gitops.manager import GitOpsReconciler, GitOpsSettings
 from gitops.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
+from kube.manager import LeaderElection, Manager
 from tests.gitops.conftest import (
     UNRESTRICTED,
     Remote,
@@ -41,15 +42,9 @@ pytestmark = pytest.mark.usefixtures("repo_crd")
 LEASE = "gitops-replicas"
 
 
-def settings(namespace: str, identity: str, *, reconcile: bool = True) -> GitOpsSettings:
+def settings(namespace: str, *, reconcile: bool = True) -> GitOpsSettings:
     return GitOpsSettings(
-        leader_election=True,
-        lease_namespace=namespace,
         lease_name=LEASE,
-        lease_duration=4.0,
-        renew_deadline=3.0,
-        retry_period=0.3,
-        identity=identity,
         namespace=namespace,
         git_timeout=20,
         boundaries=UNRESTRICTED,
@@ -57,25 +52,37 @@ def settings(namespace: str, identity: str, *, reconcile: bool = True) -> GitOps
     )
 
 
+def leader_election(namespace: str, identity: str) -> LeaderElection:
+    return LeaderElection(
+        namespace=namespace,
+        lease_duration=4.0,
+        renew_deadline=3.0,
+        retry_period=0.3,
+        identity=identity,
+    )
+
+
 @asynccontextmanager
 async def replica(
     client: Client, tmp_path: Path, namespace: str, identity: str, *, reconcile: bool = True
 ) -> AsyncIterator[tuple[GitOpsReconciler, TestClient[Any, Any]]]:
-    """A started replica and a client of its app (served on loopback)."""
+    """A started replica (its own Manager, as each process has) and a client of its app
+    (served on loopback)."""
+    manager = Manager(client, leader_election=leader_election(namespace, identity))
     built = gitops_service.component(
-        client,
+        manager,
         tmp_path / identity,
-        settings(namespace, identity, reconcile=reconcile),
+        settings(namespace, reconcile=reconcile),
         webhook_secret=None,
         allow_remote_writes=False,
     )
-    built.reconciler.start()
+    manager.start()
     try:
-        await built.reconciler.wait_synced(timeout=20)
+        await manager.wait_synced(timeout=20)
         async with TestClient(TestServer(built.app, host="127.0.0.1")) as site:
             yield built.reconciler, site
     finally:
-        await built.reconciler.stop()
+        await manager.stop()
 
 
 def syncs(reconciler: GitOpsReconciler) -> float:

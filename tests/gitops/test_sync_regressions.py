@@ -17,7 +17,9 @@ from gitops.manager import GitOpsReconciler, GitOpsSettings
 from gitops.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
+from kube.manager import Manager
 from tests.gitops.conftest import (
+    ALONE,
     UNRESTRICTED,
     Remote,
     create_repository,
@@ -180,15 +182,13 @@ async def test_a_restart_does_not_record_another_sync(
     sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
     await create_repository(kclient, repository(namespace, remote.url, automated=PRUNE))
     before = await wait_status(kclient, namespace, synced(sha))
-    await gitops.stop()
+    await gitops.manager.stop()
     again = GitOpsReconciler(
-        kclient,
+        Manager(kclient, leader_election=ALONE),
         tmp_path / "git-cache-2",
-        GitOpsSettings(
-            leader_election=False, namespace=namespace, git_timeout=20, boundaries=UNRESTRICTED
-        ),
+        GitOpsSettings(namespace=namespace, git_timeout=20, boundaries=UNRESTRICTED),
     )
-    again.start()
+    again.manager.start()
     try:
         key = f"{namespace}/jobs"
         await aeventually(
@@ -197,7 +197,7 @@ async def test_a_restart_does_not_record_another_sync(
         )
         await asyncio.sleep(1.5)
     finally:
-        await again.stop()
+        await again.manager.stop()
     st = await repo_status(kclient, namespace)
     assert st["history"] == before["history"]
     assert st["operationState"] == before["operationState"]

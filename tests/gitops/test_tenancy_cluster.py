@@ -28,8 +28,10 @@ from gitops.reconciler import JOB_REPOSITORIES
 from gitops.tenancy import Boundaries
 from kube import errors, resources
 from kube.client import Client
+from kube.manager import LeaderElection, Manager
 from kube.resources import Resource
 from tests.gitops.conftest import (
+    ALONE,
     Remote,
     create_repository,
     get_or_none,
@@ -128,13 +130,11 @@ async def reconciler(
     client: Client, namespace: str, cache: Path, boundaries: Boundaries
 ) -> GitOpsReconciler:
     running = GitOpsReconciler(
-        client,
+        Manager(client, leader_election=ALONE),
         cache,
-        GitOpsSettings(
-            leader_election=False, namespace=namespace, git_timeout=20, boundaries=boundaries
-        ),
+        GitOpsSettings(namespace=namespace, git_timeout=20, boundaries=boundaries),
     )
-    running.start()
+    running.manager.start()
     await running.wait_synced(timeout=20)
     return running
 
@@ -150,7 +150,7 @@ async def tenant_gitops(
     try:
         yield running
     finally:
-        await running.stop()
+        await running.manager.stop()
 
 
 async def service_account(
@@ -274,7 +274,7 @@ async def test_a_local_repository_is_refused_unless_the_reconciler_allows_it(
         await create_repository(kclient, body)
         st = await wait_status(kclient, namespace, condition("ComparisonError"))
     finally:
-        await running.stop()
+        await running.manager.stop()
     (cond,) = condition("ComparisonError")(st)
     assert cond["message"].startswith(f"repoURL {remote.url} is on the reconciler's own disk")
     assert cond["message"].endswith("with --allow-local-repos")
@@ -500,16 +500,15 @@ async def test_the_reconciler_needs_only_the_rights_of_deploy_gitops(
                     resources.CONFIGMAPS, {"metadata": {"name": "x", "namespace": namespace}}
                 )
             running = GitOpsReconciler(
-                own,
+                Manager(own, leader_election=LeaderElection(namespace=namespace)),
                 tmp_path / "cache",
                 GitOpsSettings(
                     namespace=namespace,
-                    lease_namespace=namespace,
                     git_timeout=20,
                     boundaries=Boundaries(allow_local_repos=True),
                 ),
             )
-            running.start()
+            running.manager.start()
             try:
                 await running.wait_synced(timeout=20)
                 body = repository(
@@ -518,7 +517,7 @@ async def test_the_reconciler_needs_only_the_rights_of_deploy_gitops(
                 await create_repository(kclient, body)
                 st = await wait_status(kclient, namespace, synced(sha), timeout=40)
             finally:
-                await running.stop()
+                await running.manager.stop()
         job = await kclient.get(resources.TFJOBS, "train", namespace)
         managers = {m["manager"] for m in job["metadata"]["managedFields"]}
         assert "trainops-gitops" in managers

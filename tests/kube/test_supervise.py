@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -143,3 +144,30 @@ async def test_stop_ends_a_loop_whose_factory_swallows_the_cancellation(
     await asyncio.wait_for(supervisor.stop(), 2)
     assert runs == 1
     assert not [r for r in caplog.records if "restarting" in r.getMessage()]
+
+
+async def test_cancel_stops_one_loop_for_good_and_frees_its_name() -> None:
+    starts: list[str] = []
+
+    def loop(name: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            starts.append(name)
+            await asyncio.Event().wait()
+
+        return run
+
+    supervisor = Supervisor(initial_backoff=0.01)
+    supervisor.start("one", loop("one"))
+    supervisor.start("two", loop("two"))
+    try:
+        await aeventually(lambda: supervisor.running("one") and supervisor.running("two"))
+        await supervisor.cancel("one")
+        assert not supervisor.running("one") and supervisor.running("two")
+        await supervisor.cancel("one")  # no longer supervised: a no-op
+        await asyncio.sleep(0.1)  # several back-offs: a cancelled loop is not restarted
+        assert starts.count("one") == 1 and supervisor.problems() == {}
+        supervisor.start("one", loop("one"))
+        await aeventually(lambda: supervisor.running("one"))
+        assert starts.count("one") == 2
+    finally:
+        await supervisor.stop()

@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from trainops.commands import runtime
 from trainops.commands.up_args import port_number
 
 __all__ = ["register", "run"]
@@ -49,15 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=8080,
         help="port of /metrics, /healthz, /readyz (default 8080; 0 picks a free one)",
     )
-    parser.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="elect one active controller through a coordination.k8s.io Lease (default: on)",
-    )
-    parser.add_argument(
-        "--lease-namespace", default="kube-system", help="namespace of the Lease (kube-system)"
-    )
+    runtime.add_leader_arguments(parser)
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)"
     )
@@ -79,24 +72,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _settle_garbage_collector() -> None:
-    """Keep the collector's pauses off the reaction time (docs/PERFORMANCE.md): what is loaded
-    by now (modules and their objects: a full collection of them took tens of ms) is moved out
-    of the collector's sight, and young collections run every 10,000 allocations instead of
-    every 700 — a reconcile parses JSON, which allocates in bursts.
-    Reference counting still frees everything as soon as it is unused."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
-
-
 async def _main(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
     from controller.manager import Controller, ControllerSettings
-    from controller.server import create_app
     from trainops.commands import kubeconnect
 
     try:
@@ -110,33 +87,30 @@ async def _main(args: argparse.Namespace) -> int:
     except kubeconnect.StartError as exc:
         print(f"trainops controller: {exc}", file=sys.stderr)
         return 1
-    controller = Controller(
-        client,
-        ControllerSettings(
-            workers=args.workers,
-            resync_seconds=args.resync_seconds,
-            leader_election=args.leader_elect,
-            lease_namespace=args.lease_namespace,
-        ),
+    manager = runtime.new_manager(
+        client, leader_elect=args.leader_elect, lease_namespace=args.lease_namespace
     )
-    runner = web.AppRunner(create_app(controller.metrics.registry, controller.problems))
-    await runner.setup()
-    site = web.TCPSite(runner, args.bind, args.port)
+    controller = Controller(
+        manager, ControllerSettings(workers=args.workers, resync_seconds=args.resync_seconds)
+    )
+    runner = None
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     try:
-        await site.start()
-        port = runner.addresses[0][1] if runner.addresses else args.port
+        runner, port = await runtime.serve_probes(
+            manager, [controller.metrics.registry], args.bind, args.port
+        )
         logging.getLogger("trainops").info(
             "controller serving /metrics, /healthz, /readyz on %s:%s", args.bind, port
         )
-        controller.start()
-        _settle_garbage_collector()
+        manager.start()
+        runtime.settle_garbage_collector()
         await stopping.wait()
     finally:
-        await controller.stop()
-        await runner.cleanup()
+        await manager.stop()
+        if runner is not None:
+            await runner.cleanup()
         await client.close()
     return 0

@@ -162,7 +162,7 @@ def _usage(message: str) -> int:
 async def _main(args: argparse.Namespace) -> int:
     from gitops import api
     from gitops.manager import GitOpsSettings
-    from trainops.commands import gitops_service, kubeconnect
+    from trainops.commands import gitops_service, kubeconnect, runtime
 
     cache_dir = _cache_dir(args.cache_dir)
     namespace = args.namespace
@@ -186,13 +186,14 @@ async def _main(args: argparse.Namespace) -> int:
         raise _StartError(text) from None
     try:
         secret = await _webhook_secret(client, args)
+        manager = runtime.new_manager(
+            client, leader_elect=args.leader_elect, lease_namespace=args.lease_namespace
+        )
         built = gitops_service.component(
-            client,
+            manager,
             cache_dir,
             GitOpsSettings(
                 workers=args.workers,
-                leader_election=args.leader_elect,
-                lease_namespace=args.lease_namespace,
                 git_timeout=args.git_timeout,
                 namespace=namespace,
                 boundaries=up_gitops.boundaries(args, embedded=False),
@@ -210,9 +211,8 @@ async def _main(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
-        reconciler = built.reconciler
         try:
-            reconciler.start()
+            manager.start()
             log.info(
                 "gitops serving the API, push webhook, dashboard and /healthz /readyz /metrics "
                 "on %s:%s (lease %s)",
@@ -222,7 +222,7 @@ async def _main(args: argparse.Namespace) -> int:
             )
             await stopping.wait()
         finally:
-            await reconciler.stop()  # the lease is released: a standby takes over at once
+            await manager.stop()  # the lease is released: a standby takes over at once
             await runner.cleanup()
     finally:
         await client.close()

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from gitops.manager import GitOpsReconciler, GitOpsSettings
-    from kube.client import Client
+    from kube.manager import Manager
 
 __all__ = ["PROBES", "Component", "component"]
 
@@ -39,7 +39,7 @@ class Component:
 
 
 def component(
-    client: Client,
+    manager: Manager,
     cache_dir: str | os.PathLike[str],
     settings: GitOpsSettings,
     *,
@@ -47,15 +47,17 @@ def component(
     allow_remote_writes: bool,
     registries: Sequence[Any] = (),
 ) -> Component:
-    """The reconciler and its application. `registries` are more Prometheus registries for
-    `/metrics` besides the reconciler's own (`up`'s controller), read at each scrape."""
+    """The reconciler, added to `manager` (which the caller starts), and its application.
+    `registries` are more Prometheus registries for `/metrics` besides the reconciler's and the
+    Manager's own (`up`'s controller), read at each scrape."""
     import dashboard
     from gitops import api
     from gitops.access import PUBLIC
     from gitops.manager import GitOpsReconciler
     from gitops.reviews import KubeAccess
 
-    reconciler = GitOpsReconciler(client, cache_dir, settings)
+    client = manager.client
+    reconciler = GitOpsReconciler(manager, cache_dir, settings)
     app = api.create_app(
         reconciler,
         token=None,
@@ -64,27 +66,31 @@ def component(
         access=KubeAccess(client),
     )
     dashboard.install(app, hub=reconciler, client=client)
-    _add_probes(app, reconciler, registries)
+    _add_probes(app, manager, reconciler, registries)
     for name in PROBES:
         app[api.RULES][name] = PUBLIC
     return Component(reconciler, app)
 
 
-def _add_probes(app: web.Application, reconciler: GitOpsReconciler, more: Sequence[Any]) -> None:
+def _add_probes(
+    app: web.Application, manager: Manager, reconciler: GitOpsReconciler, more: Sequence[Any]
+) -> None:
     from aiohttp import web
     from prometheus_client import CONTENT_TYPE_LATEST
-    from prometheus_client.exposition import generate_latest
+
+    from kube.probes import metrics_body
 
     async def metrics(_: web.Request) -> web.Response:
-        registries = [reconciler.metrics.registry, *(r for r in more if r is not None)]
-        body = b"".join(generate_latest(r) for r in registries)
+        own = [manager.metrics, reconciler.metrics.registry]
+        registries = [*own, *(r for r in more if r is not None and r not in own)]
+        body = metrics_body(registries)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
     async def readyz(_: web.Request) -> web.Response:
-        found = reconciler.problems()
+        found = manager.problems()
         if not found:
             return web.Response(text="ok\n")
         lines = [f"[-] {name}: {why}" for name, why in sorted(found.items())]

@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from gitops.redact import RedactingFormatter, redact
 from localcluster import datadir
-from trainops.commands import up_args, up_cluster, up_gitops
+from trainops.commands import runtime, up_args, up_cluster, up_gitops
 
 if TYPE_CHECKING:
-    from kube.client import Client
+    from controller.manager import Controller
+    from kube.manager import Manager
 
 __all__ = [
+    "add_controller",
     "lock_data_dir",
     "register",
     "run",
@@ -346,13 +348,22 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
         )
     else:
         stack.notes.append("kubelet     none (--no-node): the cluster's own nodes run the pods")
+    # One Manager for the controller and GitOps: each kind they both read (the training jobs)
+    # is cached and watched once. A stable identity (the data directory's instance): an `up`
+    # restarted after a crash holds its leases again at once instead of waiting them out.
+    manager = runtime.new_manager(client, identity=me.identity)
     if run_controller:
-        await _start_controller(stack, client, me.identity)
+        add_controller(stack, manager)
     else:
         stack.notes.append("controller  none (--no-controller): another install runs the jobs")
     await up_gitops.start_gitops(
-        stack, client, data_dir, args, me.identity, reconcile=run_gitops, secret=secret
+        stack, manager, data_dir, args, reconcile=run_gitops, secret=secret
     )
+    # Started once everything is added (every handler sees every object), and stopped before
+    # the node (stops run in reverse), so it never restarts the pods the node is ending.
+    manager.start()
+    stack.stops.append(manager.stop)
+    stack.metrics_registries.append(manager.metrics)
     await up_gitops.start_api(stack, client, args, data_dir)
 
 
@@ -368,18 +379,14 @@ async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path
     return api.kubeconfig
 
 
-async def _start_controller(stack: Stack, client: Client, identity: str) -> None:
-    """The job controller, through the same client runtime as on a cluster. It stops before
-    the node (stops run in reverse), so it never restarts the pods the node is ending."""
-    from controller.manager import Controller, ControllerSettings
+def add_controller(stack: Stack, manager: Manager) -> Controller:
+    """The job controller on `up`'s Manager, through the same client runtime as on a cluster."""
+    from controller.manager import Controller
 
-    # A stable identity (the data directory's instance): an `up` restarted after a crash holds
-    # the lease again at once instead of waiting out the one its previous run left behind.
-    controller = Controller(client, ControllerSettings(identity=identity))
-    controller.start()
-    stack.stops.append(controller.stop)
+    controller = Controller(manager)
     stack.metrics_registries.append(controller.metrics.registry)
     stack.notes.append("controller  running TensorFlowTrainingJobs and XGBoostTrainingJobs")
+    return controller
 
 
 def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:

@@ -3,7 +3,7 @@
 Wiring only, split from `up.py` to keep each module to one screenful of concerns: the
 reconciler (`gitops.manager.GitOpsReconciler`, always running: users may create JobRepository
 objects with kubectl), the JobRepository `up --repo` keeps applied, its log lines, and the HTTP
-API (`gitops.api`) on 127.0.0.1 with `/metrics` of the controller and the reconciler beside it.
+API (`gitops.api`) on 127.0.0.1 with `/metrics` of the controller, the reconciler and their shared caches beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gitops.redact import RedactingFormatter, redact
 
 if TYPE_CHECKING:
     from kube.client import Client
+    from kube.manager import Manager
 
 __all__ = [
     "add_tenancy_arguments",
@@ -225,35 +226,34 @@ async def choose_repository(
 
 async def start_gitops(
     stack: Any,
-    client: Client,
+    manager: Manager,
     data_dir: Path,
     args: argparse.Namespace,
-    identity: str,
     *,
     reconcile: bool = True,
     secret: bytes | None = None,
 ) -> None:
-    """The GitOps component `trainops gitops` runs (`gitops_service.component`: the reconciler,
-    always — users may create JobRepository objects with kubectl —, and the API, push hook and
-    dashboard `start_api` serves), and with --repo the JobRepository `default/<name>` it keeps
-    applied (`choose_repository`: one per URL and path, never repointed). Without `reconcile`
-    (`--no-gitops`) it only watches, for the dashboard: another install syncs."""
+    """The GitOps component `trainops gitops` runs (`gitops_service.component`: the reconciler
+    on `manager`, always — users may create JobRepository objects with kubectl —, and the API,
+    push hook and dashboard `start_api` serves; it runs once the caller starts the manager), and
+    with --repo the JobRepository `default/<name>` it keeps applied (`choose_repository`: one per
+    URL and path, never repointed). Without `reconcile` (`--no-gitops`) it only watches, for the
+    dashboard: another install syncs."""
     from gitops.manager import GitOpsSettings
     from gitops.reconciler import JOB_REPOSITORIES
     from trainops.commands import gitops_service
 
+    client = manager.client
     rules = boundaries(args)
     built = gitops_service.component(
-        client,
+        manager,
         data_dir / "git",
-        GitOpsSettings(identity=identity, reconcile=reconcile, boundaries=rules),
+        GitOpsSettings(reconcile=reconcile, boundaries=rules),
         webhook_secret=secret,
         allow_remote_writes=False,  # loopback only: up is one user's
         registries=stack.metrics_registries,  # the controller's, read at each scrape
     )
     gitops = built.reconciler
-    gitops.start()
-    stack.stops.append(gitops.stop)
     stack.gitops = gitops
     stack.gitops_app = built.app
     if not reconcile:
