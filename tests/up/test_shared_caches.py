@@ -74,6 +74,7 @@ async def test_each_job_kind_is_cached_and_watched_once_for_controller_and_gitop
     await aeventually(seen_by_both, timeout=10)
     text = b"".join(generate_latest(r) for r in stack.metrics_registries).decode()
     text += generate_latest(manager.metrics).decode()
+    text += generate_latest(gitops.metrics.registry).decode()  # the component serves its own
     tf_cache = controller.jobs["TensorFlowTrainingJob"].name
     assert f'trainops_cache_watches_total{{cache="{tf_cache}"}} 1.0' in text
     assert "trainops_controller_jobs" in text and "trainops_gitops_syncs" in text
