@@ -397,5 +397,14 @@ def _status() -> dict[str, Any]:
                 **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
             ),
             "reconciledAt": _str("When the repository was last compared.", format="date-time"),
+            "lastHandledRequest": _obj(
+                "The sync and refresh requests (annotations gitops.trainops.dev/"
+                "sync-requested-at and refresh-requested-at) the reconciler has carried out: "
+                "a request is pending while its annotation differs from the value here.",
+                {
+                    "refreshRequestedAt": _str("The last refresh request handled."),
+                    "syncRequestedAt": _str("The last sync request handled."),
+                },
+            ),
         },
     )

@@ -15,7 +15,9 @@ Shaped like the job controller's manager (`controller/manager.py`), on the same 
 
 Triggers besides the interval: `refresh` (compare now), `sync` (sync now, optionally to a
 revision), `push` (a push webhook for a repository's URL and branch: a refresh — nothing in a
-push payload is ever applied, it only says when to fetch).
+push payload is ever applied, it only says when to fetch). Each is a write to the JobRepository
+(`gitops.triggers`: an annotation, merge-patched as this service), so any replica takes them;
+the informer wakes the leader, which records in status what it has handled.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import os
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gitops import names, status
+from gitops import names, status, triggers
 from gitops.diff import mask_secrets, normalize_live
 from gitops.git import Git
 from gitops.giturls import GitError, normalize_repo_url, validate_revision
@@ -190,14 +193,12 @@ class GitOpsReconciler:
 
     async def refresh(self, namespace: str, name: str) -> None:
         self.repository(namespace, name)
-        key = f"{namespace}/{name}"
-        self.reconciler.memo(key).refresh = True
-        self.queue.add(key)
+        await self._request(namespace, name, triggers.request_patch("refresh", self._now()))
 
     async def sync(self, namespace: str, name: str, revision: str | None = None) -> None:
         obj = self.repository(namespace, name)
         key = f"{namespace}/{name}"
-        memo = self.reconciler.memo(key)
+        memo = self.reconciler.memos.get(key) or Memo()  # another replica's leader: empty
         if revision is not None:
             try:
                 validate_revision(revision)
@@ -210,8 +211,7 @@ class GitOpsReconciler:
                     f"{key} has an automated sync policy: it follows {follows}; change "
                     "spec.targetRevision, or turn automated sync off, to sync another revision"
                 )
-        memo.sync_requested, memo.sync_revision = True, revision
-        self.queue.add(key)
+        await self._request(namespace, name, triggers.request_patch("sync", self._now(), revision))
 
     async def delete(self, namespace: str, name: str) -> None:
         self.repository(namespace, name)
@@ -242,6 +242,17 @@ class GitOpsReconciler:
         return self._stream(queue)
 
     # -- internals ------------------------------------------------------------------------------
+    def _now(self) -> datetime:
+        return self.reconciler.clock()
+
+    async def _request(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Write a request (`gitops.triggers`) to the JobRepository, as this service: the
+        leader — this replica or another, now or after a leader change — carries it out."""
+        try:
+            await self.client.patch(JOB_REPOSITORIES, name, patch, namespace, patch_type="merge")
+        except errors.NotFound:
+            raise UnknownRepository(f"{namespace}/{name}") from None
+
     def _with_every_resource(self, obj: dict[str, Any]) -> dict[str, Any]:
         """`obj` with every resource in `status.resources`, from the last comparison in memory,
         when the stored status lists only some (`gitops.status`: bounded for etcd) and that
@@ -305,10 +316,15 @@ class GitOpsReconciler:
         key = repo_id(obj)
         if event_type == "DELETED":
             self.reconciler.memos.pop(key, None)
-        elif old is None or (old.get("metadata") or {}).get("generation") != (
-            obj.get("metadata") or {}
-        ).get("generation"):
-            self.queue.add(key)  # new, or its spec changed (status writes do not wake it)
+        elif (
+            old is None
+            or (old.get("metadata") or {}).get("generation")
+            != (obj.get("metadata") or {}).get("generation")
+            or triggers.changed(old, obj)
+        ):
+            # New, its spec changed, or a sync/refresh was requested (status writes and other
+            # metadata do not wake it).
+            self.queue.add(key)
         self._publish(Change("repository", event_type, obj))
 
     def _on_job(self, event_type: str, obj: dict[str, Any], old: Any) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gitops import status
+from gitops import status, triggers
 from gitops.compare import Comparison
 from gitops.git import Commit
 from gitops.preflight import Checked
@@ -35,6 +35,9 @@ class Memo:
     refresh: bool = False
     sync_requested: bool = False
     sync_revision: str | None = None
+    handling: triggers.Pending | None = None
+    """The `gitops.triggers.Pending` requests the current round carries out (recorded as
+    handled by each status write of the round), None outside a round or with none."""
     stage: str = status.COMPARISON_ERROR
     """The condition an unexpected exception of the current round becomes."""
     failure: str | None = None

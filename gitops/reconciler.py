@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gitops import guards, keys, operations, ownership, report, sources, status, tenancy
+from gitops import guards, keys, operations, ownership, report, sources, status, tenancy, triggers
 from gitops.acting import Tenants
 from gitops.compare import Comparison, compare
 from gitops.discovery import Discovery
@@ -122,6 +122,9 @@ class Reconciler:
             raise  # expected now and then: the work queue warns and retries
         except Exception as exc:
             return await self._round_failed(key, exc)
+        finally:
+            if key in self.memos:
+                self.memos[key].handling = None
         self.error_backoff.forget(key)
         if key in self.memos:
             self.memos[key].failure = None
@@ -143,6 +146,14 @@ class Reconciler:
             memo.synced_revision = status.last_synced_revision(obj.get("status") or {})
         if not memo.kinds:  # a restart: the kinds it applied (a Role gone from Git is pruned)
             memo.kinds = status.applied_kinds(obj.get("status") or {})
+        # Requests written to the object (any replica's API, kubectl): `gitops.triggers`.
+        # Whatever this round writes to status records them as handled (`_write_status`).
+        asked = triggers.pending(obj)
+        memo.handling = asked if asked.any else None
+        if asked.refresh:
+            memo.refresh = True
+        if asked.sync:
+            memo.sync_requested, memo.sync_revision = True, asked.revision
         requested, revision = memo.sync_requested, memo.sync_revision
         memo.sync_requested, memo.sync_revision = False, None  # one-shot, even when it fails
         try:
@@ -417,6 +428,10 @@ class Reconciler:
             # Masked (`gitops.redact`): messages echo the repository URL and its credentials.
             # Built off the loop: a status is built from every resource of the repository.
             new_status = await asyncio.to_thread(_masked, make, old)
+            # The requests this round was asked for, as it saw them at its start (a request
+            # written since is newer and stays pending): `gitops.triggers`.
+            memo = self.memos.get(f"{meta.get('namespace')}/{meta['name']}")
+            new_status = triggers.record_handled(new_status, memo.handling if memo else None)
             body = {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from trainops import __version__
 
-COMMANDS = ("check", "crds", "certs", "webhook", "controller", "apiserver", "up", "repo")
+COMMANDS = ("check", "crds", "certs", "webhook", "controller", "apiserver", "up", "repo", "gitops")
 
 
 def build_parser() -> argparse.ArgumentParser:

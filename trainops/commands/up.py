@@ -187,8 +187,10 @@ class Stack:
     stopping: bool = False
     gitops: Any = None
     """The GitOps reconciler (a `gitops.hub.Hub`), once started."""
+    gitops_app: Any = None
+    """The GitOps component's application (API, push hook, dashboard, probes), to serve."""
     metrics_registries: list[Any] = field(default_factory=list)
-    """Prometheus registries served on the API's `/metrics`."""
+    """Prometheus registries served on the API's `/metrics` besides GitOps' own."""
     api_url: str | None = None
     api_token: str | None = None
     """The embedded API server's token for the HTTP API's user (`DATA_DIR/api-token`)."""
@@ -348,8 +350,10 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
         await _start_controller(stack, client, me.identity)
     else:
         stack.notes.append("controller  none (--no-controller): another install runs the jobs")
-    await up_gitops.start_gitops(stack, client, data_dir, args, me.identity, reconcile=run_gitops)
-    await up_gitops.start_api(stack, client, args, data_dir, secret)
+    await up_gitops.start_gitops(
+        stack, client, data_dir, args, me.identity, reconcile=run_gitops, secret=secret
+    )
+    await up_gitops.start_api(stack, client, args, data_dir)
 
 
 async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path) -> Path:

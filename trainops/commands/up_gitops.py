@@ -69,15 +69,17 @@ def repository_name(url: str) -> str:
     return name or "repo"
 
 
-def add_tenancy_arguments(parser: argparse.ArgumentParser) -> None:
+_UP_TENANCY = (
+    "What each JobRepository may reach. Embedded (no --kubeconfig): one user, so "
+    "repositories act as the reconciler and may use local repositories; with "
+    "--kubeconfig each acts as its spec.serviceAccountName."
+)
+
+
+def add_tenancy_arguments(parser: argparse.ArgumentParser, description: str = _UP_TENANCY) -> None:
     """The reconciler's tenancy flags (`gitops.tenancy.Boundaries`; docs/GITOPS.md, "Trust
     and tenancy"): each widens one boundary of what a JobRepository may reach."""
-    group = parser.add_argument_group(
-        "GitOps tenancy",
-        "What each JobRepository may reach. Embedded (no --kubeconfig): one user, so "
-        "repositories act as the reconciler and may use local repositories; with "
-        "--kubeconfig each acts as its spec.serviceAccountName.",
-    )
+    group = parser.add_argument_group("GitOps tenancy", description)
     group.add_argument(
         "--default-service-account",
         metavar="NAME",
@@ -112,12 +114,14 @@ def add_tenancy_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def boundaries(args: argparse.Namespace) -> Any:
-    """The `gitops.tenancy.Boundaries` of `up`'s flags: embedded `up` (one user, no RBAC)
-    acts as itself and allows local repositories; `up --kubeconfig` only when told."""
+def boundaries(args: argparse.Namespace, *, embedded: bool | None = None) -> Any:
+    """The `gitops.tenancy.Boundaries` of the tenancy flags: embedded `up` (one user, no RBAC)
+    acts as itself and allows local repositories; `up --kubeconfig` and `trainops gitops`
+    (`embedded=False`) only when told."""
     from gitops.tenancy import Boundaries
 
-    embedded = getattr(args, "kubeconfig", None) is None
+    if embedded is None:
+        embedded = getattr(args, "kubeconfig", None) is None
 
     def flag(name: str) -> bool:
         value = getattr(args, name, None)
@@ -227,24 +231,31 @@ async def start_gitops(
     identity: str,
     *,
     reconcile: bool = True,
+    secret: bytes | None = None,
 ) -> None:
-    """The GitOps reconciler (always: users may create JobRepository objects with kubectl),
-    and with --repo the JobRepository `default/<name>` it keeps applied (`choose_repository`:
-    one per URL and path, never repointed). Without `reconcile` (`--no-gitops`) it only watches,
-    for the dashboard: another install syncs."""
-    from gitops.manager import GitOpsReconciler, GitOpsSettings
+    """The GitOps component `trainops gitops` runs (`gitops_service.component`: the reconciler,
+    always — users may create JobRepository objects with kubectl —, and the API, push hook and
+    dashboard `start_api` serves), and with --repo the JobRepository `default/<name>` it keeps
+    applied (`choose_repository`: one per URL and path, never repointed). Without `reconcile`
+    (`--no-gitops`) it only watches, for the dashboard: another install syncs."""
+    from gitops.manager import GitOpsSettings
     from gitops.reconciler import JOB_REPOSITORIES
+    from trainops.commands import gitops_service
 
     rules = boundaries(args)
-    gitops = GitOpsReconciler(
+    built = gitops_service.component(
         client,
         data_dir / "git",
         GitOpsSettings(identity=identity, reconcile=reconcile, boundaries=rules),
+        webhook_secret=secret,
+        allow_remote_writes=False,  # loopback only: up is one user's
+        registries=stack.metrics_registries,  # the controller's, read at each scrape
     )
+    gitops = built.reconciler
     gitops.start()
     stack.stops.append(gitops.stop)
     stack.gitops = gitops
-    stack.metrics_registries.append(gitops.metrics.registry)
+    stack.gitops_app = built.app
     if not reconcile:
         stack.notes.append("gitops      not syncing (--no-gitops): another install syncs")
     if not getattr(args, "repo", None):
@@ -280,41 +291,18 @@ async def start_gitops(
     stack.notes.append(f"gitops      default/{name} syncing {what} (kubectl get jobrepo)")
 
 
-async def start_api(
-    stack: Any, client: Client, args: argparse.Namespace, data_dir: Path, secret: bytes | None
-) -> None:
-    """The HTTP API on 127.0.0.1 (`--dashboard-port`, else a free port), its address and token
-    in `DATA_DIR/api.json` for `trainops repo`, and `/metrics` for the controller and GitOps.
+async def start_api(stack: Any, client: Client, args: argparse.Namespace, data_dir: Path) -> None:
+    """The GitOps component's application (`start_gitops`) on 127.0.0.1 (`--dashboard-port`,
+    else a free port), its address and token in `DATA_DIR/api.json` for `trainops repo`; its
+    `/metrics` has the controller's and GitOps' metrics, `/healthz` and `/readyz` GitOps' state.
 
     Every request but the push hook and `/metrics` needs a bearer token the API server
     accepts (TokenReview) and is authorized as its user (SubjectAccessReview). Embedded, that
     is `DATA_DIR/api-token` (the embedded server knows it; the banner's login link carries it);
     with --kubeconfig, the CLI uses the kubeconfig's own token when it has one."""
-    from aiohttp import web
-    from prometheus_client import CONTENT_TYPE_LATEST
-    from prometheus_client.exposition import generate_latest
-
-    import dashboard
     from gitops import api
-    from gitops.access import PUBLIC
-    from gitops.reviews import KubeAccess
 
-    app = api.create_app(
-        stack.gitops,
-        token=None,
-        webhook_secret=secret,
-        allow_remote_writes=False,
-        access=KubeAccess(client),
-    )
-    dashboard.install(app, hub=stack.gitops, client=client)
-    registries = [r for r in stack.metrics_registries if r is not None]
-
-    async def metrics(_: web.Request) -> web.Response:
-        body = b"".join(generate_latest(r) for r in registries)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    app.router.add_get("/metrics", metrics, name="metrics")
-    app[api.RULES]["metrics"] = PUBLIC  # as the controller's and webhook's: no token
+    app = stack.gitops_app
     remembered = data_dir / DASHBOARD_PORT_FILE
     try:
         if args.dashboard_port:

@@ -1,0 +1,95 @@
+"""The GitOps component, wired once: what `trainops gitops` and `trainops up` both run.
+
+Wiring only. `component` builds the reconciler (`gitops.manager.GitOpsReconciler`, its loops
+leader-elected by its settings) and one aiohttp application over it: the HTTP API and push hook
+(`gitops.api`, every request authenticated with a TokenReview and authorized with a
+SubjectAccessReview, `gitops.reviews.KubeAccess`), the dashboard (`dashboard.install`) and the
+probes — `/healthz` (the loop answers), `/readyz` (informers synced, no loop crashing) and
+`/metrics`. The application is stateless over the reconciler's informer caches, so every replica
+serves it; sync and refresh are writes to the JobRepository that the leader carries out
+(`gitops.triggers`). It lives here, not in `gitops/`, because `gitops/` may not import
+`dashboard/`. Neither starts nor serves: the caller does (`reconciler.start()`, `gitops.api.
+serve`), so `up` can keep its loopback address and port file and `gitops` its `--bind`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from gitops.manager import GitOpsReconciler, GitOpsSettings
+    from kube.client import Client
+
+__all__ = ["PROBES", "Component", "component"]
+
+PROBES = ("metrics", "healthz", "readyz")
+"""Route names served without a token (as the controller's and the webhook's): a kubelet probe
+and a Prometheus scrape carry none, and none of them shows a repository or a job."""
+
+
+@dataclass
+class Component:
+    reconciler: GitOpsReconciler
+    app: web.Application
+
+
+def component(
+    client: Client,
+    cache_dir: str | os.PathLike[str],
+    settings: GitOpsSettings,
+    *,
+    webhook_secret: bytes | None,
+    allow_remote_writes: bool,
+    registries: Sequence[Any] = (),
+) -> Component:
+    """The reconciler and its application. `registries` are more Prometheus registries for
+    `/metrics` besides the reconciler's own (`up`'s controller), read at each scrape."""
+    import dashboard
+    from gitops import api
+    from gitops.access import PUBLIC
+    from gitops.manager import GitOpsReconciler
+    from gitops.reviews import KubeAccess
+
+    reconciler = GitOpsReconciler(client, cache_dir, settings)
+    app = api.create_app(
+        reconciler,
+        token=None,
+        webhook_secret=webhook_secret,
+        allow_remote_writes=allow_remote_writes,
+        access=KubeAccess(client),
+    )
+    dashboard.install(app, hub=reconciler, client=client)
+    _add_probes(app, reconciler, registries)
+    for name in PROBES:
+        app[api.RULES][name] = PUBLIC
+    return Component(reconciler, app)
+
+
+def _add_probes(app: web.Application, reconciler: GitOpsReconciler, more: Sequence[Any]) -> None:
+    from aiohttp import web
+    from prometheus_client import CONTENT_TYPE_LATEST
+    from prometheus_client.exposition import generate_latest
+
+    async def metrics(_: web.Request) -> web.Response:
+        registries = [reconciler.metrics.registry, *(r for r in more if r is not None)]
+        body = b"".join(generate_latest(r) for r in registries)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        found = reconciler.problems()
+        if not found:
+            return web.Response(text="ok\n")
+        lines = [f"[-] {name}: {why}" for name, why in sorted(found.items())]
+        return web.Response(status=503, text="\n".join([*lines, "readyz check failed"]) + "\n")
+
+    app.router.add_get("/metrics", metrics, name="metrics")
+    app.router.add_get("/healthz", healthz, name="healthz")
+    app.router.add_get("/readyz", readyz, name="readyz")
