@@ -561,8 +561,10 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
     # A fresh read of a repository per round; its status replaced (update), never patched.
     ("gitops/reconciler.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
     ("gitops/reconciler.py", frozenset({"replace"}), ("JOB_REPOSITORIES",), "status"),
-    # DELETE /api/v1/repositories/NS/NAME, after the user's own review.
-    ("gitops/manager.py", frozenset({"delete"}), ("JOB_REPOSITORIES",), None),
+    # After the user's own review: DELETE /api/v1/repositories/NS/NAME, and a sync or refresh
+    # asked of any replica, a merge patch of its annotations that the leader carries out
+    # (gitops/triggers.py).
+    ("gitops/manager.py", frozenset({"delete", "patch"}), ("JOB_REPOSITORIES",), None),
     # Who a bearer token is, and what its user may do.
     (
         "gitops/reviews.py",
@@ -663,8 +665,6 @@ def test_the_gitops_cluster_role_grants_exactly_what_the_code_needs(
             needed |= {(resource.group, plural, _GITOPS_VERB[m], ()) for m in methods}
     # Acting as each repository's ServiceAccount (and the groups its tokens carry).
     needed |= {("", "serviceaccounts", "impersonate", ()), ("", "groups", "impersonate", ())}
-    # A sync or refresh asked of any replica: an annotation patched onto the JobRepository.
-    needed.add(("gitops.trainops.dev", "jobrepositories", "patch", ()))
     assert granted == needed
     # Nothing on what repositories hold (ConfigMaps, Secrets, …): those are the tenants'.
     assert not {r for g, r, _, _ in granted if (g, r) in {("", "secrets"), ("", "configmaps")}}
@@ -756,6 +756,92 @@ def test_the_service_and_the_network_policy_open_only_the_served_port(
     (rule,) = policy["ingress"]
     assert "from" not in rule
     assert [p["port"] for p in rule["ports"]] in ([port["name"]], [port["containerPort"]])
+
+
+def _gitops_args(docs: tuple[dict[str, Any], ...], container: dict[str, Any]) -> Any:
+    from trainops.cli import build_parser
+
+    assert "command" not in container  # the image's ENTRYPOINT is `trainops`
+    deployment = _one(docs, "Deployment", GITOPS)
+    argv = [_expand(a, container, deployment["metadata"]["namespace"]) for a in container["args"]]
+    return build_parser().parse_args(argv)
+
+
+def test_the_gitops_command_line_parses_with_trainops_own_parser(
+    docs: tuple[dict[str, Any], ...], gitops_container: dict[str, Any]
+) -> None:
+    from gitops.tenancy import Boundaries
+    from trainops.commands import gitops as command
+    from trainops.commands import up_gitops
+
+    args = _gitops_args(docs, gitops_container)
+    assert args.command == "gitops"
+    assert args.func is command.run
+    assert args.kubeconfig is None  # in-cluster credentials: the ServiceAccount's token
+    assert args.bind == "0.0.0.0"
+    # Two replicas are only safe with one leader, whose Lease the Role covers.
+    assert args.leader_elect
+    assert args.lease_namespace == NAMESPACE
+    assert args.namespace is None  # every namespace's JobRepositories
+    ports = {p["name"]: p["containerPort"] for p in gitops_container["ports"]}
+    assert ports == {"http": args.port}
+    # The git cache is the emptyDir (the root filesystem is read-only).
+    mounts = {m["mountPath"]: m["name"] for m in gitops_container["volumeMounts"]}
+    assert mounts[str(args.cache_dir)] == "git-cache"
+    # A shared cluster's tenancy: each repository as its own ServiceAccount, its namespace only.
+    assert up_gitops.boundaries(args, embedded=False) == Boundaries()
+    # The push hook's secret: the env the command reads, from an optional Secret.
+    env = {e["name"]: e for e in gitops_container["env"]}
+    ref = env[command.SECRET_ENV]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "trainops-gitops-webhook", "key": "secret", "optional": True}
+
+
+async def test_the_probes_ask_what_the_gitops_command_serves_without_a_token(
+    docs: tuple[dict[str, Any], ...], gitops_container: dict[str, Any], tmp_path: Path
+) -> None:
+    """The probes' paths are routes of the component `trainops gitops` serves, answered
+    without a token (a kubelet has none) on the port the command listens on; the API beside
+    them is not. The component is built over a client of an address where nothing listens: the
+    reconciler is not started, so /readyz says why it is not ready (503, not 401).
+    tests/reference/test_gitops_deployed.py probes the running command itself."""
+    from aiohttp.test_utils import TestClient, TestServer
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    from gitops.manager import GitOpsSettings
+    from kube.client import Client
+    from trainops.commands import gitops_service
+
+    args = _gitops_args(docs, gitops_container)
+    ports = {p["name"]: p["containerPort"] for p in gitops_container["ports"]}
+    configuration = Configuration(host="http://127.0.0.1:9")
+    client = Client(ApiClient(configuration))
+    built = gitops_service.component(
+        client,
+        tmp_path / "cache",
+        GitOpsSettings(leader_election=False),
+        webhook_secret=None,
+        allow_remote_writes=True,
+    )
+    probes = {
+        "liveness": gitops_container["livenessProbe"]["httpGet"],
+        "readiness": gitops_container["readinessProbe"]["httpGet"],
+    }
+    assert probes["liveness"]["path"] == "/healthz"
+    assert probes["readiness"]["path"] == "/readyz"
+    try:
+        async with TestClient(TestServer(built.app)) as site:
+            for probe in probes.values():
+                port = probe["port"]
+                assert (ports[port] if isinstance(port, str) else port) == args.port
+                assert probe.get("scheme", "HTTP") == "HTTP"
+            assert (await site.get("/healthz")).status == 200
+            readiness = await site.get("/readyz")
+            assert readiness.status == 503
+            assert (await readiness.text()).endswith("readyz check failed\n")
+            assert (await site.get("/metrics")).status == 200  # what Prometheus scrapes
+            assert (await site.get("/api/v1/repositories")).status == 401
+    finally:
+        await client.close()
 
 
 def test_the_gitops_objects_are_valid_against_the_kubernetes_schemas() -> None:
