@@ -18,7 +18,7 @@ Namespace is created first: a dry run cannot create what the namespaced objects 
 Everything it created except the CRDs is deleted afterwards: webhook configurations with
 `failurePolicy: Fail` left pointing at a stopped webhook would refuse every job of the suites
 that run next on the same cluster. `controller_identity` and `webhook_identity` are the two
-ServiceAccounts' kubeconfigs; `jobs_namespace` is a user's namespace for the jobs.
+ServiceAccounts' kubeconfigs (`gitops_identity` the GitOps service's); `jobs_namespace` is a user's namespace for the jobs.
 
 `webhook` runs `trainops webhook --manage-certs` on loopback as the webhook's account, and
 `admitting` points the webhook configurations at it (no node runs its pods here), so the API
@@ -47,6 +47,7 @@ from tests.support.processes import Process, start_trainops
 
 __all__ = [
     "CONTROLLER",
+    "GITOPS",
     "NAMESPACE",
     "WEBHOOK",
     "WEBHOOK_SECRET",
@@ -55,6 +56,7 @@ __all__ = [
     "controller_identity",
     "credentials",
     "deployed",
+    "gitops_identity",
     "jobs_namespace",
     "reference",
     "service_account_kubeconfig",
@@ -66,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "trainops-system"
 CONTROLLER = "trainops-controller"
 WEBHOOK = "trainops-webhook"
+GITOPS = "trainops-gitops"
 WEBHOOK_SECRET = "trainops-webhook-certs"
 _ENV = "TRAINOPS_TEST_KUBECONFIG"
 _PROBE_ACCOUNT = "system:serviceaccount:default:trainops-rbac-probe"
@@ -186,6 +189,15 @@ def controller_identity(
 ) -> Identity:
     return service_account_kubeconfig(
         reference, NAMESPACE, CONTROLLER, credentials / "controller.kubeconfig"
+    )
+
+
+@pytest.fixture(scope="package")
+def gitops_identity(
+    reference: Cluster, deployed: tuple[dict[str, Any], ...], credentials: Path
+) -> Identity:
+    return service_account_kubeconfig(
+        reference, NAMESPACE, GITOPS, credentials / "gitops.kubeconfig"
     )
 
 
