@@ -207,8 +207,12 @@ class GitOpsReconciler:
             spec = read_spec(obj)
             if spec.automated and not _is_target(revision, spec.target_revision, obj, memo):
                 follows = spec.target_revision or "HEAD"
+                unknown = ""
+                if spec.target_revision in (None, "HEAD") and memo.head_ref is None:
+                    # A standby has not fetched it: which branch HEAD is, it cannot tell.
+                    unknown = " (this replica does not know HEAD's branch: name no revision)"
                 raise ValueError(
-                    f"{key} has an automated sync policy: it follows {follows}; change "
+                    f"{key} has an automated sync policy: it follows {follows}{unknown}; change "
                     "spec.targetRevision, or turn automated sync off, to sync another revision"
                 )
         await self._request(namespace, name, triggers.request_patch("sync", self._now(), revision))
