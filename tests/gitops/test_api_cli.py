@@ -123,6 +123,25 @@ async def test_get_describes_one_whole_object_and_not_found(tmp_path: Path) -> N
     assert missing.stderr.strip() == "trainops repo: jobrepository default/x not found"
 
 
+async def test_output_leaves_managed_fields_out_unless_asked(tmp_path: Path) -> None:
+    managed = [{"manager": "trainops-gitops", "operation": "Update", "subresource": "status"}]
+    repos = fixture_repositories()
+    for repo in repos:
+        repo["metadata"]["managedFields"] = managed
+    async with server(FakeHub(repos)) as url:
+        listed = await trainops(tmp_path, "list", "--server", url, "-o", "yaml")
+        got = await trainops(tmp_path, "get", "team-a/models", "--server", url, "-o", "json")
+        shown = await trainops(
+            tmp_path, "get", "team-a/models", "--server", url, "-o", "json", "--show-managed-fields"
+        )
+    items = yaml.safe_load(listed.stdout)["items"]
+    assert [i["metadata"]["name"] for i in items] == ["jobs", "private", "models"]
+    assert all("managedFields" not in i["metadata"] for i in items)
+    assert "managedFields" not in json.loads(got.stdout)["metadata"]
+    assert json.loads(got.stdout)["metadata"]["name"] == "models"
+    assert json.loads(shown.stdout)["metadata"]["managedFields"] == managed
+
+
 async def test_sync_and_refresh_are_requested(tmp_path: Path) -> None:
     hub = FakeHub()
     async with server(hub) as url:

@@ -57,9 +57,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = add("list", "list JobRepositories with their sync and health status")
     p.add_argument("-o", "--output", choices=("json", "yaml"), help="print the objects")
+    _managed_fields_flag(p)
     p = add("get", "show one JobRepository")
     p.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME")
     p.add_argument("-o", "--output", choices=("json", "yaml"), help="print the whole object")
+    _managed_fields_flag(p)
     p = add("sync", "sync a JobRepository now (queued; the reconciler does the work)")
     p.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME")
     p.add_argument(
@@ -78,6 +80,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME")
     parser.set_defaults(func=_usage(parser))
+
+
+def _managed_fields_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--show-managed-fields",
+        action="store_true",
+        help="keep metadata.managedFields in -o json/yaml (left out by default, as kubectl does)",
+    )
 
 
 def _common(parser: argparse.ArgumentParser, data_dir: Path, *, suppress: bool) -> None:
@@ -230,7 +240,11 @@ async def _command(
         if namespace is not None:
             items = [i for i in items if _meta(i).get("namespace") == namespace]
         if args.output:
-            print_objects({"apiVersion": "v1", "kind": "List", "items": items}, args.output)
+            print_objects(
+                {"apiVersion": "v1", "kind": "List", "items": items},
+                args.output,
+                show_managed_fields=args.show_managed_fields,
+            )
         elif not items:
             where = f" in namespace {namespace}" if namespace else ""
             print(f"No JobRepositories found{where}.", file=sys.stderr)
@@ -242,7 +256,7 @@ async def _command(
     if command == "get":
         obj = await client.get(path, namespace=namespace, name=name)
         if args.output:
-            print_objects(obj, args.output)
+            print_objects(obj, args.output, show_managed_fields=args.show_managed_fields)
         else:
             sys.stdout.write(printable(describe(obj)))
         return EXIT_OK

@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["COLUMNS", "age", "describe", "print_objects", "table"]
+__all__ = ["COLUMNS", "age", "describe", "print_objects", "table", "without_managed_fields"]
 
 COLUMNS = ("NAMESPACE", "NAME", "SYNC", "HEALTH", "REVISION", "AGE", "REPO")
 RESOURCE_COLUMNS = ("FILE:LINE", "KIND", "NAMESPACE", "NAME", "STATUS", "HEALTH", "MESSAGE")
@@ -77,7 +77,9 @@ def age(timestamp: Any, now: datetime) -> str:
     return f"{hours // 24 // 365}y"
 
 
-def print_objects(doc: Any, output: str) -> None:
+def print_objects(doc: Any, output: str, *, show_managed_fields: bool = False) -> None:
+    if not show_managed_fields:
+        doc = without_managed_fields(doc)
     if output == "json":
         import json
 
@@ -86,6 +88,20 @@ def print_objects(doc: Any, output: str) -> None:
         import yaml
 
         sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+
+
+def without_managed_fields(doc: Any) -> Any:
+    """`doc` (an object, or a List of them) without metadata.managedFields: kubectl leaves
+    them out of -o json/yaml unless asked (`--show-managed-fields`), they are bookkeeping."""
+    if not isinstance(doc, dict):
+        return doc
+    out = dict(doc)
+    if isinstance(out.get("items"), list):
+        out["items"] = [without_managed_fields(item) for item in out["items"]]
+    meta = out.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    return out
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
