@@ -76,10 +76,7 @@ class Replica:
 
 def gitops_argv(docs: tuple[dict[str, Any], ...], identity: Identity, cache: Path) -> list[str]:
     """The Deployment's arguments, served on loopback with a temporary cache and a kubeconfig."""
-    (deployment,) = [
-        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == GITOPS
-    ]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (container,) = _deployment(docs)["spec"]["template"]["spec"]["containers"]
     moved = {"--bind": "127.0.0.1", "--port": "0", "--cache-dir": str(cache)}
     argv = []
     for arg in (container_arg(a, container, NAMESPACE) for a in container["args"]):
@@ -87,6 +84,11 @@ def gitops_argv(docs: tuple[dict[str, Any], ...], identity: Identity, cache: Pat
         argv.append(f"{flag}={moved.pop(flag)}" if eq and flag in moved else arg)
     assert not moved, f"the Deployment no longer passes {sorted(moved)}"
     return [*argv, f"--kubeconfig={identity.kubeconfig}"]
+
+
+def _deployment(docs: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == GITOPS]
+    return found
 
 
 Start = Callable[[str], Awaitable[Replica]]
@@ -174,9 +176,22 @@ def synced(revision: str) -> Callable[[dict[str, Any]], bool]:
     return check
 
 
-async def ready(http: aiohttp.ClientSession, one: Replica) -> bool:
-    async with http.get(f"{one.url}/readyz") as response:
+async def answers(http: aiohttp.ClientSession, url: str) -> bool:
+    async with http.get(url) as response:
         return response.status == 200
+
+
+async def ready(http: aiohttp.ClientSession, one: Replica) -> bool:
+    return await answers(http, f"{one.url}/readyz")
+
+
+def probe_paths(docs: tuple[dict[str, Any], ...]) -> tuple[str, str]:
+    """The Deployment's liveness and readiness paths (on its one port: tests/test_deploy.py)."""
+    (container,) = _deployment(docs)["spec"]["template"]["spec"]["containers"]
+    return (
+        container["livenessProbe"]["httpGet"]["path"],
+        container["readinessProbe"]["httpGet"]["path"],
+    )
 
 
 async def holder(admin: Client) -> str:
@@ -193,6 +208,7 @@ def holds(identity: str, one: Replica) -> bool:
 
 
 async def test_the_deployment_runs_as_its_account_answers_its_probes_and_syncs(
+    deployed: tuple[dict[str, Any], ...],
     admitting: Process,
     served: tuple[Remote, str],
     replicas: Start,
@@ -206,10 +222,12 @@ async def test_the_deployment_runs_as_its_account_answers_its_probes_and_syncs(
     )
     async with aiohttp.ClientSession() as http:
         one = await replicas("one")
-        # The probes' paths on the served port, without a token (a kubelet has none).
-        async with http.get(f"{one.url}/healthz") as response:
+        # The Deployment's probes on the served port, without a token (a kubelet has none):
+        # alive at once, ready once its caches have synced.
+        liveness, readiness = probe_paths(deployed)
+        async with http.get(f"{one.url}{liveness}") as response:
             assert response.status == 200
-        await aeventually(lambda: ready(http, one), timeout=30)
+        await aeventually(lambda: answers(http, f"{one.url}{readiness}"), timeout=30)
         async with http.get(f"{one.url}/metrics") as response:
             assert response.status == 200
         await aeventually(one.leads, timeout=30)
@@ -224,8 +242,6 @@ async def test_the_deployment_runs_as_its_account_answers_its_probes_and_syncs(
     for name in ("train", "eval"):
         job = await admin.get(resources.TFJOBS, name, ns)
         assert "trainops-gitops" in {m["manager"] for m in job["metadata"]["managedFields"]}
-        # Defaulted by the webhook on its way in: the API server called it for the apply.
-        assert job["spec"]["runPolicy"]["cleanUpPolicy"]
     # SIGTERM: a clean exit that releases the Lease (a standby would take over at once).
     assert one.process.stop() == 0, one.process.text()
     assert await holder(admin) == ""
