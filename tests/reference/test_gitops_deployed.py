@@ -34,6 +34,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from dashboard.backend import JOB_LABEL
 from gitops import triggers
 from gitops.manager import GitOpsSettings
 from gitops.reconciler import JOB_REPOSITORIES
@@ -271,10 +272,16 @@ async def test_two_users_see_and_do_only_their_own_through_the_service(
         await admin.create(JOB_REPOSITORIES, body)
     for ns in (team_a, team_b):
         await wait_status(admin, ns, synced(sha), timeout=60)
-    # A job made by hand (not from Git: a delete of it is not undone by a sync).
+    # A job made by hand (not from Git: a delete of it is not undone by a sync), and a replica
+    # pod of `train` (there is no controller here; unscheduled, its log is empty).
     scratch = tf_job(replica("worker", 1), name="scratch")
     scratch["metadata"]["namespace"] = team_a
     await admin.create(resources.TFJOBS, scratch)
+    pod = {
+        "metadata": {"name": "train-worker-0", "namespace": team_a, "labels": {JOB_LABEL: "train"}},
+        "spec": {"containers": [{"name": "tensorflow", "image": "busybox"}]},
+    }
+    await admin.create(resources.PODS, pod)
 
     async with aiohttp.ClientSession(base_url=one.url) as http:
 
@@ -340,8 +347,16 @@ async def test_two_users_see_and_do_only_their_own_through_the_service(
         status, body = await call("GET", f"/api/v1/jobs/{team_a}/{TF}/train", alice)
         assert status == 200, body
         assert body["job"]["metadata"]["name"] == "train"
-        assert body["pods"] == []  # no node here
+        assert [p["name"] for p in body["pods"]] == ["train-worker-0"]
         assert isinstance(body["events"], list)
+        logs = f"/api/v1/jobs/{team_a}/{TF}/train/logs?pod=train-worker-0"
+        async with http.get(logs, headers={"Authorization": f"Bearer {alice}"}) as response:
+            assert response.status == 200, await response.text()  # a refusal would be a 502
+            assert await response.text() == ""
+        status, body = await call("GET", logs, bob)
+        assert status == 403 and body["error"].startswith(
+            f'User "system:serviceaccount:{team_b}:bob"'
+        )
         status, body = await call("POST", f"/api/v1/jobs/{team_a}/{TF}/train/pause", alice)
         assert status == 202, body
         job = await admin.get(resources.TFJOBS, "train", team_a)
