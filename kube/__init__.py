@@ -1,10 +1,12 @@
-"""The one client runtime: the API client, informers, work queue, leader election, Events and
-the supervisor of background loops (see docs/CONTROLLER.md). Re-exports only."""
+"""The one client runtime: the API client and its configuration (kubeconfig, in-cluster),
+informers, work queue, leader election, Events and the supervisor of background loops (see
+docs/CONTROLLER.md). Re-exports only."""
 
 from __future__ import annotations
 
 from kube import errors, resources
 from kube.client import Client, PatchType
+from kube.config import Config, ConfigError
 from kube.errors import (
     AlreadyExists,
     APIError,
@@ -36,6 +38,8 @@ __all__ = [
     "AlreadyExists",
     "BadRequest",
     "Client",
+    "Config",
+    "ConfigError",
     "Conflict",
     "EventRecorder",
     "ExponentialRateLimiter",

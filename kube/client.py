@@ -1,11 +1,10 @@
 """The one place that speaks HTTP to the API server: plain dicts in and out, bounded in time.
 
-`kubernetes_asyncio` does what is hard to get right and the same everywhere — kubeconfig and
-in-cluster loading, TLS, bearer tokens and their refresh — and its `ApiClient.call_api` with
-`_preload_content=False` is the transport. The generated models are never used: they drop
-fields they do not know and cannot decode some answers (a binding's), while the rest of the
-project works on exactly the JSON the API server sent (and `resourceVersion` travels back
-untouched, so a `replace` is conditional).
+Plain aiohttp (`kube.transport`) with our own kubeconfig and in-cluster loading (`kube.config`,
+pure, and `kube.auth`, which reads files, runs exec plugins and keeps credentials current). No
+generated models: the project works on exactly the JSON the API server sent (and
+`resourceVersion` travels back untouched, so a `replace` is conditional), and not importing a
+client library's ~800 model classes keeps ~40 MiB out of every process (docs/PERFORMANCE.md).
 
 Every call is bounded: a request by the client's `timeout` (overridable per call), a watch by
 its server-side `timeoutSeconds` plus that timeout on the client side, so a hung server never
@@ -24,6 +23,8 @@ from typing import Any, Literal
 
 import orjson
 
+from kube.auth import Auth, load
+from kube.config import Config
 from kube.errors import Unavailable, from_status
 from kube.resources import Resource
 from kube.transport import JSON as _JSON
@@ -58,14 +59,19 @@ _Query = Mapping[str, str | int | float | bool | None]
 
 
 class Client:
-    """An API server connection. Make one with `connect` (or `from_configuration`), share it,
+    """An API server connection. Make one with `connect` (or `from_config`), share it,
     `close` it at the end."""
 
     def __init__(
-        self, api_client: Any, *, timeout: float = 30.0, field_manager: str = "trainops"
+        self,
+        config: Config,
+        *,
+        timeout: float = 30.0,
+        field_manager: str = "trainops",
+        max_connections: int = 100,
     ) -> None:
-        api_client.user_agent = USER_AGENT
-        self._http = Transport(api_client)
+        """A client for `config` (see `from_config`)."""
+        self._http = Transport(Auth(config), user_agent=USER_AGENT, max_connections=max_connections)
         self.timeout = timeout
         self.field_manager = field_manager
         self._identities: dict[tuple[str, tuple[str, ...]], Client] = {}
@@ -81,42 +87,34 @@ class Client:
         max_connections: int = 100,
     ) -> Client:
         """In-cluster credentials when `kubeconfig` is None and KUBERNETES_SERVICE_HOST is set
-        (a pod), else the kubeconfig (`kubeconfig`, or $KUBECONFIG, or ~/.kube/config)."""
-        from kubernetes_asyncio import config
-        from kubernetes_asyncio.client import Configuration
-
-        cfg = Configuration()
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call, unused-ignore]
-        else:
-            await config.load_kube_config(
-                config_file=os.fspath(kubeconfig) if kubeconfig is not None else None,
-                context=context,
-                client_configuration=cfg,
-                persist_config=False,
-            )
-        return cls.from_configuration(
-            cfg, timeout=timeout, field_manager=field_manager, max_connections=max_connections
+        (a pod), else the kubeconfig (`kubeconfig`, or the merged $KUBECONFIG files, or
+        ~/.kube/config) at `context`. A kubeconfig that cannot be used raises
+        `kube.config.ConfigError` naming the file and field; so does a token file that cannot
+        be read or an exec plugin that fails (both are tried here, before any request)."""
+        client = cls.from_config(
+            load(kubeconfig, context=context),
+            timeout=timeout,
+            field_manager=field_manager,
+            max_connections=max_connections,
         )
+        await client._http.auth.prepare()
+        return client
 
     @classmethod
-    def from_configuration(
+    def from_config(
         cls,
-        configuration: Any,
+        config: Config,
         *,
         timeout: float = 30.0,
         field_manager: str = "trainops",
         max_connections: int = 100,
     ) -> Client:
-        """A client for a `kubernetes_asyncio.client.Configuration` (host, TLS, token).
-
-        Each informer holds one connection for its watch, so the pool is sized generously.
-        """
-        from kubernetes_asyncio.client import ApiClient
-
-        configuration.connection_pool_maxsize = max_connections
+        """A client for a `kube.config.Config` (server, TLS, credentials), e.g.
+        `Config(server="http://127.0.0.1:8001")`. Each informer holds one connection for its
+        watch, so the pool is sized generously. Credentials that need reading or running are
+        obtained at the first request (`connect` obtains them at once)."""
         return cls(
-            ApiClient(configuration=configuration), timeout=timeout, field_manager=field_manager
+            config, timeout=timeout, field_manager=field_manager, max_connections=max_connections
         )
 
     async def close(self) -> None:
@@ -131,7 +129,7 @@ class Client:
         found = self._identities.get(key)
         if found is None:
             found = Client.__new__(Client)
-            found._http = Transport(self._http.api_client, owns=False, impersonate=key)
+            found._http = self._http.view(key)
             found.timeout = self.timeout
             found.field_manager = self.field_manager
             found._identities = {}
@@ -149,22 +147,29 @@ class Client:
         return self._http.host
 
     @property
+    def config(self) -> Config:
+        """What this client was made from (server, TLS, credentials, the context's namespace)."""
+        return self._http.auth.config
+
+    @property
     def ca_file(self) -> str | None:
         """The file of the CA the server's certificate is checked against (the kubeconfig's
+        `certificate-authority`), None when the kubeconfig carries it as data (`ca_pem`), or
+        the system's CAs are used, or none."""
+        return self._http.auth.config.ca_file
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """The PEM of the CA the server's certificate is checked against (the kubeconfig's
         `certificate-authority(-data)`), None when the system's CAs are used or none."""
-        value = getattr(self._http.api_client.configuration, "ssl_ca_cert", None)
-        return str(value) if value else None
+        return self._http.auth.ca_pem
 
     @property
     def bearer_token(self) -> str | None:
-        """The bearer token this client authenticates with (a kubeconfig's `token`, a
-        ServiceAccount's), None when it uses a client certificate or anything else."""
-        keys = getattr(self._http.api_client.configuration, "api_key", None) or {}
-        value = str(keys.get("authorization") or keys.get("BearerToken") or "")
-        scheme, _, token = value.partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return token.strip()
-        return None
+        """The bearer token this client authenticates with now (a kubeconfig's `token` or
+        `tokenFile`, a ServiceAccount's, an exec plugin's), None when it uses a client
+        certificate or anything else."""
+        return self._http.auth.bearer_token
 
     # -- reads -------------------------------------------------------------------------------
 

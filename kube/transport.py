@@ -1,17 +1,18 @@
-"""HTTP to the API server through `kubernetes_asyncio`'s ApiClient, bounded in time, with every
-failure turned into a `kube.errors.APIError`.
+"""HTTP to the API server over one aiohttp session, bounded in time, with every failure turned
+into a `kube.errors.APIError`.
 
 Split from `kube.client` (which knows the API's verbs, paths and options) so the two hard
 transport concerns live in one short place: nothing may wait forever on a hung server, and no
-aiohttp or socket exception may leak to product code. The ApiClient contributes what is the same
-for every call — host, TLS, the bearer token (refreshed by its configuration) — and answers are
-read raw (`_preload_content=False`) and parsed here, never through the generated models.
+aiohttp or socket exception may leak to product code. `kube.auth` supplies what is the same for
+every call — the TLS context and the Authorization header, both kept current (token files
+re-read, exec credentials renewed) — and a 401 is retried once when it renewed something.
+Answers are read raw and parsed by the caller; bodies are encoded with orjson.
 
-Proxies from the environment (HTTPS_PROXY, NO_PROXY, …) are looked up once, when the transport
-is made, and pinned on the session: the ApiClient's session "trusts the environment", which in
-aiohttp means reading the proxy variables and ~/.netrc again, in a thread, for every request —
-a third of a controller's CPU under load (docs/PERFORMANCE.md). A proxy named in the kubeconfig
-(`proxy-url`) wins, as before; credentials never came from ~/.netrc for an API server.
+Proxies: a kubeconfig's `proxy-url` wins; else the environment's (HTTPS_PROXY, NO_PROXY, …),
+looked up once, when the transport is made. The session does not "trust the environment":
+in aiohttp that means reading the proxy variables and ~/.netrc again, in a thread, for every
+request — a third of a controller's CPU under load (docs/PERFORMANCE.md); credentials never
+come from ~/.netrc for an API server.
 """
 
 from __future__ import annotations
@@ -26,38 +27,76 @@ from urllib.parse import urlencode
 import aiohttp
 import orjson
 
+from kube.auth import Auth
+from kube.config import ConfigError
 from kube.errors import Unavailable, from_response
 
-__all__ = ["JSON", "Transport", "describe", "impersonation_headers", "query_params"]
+__all__ = ["JSON", "Transport", "describe", "env_proxy", "impersonation_headers", "query_params"]
 
 JSON = "application/json"
 
 
+class _Pool:
+    """The aiohttp session, made at the first request (inside the event loop) and shared by
+    a transport and its impersonating views."""
+
+    def __init__(self, max_connections: int) -> None:
+        self.max_connections = max_connections
+        self.session: aiohttp.ClientSession | None = None
+        self.closed = False
+
+    def get(self) -> aiohttp.ClientSession:
+        """The session; after `close`, every request fails (Unavailable, status 0)."""
+        if self.closed:
+            raise Unavailable(0, "ClientClosed", "the client was closed")
+        if self.session is None:
+            connector = aiohttp.TCPConnector(limit=self.max_connections)
+            self.session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        return self.session
+
+    async def close(self) -> None:
+        self.closed = True
+        if self.session is not None:
+            await self.session.close()
+
+
 class Transport:
-    """Requests over one ApiClient (and its aiohttp session)."""
+    """Requests to one API server with one identity's credentials."""
 
     def __init__(
         self,
-        api_client: Any,
+        auth: Auth,
         *,
-        owns: bool = True,
+        user_agent: str,
+        max_connections: int = 100,
         impersonate: tuple[str, tuple[str, ...]] | None = None,
+        _pool: _Pool | None = None,
     ) -> None:
-        self.api_client = api_client
-        self.owns = owns
-        """Whether `close` closes the ApiClient (a view sharing another's session does not)."""
+        self.auth = auth
+        self.owns = _pool is None
+        """Whether `close` closes the session (a view sharing another's does not)."""
+        self._pool = _pool or _Pool(max_connections)
         self.impersonate = impersonate
         """(user, groups) every request acts as (`impersonation_headers`), or None."""
-        if owns:
-            _pin_env_proxy(api_client)
+        self.host = auth.config.server
+        self.proxy = auth.config.proxy_url or env_proxy(self.host)
+        """The proxy requests go through, None for a direct connection."""
+        self._headers = {"User-Agent": user_agent}
+
+    def view(self, impersonate: tuple[str, tuple[str, ...]]) -> Transport:
+        """The same server, session and credentials, every request acting as `impersonate`."""
+        found = Transport(
+            self.auth,
+            user_agent=self._headers["User-Agent"],
+            impersonate=impersonate,
+            _pool=self._pool,
+        )
+        found.proxy = self.proxy
+        return found
 
     async def close(self) -> None:
         if self.owns:
-            await self.api_client.close()
-
-    @property
-    def host(self) -> str:
-        return str(self.api_client.configuration.host)
+            await self._pool.close()
 
     async def call(
         self,
@@ -174,21 +213,10 @@ class Transport:
         accept: str,
         client_timeout: aiohttp.ClientTimeout,
     ) -> Any:
-        """Send the request on the ApiClient's session with its credentials, host, TLS and
-        proxy; the raw aiohttp response. Not through `ApiClient.call_api`: that walks every
-        body in Python (`sanitize_for_serialization`) and encodes it with the json module,
-        which cost more than the rest of a request (docs/PERFORMANCE.md); orjson encodes it
-        here, and bytes are sent as they are."""
-        api = self.api_client
-        headers: dict[str, str] = dict(api.default_headers)
-        if api.cookie:
-            headers["Cookie"] = api.cookie
-        headers["Accept"] = accept
-        headers["Content-Type"] = content_type
+        """Send the request with the current credentials; the raw aiohttp response. A 401 is
+        retried once when the credentials changed since (`Auth.unauthorized`)."""
+        url = self.host + path
         params = query_params(query)
-        await api.update_params_for_auth(headers, params, ["BearerToken"])
-        rest = api.rest_client
-        url = str(api.configuration.host) + path
         if params:
             url += "?" + urlencode(params)
         data: bytes | None = None
@@ -199,42 +227,59 @@ class Transport:
         elif body is not None:
             data = orjson.dumps(body)
         extra: dict[str, Any] = {}
-        if rest.proxy:
-            extra["proxy"] = rest.proxy
-        if rest.proxy_headers:
-            extra["proxy_headers"] = rest.proxy_headers
-        if rest.server_hostname:
-            extra["server_hostname"] = rest.server_hostname
-        sent: Any = headers
-        if self.impersonate is not None:
-            sent = impersonation_headers(headers, *self.impersonate)
-        return await rest.pool_manager.request(
-            method, url, headers=sent, data=data, timeout=client_timeout, **extra
-        )
+        if self.proxy:
+            extra["proxy"] = self.proxy
+        if self.auth.config.tls_server_name:
+            extra["server_hostname"] = self.auth.config.tls_server_name
+        session = self._pool.get()
+        for attempt in (1, 2):
+            headers: dict[str, str] = dict(self._headers)
+            headers["Accept"] = accept
+            headers["Content-Type"] = content_type
+            try:
+                authorization = await self.auth.authorization()
+            except ConfigError as e:
+                raise Unavailable(0, "CredentialError", str(e)) from e
+            if authorization:
+                headers["Authorization"] = authorization
+            sent: Any = headers
+            if self.impersonate is not None:
+                sent = impersonation_headers(headers, *self.impersonate)
+            resp = await session.request(
+                method,
+                url,
+                headers=sent,
+                data=data,
+                timeout=client_timeout,
+                ssl=self.auth.ssl_context,
+                **extra,
+            )
+            if resp.status != 401 or attempt == 2 or not self.auth.refreshable:
+                return resp
+            try:
+                renewed = await self.auth.unauthorized(authorization)
+            except ConfigError as e:
+                resp.release()
+                raise Unavailable(0, "CredentialError", str(e)) from e
+            if not renewed:
+                return resp
+            resp.release()
+        raise AssertionError("unreachable")
 
 
-def _pin_env_proxy(api_client: Any) -> None:
-    """Resolve the environment's proxy for the API server once and stop the session from
-    looking it (and ~/.netrc) up per request (module docstring)."""
-    rest = getattr(api_client, "rest_client", None)
-    session = getattr(rest, "pool_manager", None)
-    if rest is None or not isinstance(session, aiohttp.ClientSession) or not session.trust_env:
-        return
-    if not getattr(rest, "proxy", None):
-        from aiohttp.helpers import get_env_proxy_for_url
-        from yarl import URL
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (HTTPS_PROXY / HTTP_PROXY, unless NO_PROXY
+    covers the host), with its credentials; None for a direct connection."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
 
-        try:
-            proxy, auth = get_env_proxy_for_url(URL(str(api_client.configuration.host)))
-        except LookupError:
-            pass
-        else:
-            rest.proxy = str(proxy)
-            if auth is not None:
-                headers = dict(getattr(rest, "proxy_headers", None) or {})
-                headers["Proxy-Authorization"] = auth.encode()
-                rest.proxy_headers = headers
-    session._trust_env = False  # aiohttp has no public setter; the attribute is in its ATTRS
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None
+    if auth is not None:
+        proxy = proxy.with_user(auth.login).with_password(auth.password)
+    return str(proxy)
 
 
 def impersonation_headers(headers: Mapping[str, str], user: str, groups: tuple[str, ...]) -> Any:

@@ -51,8 +51,9 @@ class Kube:
         return self.client.host
 
     @property
-    def ca_file(self) -> str | None:
-        return self.client.ca_file
+    def ca_pem(self) -> bytes | None:
+        """The PEM of the kubeconfig's cluster CA (`certificate-authority(-data)`)."""
+        return self.client.ca_pem
 
     # -- lists and watches -------------------------------------------------------------------
     async def list_all(

@@ -89,11 +89,7 @@ async def start_node(
     (default: the kubeconfig's cluster CA)."""
     kube = await connect(kubeconfig)
     if client_ca is None:
-        ca_file = kube.ca_file
-        try:
-            client_ca = Path(ca_file).read_bytes() if ca_file else None
-        except OSError:
-            client_ca = None
+        client_ca = kube.ca_pem
     if not client_ca:
         await kube.close()
         raise NodeStartError(

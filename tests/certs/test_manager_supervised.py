@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from kubernetes_asyncio.client import Configuration
 
 from certs.manager import RESYNC_LOOP, CertManager, ManagerConfig
 from kube.client import Client
+from kube.config import Config
 from kube.errors import Unavailable
 from tests.certs.fakecluster import FakeCluster, serve_http
 from webhook.app import Readiness, create_app
@@ -42,8 +42,7 @@ async def test_a_dropped_connection_is_logged_reported_by_readyz_and_the_loop_ke
     caplog.set_level(logging.WARNING, logger="certs.manager")
     store = FakeCluster()
     async with serve_http(store) as front:
-        config = Configuration(host=front.url)
-        client = Client.from_configuration(config, timeout=5.0)
+        client = Client.from_config(Config(server=front.url), timeout=5.0)
         manager = CertManager(
             ManagerConfig(
                 namespace=NS,

@@ -249,8 +249,9 @@ def test_an_xgboost_job_sees_its_rank_world_size_and_master(
         == "RANK=0 WORLD_SIZE=3 MASTER=xgb-master-0:9999"
     )
     # XGBoost's default clean-up policy is None (Kubeflow's XGBoostJob default): the workers,
-    # still running, are kept for their logs.
-    assert "RANK=2 WORLD_SIZE=3" in kubectl("logs", "xgb-worker-1").stdout
+    # still running, are kept for their logs (under load the master may finish before a
+    # worker's echo has run: wait for it).
+    eventually(lambda: "RANK=2 WORLD_SIZE=3" in kubectl("logs", "xgb-worker-1").stdout, timeout=20)
     assert set(_pods(kubectl, "xgb")) == {"xgb-master-0", "xgb-worker-0", "xgb-worker-1"}
 
 

@@ -594,12 +594,12 @@ async def test_following_a_quiet_log_answers_at_once_and_a_reader_leaving_closes
 async def test_an_unreachable_api_server_is_a_502_page_naming_what_failed(
     gitops: GitOpsReconciler, namespace: str
 ) -> None:
-    from kubernetes_asyncio.client import Configuration
+    from kube.config import Config
 
     with socket.socket() as sock:  # a free loopback port, closed again: nothing listens there
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    dead = Client.from_configuration(Configuration(host=f"http://127.0.0.1:{port}"), timeout=2)
+    dead = Client.from_config(Config(server=f"http://127.0.0.1:{port}"), timeout=2)
     app = api.create_app(gitops, token=None, webhook_secret=None, allow_remote_writes=False)
     dashboard.install(app, hub=gitops, client=dead)
     job = f"/jobs/{namespace}/tensorflowtrainingjobs/mnist"

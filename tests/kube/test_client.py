@@ -295,10 +295,9 @@ async def _hung_server(headers: bytes = b"") -> AsyncIterator[int]:
 
 
 def _plain_client(port: int, timeout: float) -> Client:
-    from kubernetes_asyncio.client import Configuration
+    from kube.config import Config
 
-    cfg = Configuration(host=f"http://127.0.0.1:{port}")
-    return Client.from_configuration(cfg, timeout=timeout)
+    return Client.from_config(Config(server=f"http://127.0.0.1:{port}"), timeout=timeout)
 
 
 async def test_a_hung_server_makes_calls_raise_unavailable_within_their_timeout() -> None:

@@ -69,9 +69,9 @@ async def test_a_repeat_whose_event_is_gone_creates_a_new_one(
 
 
 async def test_recording_never_raises(caplog: pytest.LogCaptureFixture) -> None:
-    from kubernetes_asyncio.client import Configuration
+    from kube.config import Config
 
-    client = Client.from_configuration(Configuration(host="http://127.0.0.1:9"), timeout=1)
+    client = Client.from_config(Config(server="http://127.0.0.1:9"), timeout=1)
     try:
         caplog.set_level(logging.WARNING)
         obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n"}}

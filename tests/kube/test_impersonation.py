@@ -43,12 +43,11 @@ async def echo() -> AsyncIterator[tuple[int, list[Any]]]:
 
 
 def _plain_client(port: int) -> Client:
-    from kubernetes_asyncio.client import Configuration
+    from kube.config import Config
 
-    cfg = Configuration(host=f"http://127.0.0.1:{port}")
-    cfg.api_key = {"BearerToken": "own-token"}
-    cfg.api_key_prefix = {"BearerToken": "Bearer"}
-    return Client.from_configuration(cfg, timeout=5)
+    return Client.from_config(
+        Config(server=f"http://127.0.0.1:{port}", token="own-token"), timeout=5
+    )
 
 
 async def test_an_impersonating_client_sends_the_user_and_one_header_per_group(

@@ -150,7 +150,7 @@ async def _inject_all(args: argparse.Namespace, bundle: str) -> int:
 
     try:
         client = await Client.connect(args.kubeconfig, context=args.context)
-    except Exception as exc:  # kubernetes_asyncio's ConfigException, a YAML or OS error, ...
+    except Exception as exc:  # kube.config.ConfigError (names file and field), an OS error, ...
         print(f"trainops certs inject: cannot load kubeconfig: {exc}", file=sys.stderr)
         return 2
     targets: list[tuple[Resource, str, Update]] = []

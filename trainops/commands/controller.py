@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _settle_garbage_collector() -> None:
     """Keep the collector's pauses off the reaction time (docs/PERFORMANCE.md): what is loaded
-    by now (modules, kubernetes_asyncio's ~800 model classes: ~90k objects, a 50 ms full
-    collection) is moved out of the collector's sight, and young collections run every 10,000
-    allocations instead of every 700 — a reconcile parses JSON, which allocates in bursts.
+    by now (modules and their objects: a full collection of them took tens of ms) is moved out
+    of the collector's sight, and young collections run every 10,000 allocations instead of
+    every 700 — a reconcile parses JSON, which allocates in bursts.
     Reference counting still frees everything as soon as it is unused."""
     import gc
 

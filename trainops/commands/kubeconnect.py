@@ -49,8 +49,9 @@ def server_of(kubeconfig: Path) -> str | None:
 
 
 def default_kubeconfig() -> Path | None:
-    """The kubeconfig a command without `--kubeconfig` uses, as the client library picks it:
-    None in a pod (in-cluster credentials), else the first of $KUBECONFIG or ~/.kube/config."""
+    """The kubeconfig a command without `--kubeconfig` names in its messages: None in a pod
+    (in-cluster credentials), else the first of $KUBECONFIG (all of them are merged) or
+    ~/.kube/config."""
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         return None
     paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
@@ -71,18 +72,27 @@ async def connect(
     or the credentials refused."""
     from kube import errors
     from kube.client import Client
+    from kube.config import ConfigError
 
     flag = "--kubeconfig" if kubeconfig is not None else "kubeconfig"
+    explicit = kubeconfig
     if kubeconfig is None:
         kubeconfig = default_kubeconfig()
     try:
-        if kubeconfig is not None:
-            # Read first: the client library logs a missing file at WARNING before failing.
+        if kubeconfig is not None and (explicit is not None or not os.environ.get("KUBECONFIG")):
+            # Read first: a missing file is then the OS's words, naming the flag. (Entries of
+            # $KUBECONFIG that do not exist are skipped, as kubectl skips them.)
             kubeconfig.read_bytes()
-        client = await Client.connect(kubeconfig, field_manager=field_manager)
+        # Without --kubeconfig: in-cluster, or every file of $KUBECONFIG merged as kubectl does.
+        client = await Client.connect(explicit, field_manager=field_manager)
     except OSError as e:
         raise StartError(f"{flag} {kubeconfig}: {e.strerror or e}") from None
-    except Exception as e:  # yaml errors, kubernetes_asyncio's ConfigException, ...
+    except ConfigError as e:  # names the file (or plugin) and the field
+        detail = f"{e.field}: {e.detail}" if e.field and e.source == str(kubeconfig) else str(e)
+        if kubeconfig is None:
+            raise StartError(f"in-cluster credentials: not usable ({detail})") from None
+        raise StartError(f"{flag} {kubeconfig}: not a usable kubeconfig ({detail})") from None
+    except Exception as e:  # nothing else is expected; still one line, never a traceback
         detail = " ".join(str(e).split()) or type(e).__name__
         if kubeconfig is None:
             raise StartError(f"in-cluster credentials: not usable ({detail})") from None
