@@ -800,16 +800,14 @@ async def test_the_probes_ask_what_the_gitops_command_serves_without_a_token(
     reconciler is not started, so /readyz says why it is not ready (503, not 401).
     tests/reference/test_gitops_deployed.py probes the running command itself."""
     from aiohttp.test_utils import TestClient, TestServer
-    from kubernetes_asyncio.client import ApiClient, Configuration
-
     from gitops.manager import GitOpsSettings
     from kube.client import Client
+    from kube.config import Config
     from trainops.commands import gitops_service
 
     args = _gitops_args(docs, gitops_container)
     ports = {p["name"]: p["containerPort"] for p in gitops_container["ports"]}
-    configuration = Configuration(host="http://127.0.0.1:9")
-    client = Client(ApiClient(configuration))
+    client = Client.from_config(Config(server="http://127.0.0.1:9"), timeout=5)
     built = gitops_service.component(
         client,
         tmp_path / "cache",
