@@ -187,7 +187,7 @@ async def ready(http: aiohttp.ClientSession, one: Replica) -> bool:
 
 
 def probe_paths(docs: tuple[dict[str, Any], ...]) -> tuple[str, str]:
-    """The Deployment's liveness and readiness paths (on its one port: tests/test_deploy.py)."""
+    """The Deployment's liveness and readiness paths (on its one port: tests/test_deploy_gitops.py)."""
     (container,) = _deployment(docs)["spec"]["template"]["spec"]["containers"]
     return (
         container["livenessProbe"]["httpGet"]["path"],
