@@ -10,7 +10,8 @@ it may only read are checked to have no conversion webhook to inject into.
 
 The embedded API server does not enforce RBAC, so nothing here is applied: the manifests are
 rendered and read. tests/reference/ applies them to a real kube-apiserver and runs
-the controller and the webhook with their ServiceAccounts' tokens."""
+the controller and the webhook with their ServiceAccounts' tokens. The gitops base is checked
+the same way in tests/test_deploy_gitops.py, with the helpers here."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.support.manifests import container_arg
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,24 +91,15 @@ def container(docs: tuple[dict[str, Any], ...]) -> dict[str, Any]:
     return only
 
 
-def _expand(arg: str, container: dict[str, Any], pod_namespace: str) -> str:
-    """Kubernetes' `$(VAR)` expansion of a container arg, with the downward API's namespace."""
-    env: dict[str, str] = {}
-    for var in container.get("env") or []:
-        if "value" in var:
-            env[var["name"]] = var["value"]
-        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
-            env[var["name"]] = pod_namespace
-    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), arg)
-
-
 def _controller_args(docs: tuple[dict[str, Any], ...], container: dict[str, Any]) -> Any:
     from trainops.cli import build_parser
 
     # The image's ENTRYPOINT is `trainops`; the Deployment gives only the arguments.
     assert "command" not in container
     deployment = _one(docs, "Deployment", CONTROLLER)
-    argv = [_expand(a, container, deployment["metadata"]["namespace"]) for a in container["args"]]
+    argv = [
+        container_arg(a, container, deployment["metadata"]["namespace"]) for a in container["args"]
+    ]
     return build_parser().parse_args(argv)
 
 

@@ -149,6 +149,18 @@ BUILTINS: tuple[ResourceInfo, ...] = (
         short_names=("pdb",),
         subresources=("status",),
     ),
+    # Stored only, never enforced either (there is no pod network to police): deploy/gitops
+    # holds one.
+    ResourceInfo(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        "networkpolicy",
+        True,
+        "NetworkPolicyList",
+        short_names=("netpol",),
+    ),
 )
 
 # Kinds whose metadata.generation the real server maintains (it bumps on spec changes).
@@ -160,6 +172,7 @@ GENERATION_KINDS = frozenset(
         "admissionregistration.k8s.io/mutatingwebhookconfigurations",
         "admissionregistration.k8s.io/validatingwebhookconfigurations",
         "policy/poddisruptionbudgets",
+        "networking.k8s.io/networkpolicies",
     }
 )
 

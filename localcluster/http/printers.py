@@ -22,6 +22,7 @@ __all__ = [
     "Column",
     "RowFn",
     "human_duration",
+    "label_selector",
     "parse_time",
 ]
 
@@ -121,7 +122,8 @@ def _selector(sel: dict[str, Any] | None) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(sel.items()))
 
 
-def _label_selector(sel: dict[str, Any] | None) -> str:
+def label_selector(sel: dict[str, Any] | None) -> str:
+    """A LabelSelector as kubectl prints it (`app=web,tier in (a,b)`), `<none>` when empty."""
     if not sel:
         return "<none>"
     parts = [f"{k}={v}" for k, v in sorted((sel.get("matchLabels") or {}).items())]
@@ -279,7 +281,7 @@ def _deployment_row(dep: Obj, now: datetime) -> list[Any]:
         _age(dep, now),
         ",".join(c.get("name", "") for c in containers),
         ",".join(c.get("image", "") for c in containers),
-        _label_selector(spec.get("selector")),
+        label_selector(spec.get("selector")),
     ]
 
 
@@ -295,7 +297,7 @@ def _replica_set_row(rs: Obj, now: datetime) -> list[Any]:
         _age(rs, now),
         ",".join(c.get("name", "") for c in containers),
         ",".join(c.get("image", "") for c in containers),
-        _label_selector(spec.get("selector")),
+        label_selector(spec.get("selector")),
     ]
 
 

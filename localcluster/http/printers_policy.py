@@ -1,9 +1,11 @@
-"""Server-side printers of the stored-only kinds `deploy/` uses: RBAC bindings and
-PodDisruptionBudgets (Roles and ClusterRoles print NAME / CREATED AT like any other kind).
+"""Server-side printers of the stored-only kinds `deploy/` uses: RBAC bindings,
+PodDisruptionBudgets and NetworkPolicies (Roles and ClusterRoles print NAME / CREATED AT like
+any other kind).
 
 Columns and cells as kube-apiserver prints them: a binding's ROLE as `Role/name`, its subjects
 split into USERS, GROUPS and SERVICEACCOUNTS (`namespace/name`) under `-o wide`; a budget's
-MIN AVAILABLE / MAX UNAVAILABLE (`N/A` when unset) and ALLOWED DISRUPTIONS from its status.
+MIN AVAILABLE / MAX UNAVAILABLE (`N/A` when unset) and ALLOWED DISRUPTIONS from its status; a
+network policy's POD-SELECTOR (`<none>` for every pod).
 Pure: `now` is a parameter.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from localcluster.http.printers import Column, RowFn, human_duration, parse_time
+from localcluster.http.printers import Column, RowFn, human_duration, label_selector, parse_time
 
 __all__ = ["POLICY_PRINTERS"]
 
@@ -66,6 +68,15 @@ def _budget_row(obj: Obj, now: datetime) -> list[Any]:
     ]
 
 
+def _network_policy_row(obj: Obj, now: datetime) -> list[Any]:
+    spec = obj.get("spec") or {}
+    return [
+        (obj.get("metadata") or {}).get("name", ""),
+        label_selector(spec.get("podSelector")),
+        _age(obj, now),
+    ]
+
+
 _BINDING: tuple[list[Column], RowFn] = (
     [
         _NAME,
@@ -90,5 +101,9 @@ POLICY_PRINTERS: dict[tuple[str, str], tuple[list[Column], RowFn]] = {
             _AGE,
         ],
         _budget_row,
+    ),
+    ("networking.k8s.io", "NetworkPolicy"): (
+        [_NAME, ("Pod-Selector", _S, 0, ""), _AGE],
+        _network_policy_row,
     ),
 }

@@ -204,4 +204,59 @@ subjects: []
             kc("delete role reader"),
         ),
     ),
+    Workflow(
+        "network-policy",
+        "the NetworkPolicy deploy/gitops applies: stored, printed, its generation, unknown fields",
+        (
+            kc(
+                "apply --server-side -f -",
+                """
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: api}
+spec:
+  podSelector: {matchLabels: {app: api}}
+  policyTypes: [Ingress]
+  ingress:
+  - ports: [{port: http, protocol: TCP}]
+""",
+            ),
+            kc("get networkpolicies -o name"),
+            kc("get netpol"),
+            kc(
+                "apply --server-side -f -",
+                """
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: all}
+spec:
+  podSelector:
+    matchExpressions: [{key: tier, operator: In, values: [a, b]}]
+""",
+            ),
+            kc("get netpol all -o wide"),
+            kc("delete netpol all"),
+            kc(
+                "get netpol api -o jsonpath={.metadata.generation}/{.spec.ingress[0].ports[0].port}"
+            ),
+            patch(
+                "networkpolicy api --type=merge", '{"spec":{"policyTypes":["Ingress","Egress"]}}'
+            ),
+            kc("get netpol api -o jsonpath={.metadata.generation}/{.spec.policyTypes}"),
+            patch("networkpolicy api --type=merge", '{"metadata":{"labels":{"team":"a"}}}'),
+            kc("get netpol api -o jsonpath={.metadata.generation}"),
+            kc(
+                "apply --server-side -f -",
+                """
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: typo}
+spec:
+  podSelector: {}
+  ingres: []
+""",
+            ),
+            kc("delete netpol api"),
+        ),
+    ),
 )

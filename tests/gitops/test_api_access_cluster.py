@@ -28,19 +28,16 @@ from gitops.access import GROUP, Check
 from gitops.reviews import KubeAccess
 from kube import errors, resources
 from kube.client import Client
-from kube.resources import Resource
 from tests.gitops.test_api import FakeHub, repository
 from tests.reference.conftest import service_account_kubeconfig
 from tests.support.cluster import Cluster, aeventually
+from tests.support.tenants import ROLE_BINDINGS, team_token
 
 REAL_RBAC = pytest.mark.skipif(
     not os.environ.get("TRAINOPS_TEST_KUBECONFIG"),
     reason="the embedded API server does not enforce RBAC: every SubjectAccessReview is allowed "
     "(run on the reference cluster: hack/reference-tests)",
 )
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True)
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True)
 EVIL = {"Origin": "http://evil.example"}
 
 
@@ -201,53 +198,6 @@ async def test_the_embedded_server_knows_the_api_token_and_allows_its_user(
 
 
 # --- two teams on a real API server (RBAC) -----------------------------------------------------
-
-
-def team_role(namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "trainops-user", "namespace": namespace},
-        "rules": [
-            {
-                "apiGroups": ["gitops.trainops.dev"],
-                "resources": ["jobrepositories"],
-                "verbs": ["get", "list", "watch", "patch"],
-            },
-            {
-                "apiGroups": ["batch.tensorstack.dev"],
-                "resources": ["tensorflowtrainingjobs", "xgboosttrainingjobs"],
-                "verbs": ["get", "list", "watch", "patch", "delete"],
-            },
-            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        ],
-    }
-
-
-async def team_token(client: Client, namespace: str, name: str) -> str:
-    """A ServiceAccount `name` in `namespace` bound to `team_role`, and a token for it from
-    the TokenRequest API (10 minutes)."""
-    await client.create(SERVICE_ACCOUNTS, {"metadata": {"name": name}}, namespace)
-    await client.create(ROLES, team_role(namespace), namespace)
-    binding = {
-        "metadata": {"name": f"trainops-user-{name}", "namespace": namespace},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "Role",
-            "name": "trainops-user",
-        },
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-    }
-    await client.create(ROLE_BINDINGS, binding, namespace)
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "metadata": {"name": name},
-        "spec": {"expirationSeconds": 600},
-    }
-    answer = await client.create(SERVICE_ACCOUNTS, request, namespace, subresource="token")
-    token: str = answer["status"]["token"]
-    return token
 
 
 @pytest.fixture

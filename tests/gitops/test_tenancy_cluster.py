@@ -42,15 +42,13 @@ from tests.gitops.conftest import (
 from tests.reference.conftest import service_account_kubeconfig
 from tests.support.cluster import Cluster
 from tests.support.githttp import serve_git_http
+from tests.support.tenants import DEPLOYER_RULES, service_account
 
 REAL_RBAC = pytest.mark.skipif(
     not os.environ.get("TRAINOPS_TEST_KUBECONFIG"),
     reason="the embedded API server does not enforce RBAC (run on the reference cluster: "
     "hack/reference-tests)",
 )
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True)
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True)
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
 )
@@ -151,45 +149,6 @@ async def tenant_gitops(
         yield running
     finally:
         await running.manager.stop()
-
-
-async def service_account(
-    client: Client, namespace: str, name: str, rules: list[dict[str, Any]] | None
-) -> None:
-    """A ServiceAccount, and with `rules` a Role and RoleBinding giving it them."""
-    await client.create(SERVICE_ACCOUNTS, {"metadata": {"name": name, "namespace": namespace}})
-    if rules is None:
-        return
-    await client.create(
-        ROLES,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": name, "namespace": namespace},
-            "rules": rules,
-        },
-    )
-    await client.create(
-        ROLE_BINDINGS,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": name, "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        },
-    )
-
-
-EVERYTHING = ["get", "list", "watch", "create", "update", "patch", "delete"]
-DEPLOYER_RULES = [
-    {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": EVERYTHING},
-    {
-        "apiGroups": ["batch.tensorstack.dev"],
-        "resources": ["tensorflowtrainingjobs", "xgboosttrainingjobs"],
-        "verbs": EVERYTHING,
-    },
-]
 
 
 def synced(revision: str) -> Any:

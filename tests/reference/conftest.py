@@ -18,12 +18,18 @@ Namespace is created first: a dry run cannot create what the namespaced objects 
 Everything it created except the CRDs is deleted afterwards: webhook configurations with
 `failurePolicy: Fail` left pointing at a stopped webhook would refuse every job of the suites
 that run next on the same cluster. `controller_identity` and `webhook_identity` are the two
-ServiceAccounts' kubeconfigs; `jobs_namespace` is a user's namespace for the jobs.
+ServiceAccounts' kubeconfigs (`gitops_identity` the GitOps service's); `jobs_namespace` is a user's namespace for the jobs.
+
+`webhook` runs `trainops webhook --manage-certs` on loopback as the webhook's account, and
+`admitting` points the webhook configurations at it (no node runs its pods here), so the API
+server admits every training job of the package's tests through it — once for the package, as
+the webhook configurations `deployed` installs refuse every job while nothing answers them.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import tempfile
@@ -36,19 +42,25 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, eventually
+from tests.support.processes import Process, start_trainops
 
 __all__ = [
     "CONTROLLER",
+    "GITOPS",
     "NAMESPACE",
     "WEBHOOK",
+    "WEBHOOK_SECRET",
     "Identity",
+    "admitting",
     "controller_identity",
     "credentials",
     "deployed",
+    "gitops_identity",
     "jobs_namespace",
     "reference",
     "service_account_kubeconfig",
+    "webhook",
     "webhook_identity",
 ]
 
@@ -56,6 +68,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "trainops-system"
 CONTROLLER = "trainops-controller"
 WEBHOOK = "trainops-webhook"
+GITOPS = "trainops-gitops"
+WEBHOOK_SECRET = "trainops-webhook-certs"
 _ENV = "TRAINOPS_TEST_KUBECONFIG"
 _PROBE_ACCOUNT = "system:serviceaccount:default:trainops-rbac-probe"
 
@@ -179,6 +193,15 @@ def controller_identity(
 
 
 @pytest.fixture(scope="package")
+def gitops_identity(
+    reference: Cluster, deployed: tuple[dict[str, Any], ...], credentials: Path
+) -> Identity:
+    return service_account_kubeconfig(
+        reference, NAMESPACE, GITOPS, credentials / "gitops.kubeconfig"
+    )
+
+
+@pytest.fixture(scope="package")
 def webhook_identity(
     reference: Cluster, deployed: tuple[dict[str, Any], ...], credentials: Path
 ) -> Identity:
@@ -196,3 +219,61 @@ def jobs_namespace(reference: Cluster, deployed: tuple[dict[str, Any], ...]) -> 
         yield name
     finally:
         reference.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+# -- the webhook on loopback, as its account ---------------------------------------------------
+
+
+@pytest.fixture(scope="package")
+def webhook(webhook_identity: Identity, credentials: Path) -> Iterator[tuple[Process, int]]:
+    """`trainops webhook --manage-certs` on loopback as the webhook's account (its Deployment's
+    arguments, with a kubeconfig instead of the pod's token); yields it and its port."""
+    cert_dir = credentials / "webhook-certs"
+    cert_dir.mkdir()
+    process = start_trainops(
+        credentials / "webhook.log",
+        "webhook",
+        f"--kubeconfig={webhook_identity.kubeconfig}",
+        f"--cert-dir={cert_dir}",
+        "--host=127.0.0.1",
+        "--port=0",
+        "--shutdown-delay=0",
+        "--manage-certs",
+        f"--service={WEBHOOK}",
+        f"--namespace={NAMESPACE}",
+        f"--secret-name={WEBHOOK_SECRET}",
+        f"--webhook-config-name={WEBHOOK}",
+        "--resync-seconds=5",
+    )
+    try:
+
+        def listening() -> int:
+            assert process.popen.poll() is None, process.text()
+            for line in process.text().splitlines():
+                if "webhook listening on https://127.0.0.1:" in line:
+                    return int(line.split("https://127.0.0.1:")[1].split()[0])
+            raise AssertionError("not listening yet")
+
+        port = eventually(listening, timeout=60, interval=0.2)
+        yield process, port
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="package")
+def admitting(reference: Cluster, webhook: tuple[Process, int]) -> Process:
+    """The webhook configurations pointed at the webhook on loopback (no node runs its pods
+    here), so the API server calls it for every job; the caBundle stays the one the webhook's
+    account injected."""
+    process, port = webhook
+    for kind, path in (
+        ("mutatingwebhookconfiguration", "/mutate"),
+        ("validatingwebhookconfiguration", "/validate"),
+    ):
+        url = f"https://127.0.0.1:{port}{path}"
+        patch = [
+            {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
+            {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": url},
+        ]
+        reference.kubectl("patch", kind, WEBHOOK, "--type=json", "-p", json.dumps(patch))
+    return process

@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import base64
 import json
-import signal
 import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,100 +32,17 @@ from tests.reference.conftest import (
     CONTROLLER,
     NAMESPACE,
     WEBHOOK,
+    WEBHOOK_SECRET,
     Identity,
     service_account_kubeconfig,
 )
 from tests.support.cluster import Cluster, aeventually, eventually
 from tests.support.fakekubelet import set_pod_status
 from tests.support.jobs import replica, tf_job
+from tests.support.processes import Process, refusals, start_trainops
 
 ROOT = Path(__file__).resolve().parents[2]
-SECRET = "trainops-webhook-certs"
-# What a refusal in a log looks like: kube.errors prints `403 Forbidden: …` / `401 Unauthorized`,
-# kube-apiserver `… is forbidden: …` (bare status codes would match timestamps and serials).
-REFUSAL_MARKERS = ("forbidden", "unauthorized")
-
-
-# -- running trainops as a subprocess ------------------------------------------------------------
-
-
-@dataclass
-class Process:
-    """A `trainops` command running with its output in a log file."""
-
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self, timeout: float = 30) -> int:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(10)
-            raise AssertionError(
-                f"{self.log.name}: did not stop on SIGTERM:\n{self.text()}"
-            ) from None
-
-
-def _start(log: Path, *args: str) -> Process:
-    out = log.open("wb")
-    try:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "trainops", *args],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            # Nothing but the kubeconfig passed on the command line: no in-cluster, no $KUBECONFIG.
-            env={"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1", "HOME": str(log.parent)},
-        )
-    finally:
-        out.close()
-    return Process(popen, log)
-
-
-def _refusals(log: str) -> list[str]:
-    return [line for line in log.splitlines() if any(m in line.lower() for m in REFUSAL_MARKERS)]
-
-
-@pytest.fixture(scope="module")
-def webhook(webhook_identity: Identity, credentials: Path) -> Iterator[tuple[Process, int]]:
-    """`trainops webhook --manage-certs` on loopback as the webhook's account (its Deployment's
-    arguments, with a kubeconfig instead of the pod's token); yields it and its port."""
-    cert_dir = credentials / "webhook-certs"
-    cert_dir.mkdir()
-    process = _start(
-        credentials / "webhook.log",
-        "webhook",
-        f"--kubeconfig={webhook_identity.kubeconfig}",
-        f"--cert-dir={cert_dir}",
-        "--host=127.0.0.1",
-        "--port=0",
-        "--shutdown-delay=0",
-        "--manage-certs",
-        f"--service={WEBHOOK}",
-        f"--namespace={NAMESPACE}",
-        f"--secret-name={SECRET}",
-        f"--webhook-config-name={WEBHOOK}",
-        "--resync-seconds=5",
-    )
-    try:
-
-        def listening() -> int:
-            assert process.popen.poll() is None, process.text()
-            for line in process.text().splitlines():
-                if "webhook listening on https://127.0.0.1:" in line:
-                    return int(line.split("https://127.0.0.1:")[1].split()[0])
-            raise AssertionError("not listening yet")
-
-        port = eventually(listening, timeout=60, interval=0.2)
-        yield process, port
-    finally:
-        process.stop()
+SECRET = WEBHOOK_SECRET
 
 
 # -- the webhook's account at work ---------------------------------------------------------------
@@ -178,31 +92,12 @@ def test_the_webhook_account_keeps_its_secret_and_injects_the_ca_bundle(
     assert inject.returncode == 0, inject.stderr
     assert f"MutatingWebhookConfiguration {WEBHOOK}: already up to date" in inject.stdout
     assert f"ValidatingWebhookConfiguration {WEBHOOK}: already up to date" in inject.stdout
-    assert not _refusals(inject.stdout + inject.stderr)
+    assert not refusals(inject.stdout + inject.stderr)
     assert process.popen.poll() is None, process.text()
-    assert not _refusals(process.text()), process.text()
+    assert not refusals(process.text()), process.text()
 
 
 # -- the controller's account at work ------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def admitting(reference: Cluster, webhook: tuple[Process, int]) -> Process:
-    """The webhook configurations pointed at the webhook on loopback (no node runs its pods
-    here), so the API server calls it for every job; the caBundle stays the one the webhook's
-    account injected."""
-    process, port = webhook
-    for kind, path in (
-        ("mutatingwebhookconfiguration", "/mutate"),
-        ("validatingwebhookconfiguration", "/validate"),
-    ):
-        url = f"https://127.0.0.1:{port}{path}"
-        patch = [
-            {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
-            {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": url},
-        ]
-        reference.kubectl("patch", kind, WEBHOOK, "--type=json", "-p", json.dumps(patch))
-    return process
 
 
 async def test_the_controller_account_runs_a_job_from_start_to_finish(
@@ -212,7 +107,7 @@ async def test_the_controller_account_runs_a_job_from_start_to_finish(
     jobs_namespace: str,
     credentials: Path,
 ) -> None:
-    controller = _start(
+    controller = start_trainops(
         credentials / "controller.log",
         "controller",
         f"--kubeconfig={controller_identity.kubeconfig}",
@@ -239,8 +134,8 @@ async def test_the_controller_account_runs_a_job_from_start_to_finish(
         await admin.close()
     log = controller.text()
     assert "controller serving /metrics" in log, log
-    assert not _refusals(log), log
-    assert not _refusals(admitting.text()), admitting.text()
+    assert not refusals(log), log
+    assert not refusals(admitting.text()), admitting.text()
 
 
 async def _run_a_job(admin: Client, namespace: str) -> None:

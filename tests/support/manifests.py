@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["REPO", "crd_files", "documents"]
+__all__ = ["REPO", "container_arg", "crd_files", "documents"]
 
 REPO = Path(__file__).resolve().parents[2]
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -42,3 +43,15 @@ def crd_files() -> list[Path]:
 def _documents_of(path: Path) -> tuple[Any, ...]:
     path = path.resolve()
     return _documents(path, path.stat().st_mtime_ns)
+
+
+def container_arg(arg: str, container: dict[str, Any], pod_namespace: str) -> str:
+    """Kubernetes' `$(VAR)` expansion of a container's argument, from its `env` values and
+    the downward API's `metadata.namespace` (what deploy/'s Deployments use)."""
+    env: dict[str, str] = {}
+    for var in container.get("env") or []:
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[var["name"]] = pod_namespace
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), arg)
