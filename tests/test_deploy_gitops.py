@@ -337,15 +337,16 @@ async def test_the_probes_ask_what_the_gitops_command_serves_without_a_token(
     from gitops.manager import GitOpsSettings
     from kube.client import Client
     from kube.config import Config
+    from kube.manager import LeaderElection, Manager
     from trainops.commands import gitops_service
 
     args = _gitops_args(docs, gitops_container)
     ports = {p["name"]: p["containerPort"] for p in gitops_container["ports"]}
     client = Client.from_config(Config(server="http://127.0.0.1:9"), timeout=5)
     built = gitops_service.component(
-        client,
+        Manager(client, leader_election=LeaderElection(enabled=False)),
         tmp_path / "cache",
-        GitOpsSettings(leader_election=False),
+        GitOpsSettings(),
         webhook_secret=None,
         allow_remote_writes=True,
     )
