@@ -74,8 +74,8 @@ def _uids(target: Path, instance: Up) -> dict[str, str]:
     return found
 
 
-def _holder(target: Path, lease: str) -> str:
-    body = _get(target, "lease", "-n", "kube-system", lease)
+def _holder(target: Path, lease: str, namespace: str = "kube-system") -> str:
+    body = _get(target, "lease", "-n", namespace, lease)
     return str(((body or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
@@ -179,12 +179,12 @@ DEPLOY_CONFIG = {
 }
 
 
-def _held_lease(name: str, holder: str) -> dict[str, Any]:
+def _held_lease(name: str, holder: str, namespace: str = "kube-system") -> dict[str, Any]:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": name, "namespace": "kube-system"},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": 3600, "renewTime": now},
     }
 
@@ -196,6 +196,7 @@ def test_deploys_objects_survive_and_its_held_lease_is_named(target: Path, tmp_p
     created = _kubectl(target, "create", "-f", "-", stdin=yaml.safe_dump(DEPLOY_CONFIG))
     assert created.returncode == 0, created.stderr
     holder = "trainops-controller-6b9f7c-x2x4z_1_0a1b2c3d"
+    _kubectl(target, "create", "namespace", "trainops-system")  # deploy/'s (may exist)
     lease = _kubectl(
         target,
         "apply",
@@ -203,7 +204,7 @@ def test_deploys_objects_survive_and_its_held_lease_is_named(target: Path, tmp_p
         "--force-conflicts",
         "-f",
         "-",
-        stdin=yaml.safe_dump(_held_lease("trainops-controller", holder)),
+        stdin=yaml.safe_dump(_held_lease("trainops-controller", holder, "trainops-system")),
     )
     assert lease.returncode == 0, lease.stderr
     try:
@@ -213,7 +214,9 @@ def test_deploys_objects_survive_and_its_held_lease_is_named(target: Path, tmp_p
         refused = _up(target, tmp_path / "data")
         assert refused.returncode == 1, refused.stderr
         line = refused.stderr.strip().splitlines()[-1]
-        assert f"kube-system/trainops-controller is held by {holder}" in line
+        # deploy/ keeps its Lease beside it (--lease-namespace $(POD_NAMESPACE)), not where
+        # `up` keeps its own: `up` looks in both.
+        assert f"trainops-system/trainops-controller is held by {holder}" in line
         assert "deploy/'s controller" in line and "--no-controller" in line
 
         instance = _started(target, tmp_path / "data", "--no-controller")
@@ -224,10 +227,10 @@ def test_deploys_objects_survive_and_its_held_lease_is_named(target: Path, tmp_p
             finish(instance)
         kept = _get(target, "validatingwebhookconfiguration", "trainops-webhook")
         assert kept is not None and kept["metadata"]["uid"] == uid
-        assert _holder(target, "trainops-controller") == holder
+        assert _holder(target, "trainops-controller", "trainops-system") == holder
     finally:
         _kubectl(target, "delete", "validatingwebhookconfiguration", "trainops-webhook")
-        _kubectl(target, "delete", "lease", "-n", "kube-system", "trainops-controller")
+        _kubectl(target, "delete", "lease", "-n", "trainops-system", "trainops-controller")
 
 
 def test_a_server_not_on_this_machine_needs_a_webhook_url(tmp_path: Path) -> None:

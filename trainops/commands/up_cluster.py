@@ -113,6 +113,9 @@ def instance(data_dir: Path) -> Instance:
 
 
 # The Leases `up`'s controllers elect their leader with (their settings' defaults).
+DEPLOYED_LEASE_NAMESPACE = "trainops-system"
+"""Where deploy/'s controller and GitOps Deployments keep the same Leases (`--lease-namespace
+$(POD_NAMESPACE)`): `up` looks there too before it starts a controller."""
 _LEASES = {
     "controller": ("job controller", "kube-system", "trainops-controller", "--no-controller"),
     "gitops": ("GitOps reconciler", "kube-system", "trainops-gitops", "--no-gitops"),
@@ -147,11 +150,12 @@ async def check_leases(client: Client, me: Instance, wanted: Sequence[str]) -> N
     from kube import errors, resources
     from kube.leader import current_holder
 
-    for key in wanted:
-        what, namespace, name, flag = _LEASES[key]
+    places = [(k, ns) for k in wanted for ns in (_LEASES[k][1], DEPLOYED_LEASE_NAMESPACE)]
+    for key, namespace in places:
+        what, _, name, flag = _LEASES[key]
         try:
             lease = await client.get(resources.LEASES, name, namespace)
-        except errors.NotFound:
+        except (errors.NotFound, errors.Forbidden):
             continue
         holder = current_holder(lease, datetime.now(UTC))
         if not holder or holder == me.identity:
