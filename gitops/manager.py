@@ -3,8 +3,9 @@
 Shaped like the job controller's manager (`controller/manager.py`), on the same runtime
 (`kube/`), all loops under one `kube.Supervisor`:
 
-- an informer of JobRepositories (every namespace) and one per training-job kind. Every
-  replica runs them (a standby has warm caches); the Hub reads from them;
+- an informer of JobRepositories (every namespace) and one per training-job kind, indexed by
+  tracking id: every round reads its repository's jobs from them (`gitops.livecache`), never
+  a list. Every replica runs them (a standby has warm caches); the Hub reads from them;
 - a JobRepository event enqueues its key; a training-job event enqueues the repository named by
   its tracking annotation (so a job deleted or edited by hand is healed at once, not at the
   next poll); each reconcile asks to be requeued after the repository's `interval`;
@@ -13,9 +14,11 @@ Shaped like the job controller's manager (`controller/manager.py`), on the same 
 - `changes()` fans informer events out to subscribers, each with a bounded queue: one that
   falls behind loses its backlog and gets a `resync` Change instead of slowing the others.
 
-Triggers besides the interval: `refresh` (compare now), `sync` (sync now, optionally to a
-revision), `push` (a push webhook for a repository's URL and branch: a refresh — nothing in a
-push payload is ever applied, it only says when to fetch).
+Triggers besides the interval: `refresh` (compare now, even if nothing changed), `sync` (sync
+now, optionally to a revision), `push` (a push webhook for a repository's URL and branch: a
+round now — it compares only when the revision or a live object changed, so a push that moved
+nothing costs an `ls-remote`; nothing in a push payload is ever applied, it only says when to
+fetch).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from gitops.diff import mask_secrets, normalize_live
 from gitops.git import Git
 from gitops.giturls import GitError, normalize_repo_url, validate_revision
 from gitops.hub import Change, ResourceDiff, UnknownRepository
+from gitops.livecache import TRACKING_INDEX, InformerCache, tracking_ids
 from gitops.memo import Memo
 from gitops.metrics import GitOpsMetrics
 from gitops.pushhooks import PushEvent
@@ -103,10 +107,20 @@ class GitOpsReconciler:
         self.queue = WorkQueue(name="jobrepositories")
         ns = self.settings.namespace
         self.repos = Informer(client, JOB_REPOSITORIES, ns, name="jobrepositories")
-        self.job_informers = {r.kind: Informer(client, r, name=r.plural) for r in _JOB_RESOURCES}
+        self.job_informers = {
+            r.kind: Informer(client, r, name=r.plural, indexers={TRACKING_INDEX: tracking_ids})
+            for r in _JOB_RESOURCES
+        }
+        self.live_cache = InformerCache(self.job_informers.values())
+        """Live training jobs by tracking id, for every round (`gitops.livecache`)."""
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
         self.reconciler = Reconciler(
-            client, self.git, self._emit, self.metrics, boundaries=self.settings.boundaries
+            client,
+            self.git,
+            self._emit,
+            self.metrics,
+            boundaries=self.settings.boundaries,
+            live_cache=self.live_cache,
         )
         self.elector: LeaderElector | None = None
         if self.settings.leader_election:
@@ -231,7 +245,7 @@ class GitOpsReconciler:
                 continue
             key = repo_id(obj)
             if self._push_matches(spec.target_revision, event, key):
-                await self.refresh(*key.split("/", 1))
+                self.queue.add(key)  # fetch now; a full comparison only if something changed
                 out.append(key)
         return out
 
