@@ -125,6 +125,9 @@ class LiveReader:
                         if uid and not _uid_labelled(obj, uid) and not _deleting(obj):
                             found_legacy.add((api_version, kind))
         kinds_list = list(listed_kinds)
+        listed = {(api_version.rpartition("/")[0], kind) for api_version, kind in kinds_list}
+        if all(self.cached(ResourceKey(g, k, "", "")) for g, k in listed):
+            desired = ()  # every desired kind is the cache's: nothing to GET (no O(files) loop)
         for key in desired:
             if key in objects or self.cached(key):
                 continue

@@ -44,6 +44,8 @@ class Memo:
     retry_at: float | None = None
     kinds: set[tuple[str, str]] = field(default_factory=set)
     comparison: Comparison | None = None
+    claimed: bool = False
+    """Whether `comparison` kept off another repository's object (`ownership.claimed`)."""
     refresh: bool = False
     sync_requested: bool = False
     sync_revision: str | None = None

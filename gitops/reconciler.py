@@ -186,7 +186,7 @@ class Reconciler:
         memo.legacy = probe.legacy
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry_at is not None and self.monotonic() >= memo.retry_at
-        claimed = memo.comparison is not None and ownership.claimed(memo.comparison)
+        claimed = memo.claimed
         failing = any(
             c.get("type") in status.ERROR_CONDITIONS
             for c in (obj.get("status") or {}).get("conditions") or []
@@ -237,6 +237,7 @@ class Reconciler:
         memo.revision, memo.stamp, memo.generation = commit.sha, stamp, generation
         memo.watch = state.watch
         memo.comparison = comparison
+        memo.claimed = ownership.claimed(comparison)
         memo.kinds |= state.kinds
         applied = (memo.git_kinds | state.kinds) - DEFAULT_KINDS
         await self._write_status(
