@@ -3,9 +3,10 @@
 Level-triggered like the job controller (`controller/reconciler.py`): the key is
 `namespace/name`, the JobRepository is read fresh, and the answer is when to look again (the
 polling `interval`, or sooner for a retry). Per repository, a `Memo` in memory keeps what the
-last round saw, so a round where neither the revision, the spec nor any live object changed
-(their resourceVersions' fingerprint) does no work at all — only `git ls-remote` and one list
-per kind; the checkout and pre-flight of a commit are done once per commit.
+last round saw, so a round where neither the revision, the spec nor any of its own live
+objects changed (`gitops.livestate`'s stamp) does no work at all — only `git ls-remote`, O(1)
+reads of the shared cache, and a list by the uid label per kind it keeps outside the cache;
+the checkout and pre-flight of a commit are done once per commit.
 
 When to sync (docs/GITOPS.md, "Sync semantics"): always when asked (`request_sync`); with an
 automated policy, once per new revision (history gets an entry), and — with `selfHeal` — again
