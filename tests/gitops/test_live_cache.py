@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gitops.giturls import normalize_repo_url
 from gitops.manager import GitOpsReconciler, GitOpsSettings
+from gitops.pushhooks import PushEvent
 from gitops.reconciler import JOB_REPOSITORIES
 from gitops.tenancy import Boundaries
 from kube import errors, resources
@@ -42,7 +44,7 @@ class RecordingClient(Client):
 
     lists: list[tuple[str, str | None, str | None]]
 
-    async def list(  # type: ignore[override]
+    async def list(
         self, resource: Resource, namespace: str | None = None, **kw: Any
     ) -> dict[str, Any]:
         self.lists.append((resource.plural, namespace, kw.get("label_selector")))
@@ -168,6 +170,16 @@ async def test_a_round_reads_the_jobs_from_the_cache_and_a_sync_is_memoised_with
     after = await kclient.get(JOB_REPOSITORIES, "jobs", namespace)
     assert after["metadata"]["resourceVersion"] == rv
     assert job_lists(rclient) == []
+
+    # A push webhook that moved nothing: a round, but no forced comparison (a refresh is).
+    event = PushEvent("generic", (normalize_repo_url(remote.url),), "main", None)
+    assert await gitops_driven.push(event) == [key]
+    await gitops_driven.reconciler.reconcile(key)
+    assert memo.comparison is first
+    await gitops_driven.refresh(namespace, "jobs")
+    await gitops_driven.reconciler.reconcile(key)
+    assert memo.comparison is not first
+    first = memo.comparison
 
     # A job deleted by hand is seen through the cache: healed, still without a list.
     await kclient.delete(TF, "b", namespace)
