@@ -153,7 +153,7 @@ class LiveReader:
         ids = _ids(repository, uid)
         return _stamp(probe, {i: self.cache.digest(i) for i in ids}, self._versions(watch))
 
-    def complete(
+    async def complete(
         self,
         probe: Probe,
         repository: str,
@@ -167,61 +167,33 @@ class LiveReader:
         (within `scope`) and each desired key's. `outcomes` are (key, object after the
         operation; None once pruned) of a sync just made: taken over the cache's versions,
         which its watch delivers a moment later, and the stamp is what the cache will then
-        tell."""
-        objects = dict(probe.objects)
-        tracked = set(probe.tracked)
+        tell.
+
+        The cache is read on the loop, where it changes, in one go (dict lookups); the rest —
+        ownership, the digests of thousands of applies — is assembled in a thread from that
+        snapshot (cached objects are replaced by the informer, never changed in place)."""
         cache = self.cache
         if cache is None:  # the probe listed every kind after the operation
+            objects, tracked = dict(probe.objects), set(probe.tracked)
             found = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
             return State(objects, tracked, (), keys.fingerprint(objects, tracked), found)
         ids = _ids(repository, uid)
-        for obj in cache.tracked_by(ids):
-            meta = obj.get("metadata") or {}
-            if not _in_namespaces(str(meta.get("namespace") or ""), scope):
-                continue
-            key = key_of(obj)
-            objects[key] = obj
-            if ownership.is_ours(obj, repository, uid):
-                tracked.add(key)
-        for key in desired:
-            if key in objects or not cache.serves(key.group, key.kind):
-                continue
-            if not _in_namespaces(key.namespace, scope):
-                continue
-            hit = cache.get(key)
-            if hit is not None:
-                objects[key] = hit
-        # Listed kinds were listed after the operation: only the cached ones are overlaid.
-        done = [(k, after) for k, after in outcomes if cache.serves(k.group, k.kind)]
-        changes = [(cache.get(k), after) for k, after in done]
-        objects, tracked = _overlaid(objects, tracked, done, repository, uid)
-        watch = tuple(
-            k
-            for k in desired
-            if cache.serves(k.group, k.kind)
-            and _in_namespaces(k.namespace, scope)
-            and k not in tracked
+        snapshot = _Snapshot(
+            current={i: cache.digest(i) for i in ids},
+            own=cache.tracked_by(ids),
+            wanted=[k for k in desired if cache.serves(k.group, k.kind)],
+            # Listed kinds were listed after the operation: only the cached ones are overlaid.
+            done=[(k, after) for k, after in outcomes if cache.serves(k.group, k.kind)],
         )
-        current = {i: cache.digest(i) for i in ids}
-        digest = livecache.replaced(current, changes) if changes else current
-        versions = self._versions(watch, {k: after for k, after in done})
-        found = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
-        return State(objects, tracked, watch, _stamp(probe, digest, versions), found)
+        snapshot.hits = [cache.get(k) for k in snapshot.wanted]
+        snapshot.before = [cache.get(k) for k, _ in snapshot.done]
+        return await asyncio.to_thread(_assemble, probe, snapshot, repository, uid, scope)
 
     # --- internals ------------------------------------------------------------------------------
 
-    def _versions(
-        self,
-        watch: Iterable[ResourceKey],
-        overlay: Mapping[ResourceKey, dict[str, Any] | None] | None = None,
-    ) -> str:
+    def _versions(self, watch: Iterable[ResourceKey]) -> str:
         assert self.cache is not None
-        digest = hashlib.sha256()
-        for key in watch:
-            obj = overlay[key] if overlay and key in overlay else self.cache.get(key)
-            meta = (obj or {}).get("metadata") or {}
-            digest.update(f"{meta.get('uid', '')}|{meta.get('resourceVersion', '')}\n".encode())
-        return digest.hexdigest()
+        return _versions_of(self.cache.get(k) for k in watch)
 
     async def _list_tracked(
         self,
@@ -282,6 +254,57 @@ class LiveReader:
             token = (body.get("metadata") or {}).get("continue") or None
             if token is None:
                 return out
+
+
+@dataclass
+class _Snapshot:
+    """What `LiveReader.complete` reads of the cache, on the loop."""
+
+    current: dict[str, int]
+    own: list[dict[str, Any]]
+    wanted: list[ResourceKey]
+    done: list[tuple[ResourceKey, dict[str, Any] | None]]
+    hits: list[dict[str, Any] | None] = field(default_factory=list)
+    before: list[dict[str, Any] | None] = field(default_factory=list)
+
+
+def _assemble(
+    probe: Probe, snap: _Snapshot, repository: str, uid: str, scope: tenancy.Scope | None
+) -> State:
+    """The `State` of `probe` and a cache snapshot (pure; run in a thread)."""
+    objects, tracked = dict(probe.objects), set(probe.tracked)
+    for obj in snap.own:
+        meta = obj.get("metadata") or {}
+        if not _in_namespaces(str(meta.get("namespace") or ""), scope):
+            continue
+        key = key_of(obj)
+        objects[key] = obj
+        if ownership.is_ours(obj, repository, uid):
+            tracked.add(key)
+    wanted, hits = [], {}
+    for key, hit in zip(snap.wanted, snap.hits, strict=True):
+        if not _in_namespaces(key.namespace, scope):
+            continue
+        wanted.append(key)
+        hits[key] = hit
+        if hit is not None and key not in objects:
+            objects[key] = hit
+    objects, tracked = _overlaid(objects, tracked, snap.done, repository, uid)
+    watch = tuple(k for k in wanted if k not in tracked)
+    changes = list(zip(snap.before, (after for _, after in snap.done), strict=True))
+    digest = livecache.replaced(snap.current, changes) if changes else snap.current
+    overlay = dict(snap.done)
+    versions = _versions_of(overlay[k] if k in overlay else hits.get(k) for k in watch)
+    found = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
+    return State(objects, tracked, watch, _stamp(probe, digest, versions), found)
+
+
+def _versions_of(objects: Iterable[Mapping[str, Any] | None]) -> str:
+    digest = hashlib.sha256()
+    for obj in objects:
+        meta = (obj or {}).get("metadata") or {}
+        digest.update(f"{meta.get('uid', '')}|{meta.get('resourceVersion', '')}\n".encode())
+    return digest.hexdigest()
 
 
 def _ids(repository: str, uid: str) -> list[str]:

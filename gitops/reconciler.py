@@ -199,8 +199,9 @@ class Reconciler:
             and not (memo.refresh or requested or retry_due or failing or claimed)
         ):
             return self._requeue(spec, memo)
+        forced = memo.refresh or requested
         memo.refresh = False
-        state = engine.reader.complete(probe, key, uid, memo.desired, scope=scope)
+        state = await engine.reader.complete(probe, key, uid, memo.desired, scope=scope)
         sources_of = keys.recorded_sources(obj)  # bounded: the last comparison has them all
         if memo.comparison is not None:
             sources_of = {**keys.sources_of(memo.comparison.resources), **sources_of}
@@ -222,7 +223,7 @@ class Reconciler:
             probe = await engine.reader.probe(
                 key, uid, kinds | memo.kinds, memo.desired, scope=scope, legacy=memo.legacy
             )
-            state = engine.reader.complete(
+            state = await engine.reader.complete(
                 probe, key, uid, memo.desired, scope=scope, outcomes=_results(operation)
             )
             stamp = state.stamp
@@ -248,6 +249,9 @@ class Reconciler:
                 comparison,
                 self.clock(),
             ),
+            # A comparison nobody asked for that changes nothing but `reconciledAt` (an own
+            # job's status write, a repository compared every round) writes nothing.
+            unless_unchanged=not forced and operation is None,
         )
         if operation is not None:
             report.report(obj, key, operation, self.emit, log)
@@ -429,15 +433,23 @@ class Reconciler:
         )
 
     async def _write_status(
-        self, obj: dict[str, Any], make: Callable[[dict[str, Any]], dict[str, Any]]
+        self,
+        obj: dict[str, Any],
+        make: Callable[[dict[str, Any]], dict[str, Any]],
+        *,
+        unless_unchanged: bool = False,
     ) -> None:
-        """Replace `.status` conditional on the resourceVersion; on Conflict read and retry."""
+        """Replace `.status` conditional on the resourceVersion; on Conflict read and retry.
+        `unless_unchanged`: not when the new status differs from the stored one in
+        `reconciledAt` only."""
         meta = obj["metadata"]
         for _ in range(5):
             old = dict(obj.get("status") or {})
             # Masked (`gitops.redact`): messages echo the repository URL and its credentials.
             # Built off the loop: a status is built from every resource of the repository.
             new_status = await asyncio.to_thread(_masked, make, old)
+            if unless_unchanged and _without_time(new_status) == _without_time(old):
+                return
             body = {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),
@@ -472,6 +484,10 @@ def _results(operation: status.Operation) -> list[tuple[ResourceKey, dict[str, A
         elif o.status == PRUNED:
             out.append((o.key, None))
     return out
+
+
+def _without_time(st: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in st.items() if k != "reconciledAt"}
 
 
 def _masked(

@@ -217,13 +217,17 @@ async def test_a_status_write_of_another_repositorys_or_an_unrelated_job_keeps_t
         await gitops_driven.reconciler.reconcile(key)
         assert memo.comparison is before, f"a status write of {name} defeated the memo"
 
-    # Its own job's status write is a change (health): compared again.
+    # Its own job's status write is a change: compared again — and since neither sync nor
+    # health changed, the repository's status is not written (only reconciledAt would be).
+    stored = await kclient.get(JOB_REPOSITORIES, "ours", namespace)
     rv = await set_job_status(kclient, namespace, "mine", "1/2")
     await cached(gitops_driven, namespace, "mine", rv)
     await gitops_driven.reconciler.reconcile(key)
     assert memo.comparison is not before
     (entry,) = memo.comparison.resources  # type: ignore[union-attr]
     assert entry.live is not None and entry.live["metadata"]["resourceVersion"] == rv
+    again = await kclient.get(JOB_REPOSITORIES, "ours", namespace)
+    assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
 
 
 async def test_objects_applied_before_the_uid_label_are_found_pruned_and_relabelled(
