@@ -26,7 +26,8 @@ N × replicas processes.
      `git ls-remote` and one list per kind, writing nothing, so nothing observable marks its end.
      Reported: the `git_fetch_duration_seconds` delta (sum/count) and `trainops up`'s CPU over a
      quiet window of several 10 s polls, and the same requests replayed from this process
-     (`Git.fetch` on a cache of its own + `SyncEngine.live`), timed.
+     (`Git.fetch` on a cache of its own + `LiveReader.probe` without the informer cache,
+     i.e. a list by the uid label), timed.
 3. **Push → applied**: change one job's `spec.runPolicy.backoffLimit` in one file, commit, push
    to the bare repository, POST a generic push webhook (`/api/v1/webhooks/git`); measured from
    the end of `git push` until the job in the API server carries the new value, and until the
@@ -316,9 +317,9 @@ async def poll_rounds(up: Up, bare: Path, tmp: Path, jobs: int, out: dict[str, s
     """Skipped rounds: measured by their traces (metrics, CPU) and by replaying their requests."""
     from gitops.discovery import Discovery
     from gitops.git import Git
+    from gitops.livestate import LiveReader
     from gitops.pairing import key_of
-    from gitops.reconciler import DEFAULT_KINDS
-    from gitops.sync import SyncEngine
+    from gitops.reconciler import DEFAULT_KINDS, JOB_REPOSITORIES
 
     window = 30.0
     m0, cpu0 = await up.metrics(), up.cpu()
@@ -334,7 +335,9 @@ async def poll_rounds(up: Up, bare: Path, tmp: Path, jobs: int, out: dict[str, s
     # Replay: the same requests from this process.
     assert up.kube is not None
     git = Git(tmp / "replay-git", timeout=60)
-    engine = SyncEngine(up.kube, Discovery(up.kube))
+    reader = LiveReader(up.kube, Discovery(up.kube))  # no cache: lists by the uid label
+    repo = await up.kube.get(JOB_REPOSITORIES, NAME, "default")
+    uid = str(repo["metadata"]["uid"])
     desired = [
         key_of({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "TensorFlowTrainingJob",
                 "metadata": {"name": _job_name(i), "namespace": "default"}}, "default")
@@ -347,12 +350,12 @@ async def poll_rounds(up: Up, bare: Path, tmp: Path, jobs: int, out: dict[str, s
         t0 = time.perf_counter()
         await git.fetch(bare.as_uri(), None, None)
         t1 = time.perf_counter()
-        live, _tracked = await engine.live(f"default/{NAME}", kinds, desired)
+        live = (await reader.probe(f"default/{NAME}", uid, kinds, desired, scope=None)).objects
         t2 = time.perf_counter()
         fetch_t.append(t1 - t0)
         live_t.append(t2 - t1)
     out["poll round replayed: ls-remote"] = _ms(fetch_t)
-    out["poll round replayed: live lists"] = _ms(live_t) + f", {len(live)} objects"
+    out["poll round replayed: live lists (no cache)"] = _ms(live_t) + f", {len(live)} objects"
     out["poll round replayed: total"] = _ms([a + b for a, b in zip(fetch_t, live_t, strict=True)])
 
 

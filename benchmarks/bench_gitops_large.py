@@ -1,20 +1,28 @@
-"""GitOps on a large repository, in process: event-loop responsiveness and status size (issue
-#17 item 2). Run by `benchmarks/bench_gitops.py --files N` (or directly); results go to
-docs/PERFORMANCE.md, section "GitOps on a large repository".
+"""GitOps on a large repository, in process: event-loop responsiveness, status size, no-op
+rounds and pushes (issue #17 items 2 and 6). Run by `benchmarks/bench_gitops.py --files N` (or
+directly); results go to docs/PERFORMANCE.md, section "GitOps on a large repository".
 
-    .venv/bin/python benchmarks/bench_gitops.py --files 10000 [--refreshes 3]
+    .venv/bin/python benchmarks/bench_gitops.py --files 10000 [--refreshes 1]
+    .venv/bin/python benchmarks/bench_gitops_large.py 10000 [jobs|configmaps] [pushes]
 
-A bare repository holds N ConfigMaps, one file each, 100 per directory under `cms/`, and as
-many unrelated files under `docs/` (not under `path`: the sparse checkout skips them). The API
-server is `trainops apiserver` in its own process (so its CPU does not share this process's
-GIL); the GitOps reconciler (`gitops.manager.GitOpsReconciler`, no leader election) runs in
-this process's event loop beside a heartbeat task that sleeps 10 ms and records how late it
-wakes: the loop's largest stall while the reconciler works.
+A bare repository holds N manifests, one file each, 100 per directory under `cms/` — paused
+TensorFlowTrainingJobs (default: the kind the reconciler reads from its informer cache) or
+ConfigMaps (a kind it lists) — and as many unrelated files under `docs/` (not under `path`:
+the sparse checkout skips them). The API server is `trainops apiserver` in its own process (so
+its CPU does not share this process's GIL); the GitOps reconciler (`gitops.manager.
+GitOpsReconciler`, no leader election, its workers running) is in this process's event loop
+beside a heartbeat task that sleeps 10 ms and records how late it wakes: the loop's largest
+stall while the reconciler works. Every round is timed by wrapping `Reconciler.reconcile`.
 
-Measured: the first sync (fetch, checkout, load, pre-flight, compare, N applies, status), a
-forced refresh (a full comparison of N resources with nothing to apply; done when the status
-write changes the resourceVersion), a poll round with nothing changed (`reconcile` called
-directly: memo hit), the size of the stored status as JSON, and the entries the hub serves.
+Measured, on one prepared repository: the first sync (fetch, checkout, load, pre-flight,
+compare, N applies, status), forced refreshes (a full comparison of N resources with nothing to
+apply; done when the status write changes the resourceVersion), no-op poll rounds (the key
+added to the work queue, as the interval does: until that round ends, and the round's own
+time and CPU), no-op push triggers (`GitOpsReconciler.push` of a push to the branch that moved
+nothing: until that round ends), push → applied for a one-file change (a commit changing one
+job's `backoffLimit`, pushed, then the push trigger: until the job in the API server has the
+new value, and until that round ends), the stored status's size as JSON, the entries the hub
+serves, and this process's RSS (the reconciler; git and the API server are other processes).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine import cpu_model  # noqa: E402
+from gitops.giturls import normalize_repo_url  # noqa: E402
 from gitops.manager import GitOpsReconciler, GitOpsSettings  # noqa: E402
 from gitops.reconciler import JOB_REPOSITORIES  # noqa: E402
 from gitops.tenancy import Boundaries  # noqa: E402
@@ -45,6 +54,27 @@ from kube.manager import LeaderElection, Manager  # noqa: E402
 from trainops.commands.crds import all_crds  # noqa: E402
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:05d}\ndata:\n  v: '{v}'\n"
+JOB = """\
+apiVersion: batch.tensorstack.dev/v1beta1
+kind: TensorFlowTrainingJob
+metadata:
+  name: job-{i:05d}
+spec:
+  runMode:
+    pause:
+      enabled: true
+  runPolicy:
+    backoffLimit: {v}
+  replicaSpecs:
+    - type: chief
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: busybox
+              command: ["true"]
+"""
+TEMPLATES = {"jobs": JOB, "configmaps": CM}
 
 
 class Heartbeat:
@@ -73,19 +103,27 @@ class Heartbeat:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-def make_repository(tmp: Path, files: int) -> tuple[Path, str]:
-    bare, work = tmp / "cms.git", tmp / "work"
+def _git(tmp: Path) -> Callable[..., Any]:
     env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    run: Callable[..., Any] = lambda *a, cwd=tmp: subprocess.run(  # noqa: E731
+    return lambda *a, cwd=tmp: subprocess.run(
         ["git", "-c", "user.name=bench", "-c", "user.email=b@localhost", *a],
         cwd=cwd, env=env, check=True, capture_output=True, text=True,
     )  # fmt: skip
+
+
+def _manifest(work: Path, i: int) -> Path:
+    return work / "cms" / f"d{i // 100:03d}" / f"m-{i:05d}.yaml"
+
+
+def make_repository(tmp: Path, files: int, kind: str) -> tuple[Path, str]:
+    bare, work = tmp / "cms.git", tmp / "work"
+    run = _git(tmp)
     run("init", "-q", "--bare", "-b", "main", str(bare))
     run("init", "-q", "-b", "main", str(work))
     for i in range(files):
-        d = work / "cms" / f"d{i // 100:03d}"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"cm-{i:05d}.yaml").write_text(CM.format(i=i, v=1))
+        path = _manifest(work, i)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(TEMPLATES[kind].format(i=i, v=1))
         o = work / "docs" / f"d{i // 100:03d}"
         o.mkdir(parents=True, exist_ok=True)
         (o / f"note-{i:05d}.md").write_text(f"note {i}\n")
@@ -93,6 +131,61 @@ def make_repository(tmp: Path, files: int) -> tuple[Path, str]:
     run("commit", "-q", "-m", f"{files} configmaps", cwd=work)
     run("push", "-q", bare.as_uri(), "main", cwd=work)
     return bare, run("rev-parse", "HEAD", cwd=work).stdout.strip()
+
+
+def change_one(tmp: Path, i: int, value: int, kind: str) -> str:
+    """Commit a change of manifest `i` (its backoffLimit, or its data) and push: the sha."""
+    run, work = _git(tmp), tmp / "work"
+    _manifest(work, i).write_text(TEMPLATES[kind].format(i=i, v=value))
+    run("commit", "-q", "-am", f"change {i} to {value}", cwd=work)
+    run("push", "-q", (tmp / "cms.git").as_uri(), "main", cwd=work)
+    return str(run("rev-parse", "HEAD", cwd=work).stdout.strip())
+
+
+class Rounds:
+    """Times every `Reconciler.reconcile` call (wall and this process's CPU)."""
+
+    def __init__(self, running: GitOpsReconciler) -> None:
+        self.ended: list[tuple[float, float, float]] = []
+        """(end time, wall seconds, CPU seconds) of each round."""
+        inner = running.reconciler.reconcile
+
+        async def timed(key: str) -> float | None:
+            t0, c0 = time.perf_counter(), time.process_time()
+            try:
+                return await inner(key)
+            finally:
+                t1 = time.perf_counter()
+                self.ended.append((t1, t1 - t0, time.process_time() - c0))
+
+        running.reconciler.reconcile = timed  # type: ignore[method-assign]
+
+    async def next_after(self, t0: float, timeout: float = 600) -> tuple[float, float, float]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for r in self.ended:
+                if r[0] - r[1] >= t0:
+                    return r
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no round within {timeout} s")
+            await asyncio.sleep(0.001)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _ms(values: list[float]) -> str:
+    return (
+        f"p50 {_pct(values, 0.5) * 1000:.1f} ms, p99 {_pct(values, 0.99) * 1000:.1f} ms, "
+        f"max {max(values) * 1000:.1f} ms ({len(values)} runs)"
+    )
+
+
+def _rss() -> str:
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return f"{fields['VmRSS'].strip()} (peak {fields['VmHWM'].strip()})"
 
 
 async def start_apiserver(tmp: Path) -> tuple[subprocess.Popen[bytes], Client]:
@@ -143,15 +236,19 @@ async def until(check: Callable[[], Awaitable[Any]], timeout: float) -> Any:
         await asyncio.sleep(0.05)
 
 
-async def bench(files: int, refreshes: int, keep: bool) -> dict[str, str]:
+async def bench(
+    files: int, refreshes: int, keep: bool, kind: str = "jobs", pushes: int = 5, noops: int = 20
+) -> dict[str, str]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-gitops-large-"))
-    out: dict[str, str] = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
-        "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "repository": f"{files} ConfigMaps (cms/, path) + {files} other files (docs/)",
-    }
+    out: dict[str, str] = Shown(
+        **{
+            "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+            "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "repository": f"{files} {kind} (cms/, path) + {files} other files (docs/)",
+        }
+    )
     t0 = time.perf_counter()
-    bare, sha = make_repository(tmp, files)
+    bare, sha = make_repository(tmp, files, kind)
     out["repository built"] = f"{time.perf_counter() - t0:.1f} s (not counted)"
     proc, client = await start_apiserver(tmp)
     beat = Heartbeat()
@@ -165,6 +262,7 @@ async def bench(files: int, refreshes: int, keep: bool) -> dict[str, str]:
             git_timeout=600,
         ),
     )
+    rounds = Rounds(running)
     running.manager.start()
     try:
         await running.wait_synced(timeout=60)
@@ -197,6 +295,12 @@ async def bench(files: int, refreshes: int, keep: bool) -> dict[str, str]:
             f"{len(json.dumps(st, separators=(',', ':'))) / 1024:.1f} KiB, "
             f"{len(st.get('resources') or [])} entries listed, summary {st.get('summary')}"
         )
+
+        async def cached_status() -> bool:  # the hub reads the informer's copy
+            got = running.repos.get("default", "cms") or {}
+            return bool((got.get("status") or {}).get("summary"))
+
+        await until(cached_status, 60)
         t0 = time.perf_counter()
         served = running.repository("default", "cms")
         out["hub serves (GET repository)"] = (
@@ -224,16 +328,13 @@ async def bench(files: int, refreshes: int, keep: bool) -> dict[str, str]:
                 f"({len(times)} runs)"
             )
             out["  loop max gap during the refreshes"] = f"{max(gaps) * 1000:.0f} ms"
-        rounds = []
-        beat.reset()
-        for _ in range(3):
-            t0 = time.perf_counter()
-            await running.reconciler.reconcile("default/cms")
-            rounds.append(time.perf_counter() - t0)
-        out["no-op poll round (memo hit)"] = (
-            f"p50 {sorted(rounds)[1]:.2f} s, max {max(rounds):.2f} s (3 runs)"
+        await noop_rounds(running, rounds, beat, noops, out)
+        await push_rounds(running, rounds, client, tmp, files, kind, pushes, out)
+        out["reconciler process RSS"] = _rss()
+        st = (await client.get(JOB_REPOSITORIES, "cms", "default")).get("status") or {}
+        out["stored status size at the end (JSON)"] = (
+            f"{len(json.dumps(st, separators=(',', ':'))) / 1024:.1f} KiB"
         )
-        out["  loop max gap during the poll rounds"] = f"{beat.max_gap * 1000:.0f} ms"
         out["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         return out
     finally:
@@ -248,10 +349,106 @@ async def bench(files: int, refreshes: int, keep: bool) -> dict[str, str]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main(files: int = 10000, refreshes: int = 3, keep: bool = False) -> None:
-    for key, value in asyncio.run(bench(files, refreshes, keep)).items():
+async def noop_rounds(
+    running: GitOpsReconciler, rounds: Rounds, beat: Heartbeat, n: int, out: dict[str, str]
+) -> None:
+    """Poll rounds (the key added to the queue) and push triggers that find nothing changed."""
+    from gitops.pushhooks import PushEvent
+
+    await asyncio.sleep(3)  # let the job events of the last sync settle (STATUS_DELAY)
+    key = "default/cms"
+    trigger, own, cpu = [], [], []
+    beat.reset()
+    for _ in range(n):
+        t0 = time.perf_counter()
+        running.queue.add(key)
+        end, wall, c = await rounds.next_after(t0)
+        trigger.append(end - t0)
+        own.append(wall)
+        cpu.append(c)
+    out["no-op poll round: queued -> round done"] = _ms(trigger)
+    out["  the round itself"] = _ms(own) + f"; CPU p50 {_pct(cpu, 0.5) * 1000:.1f} ms"
+    out["  loop max gap during them"] = f"{beat.max_gap * 1000:.0f} ms"
+    repo = running.repos.get("default", "cms")
+    assert repo is not None
+    event = PushEvent("generic", (normalize_repo_url(repo["spec"]["repoURL"]),), "main", None)
+    trigger, own = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        refreshed = await running.push(event)
+        assert refreshed == [key], refreshed
+        end, wall, _c = await rounds.next_after(t0)
+        trigger.append(end - t0)
+        own.append(wall)
+    out["no-op push trigger: push() -> round done"] = _ms(trigger)
+
+
+async def push_rounds(
+    running: GitOpsReconciler,
+    rounds: Rounds,
+    client: Client,
+    tmp: Path,
+    files: int,
+    kind: str,
+    n: int,
+    out: dict[str, str],
+) -> None:
+    """Push → applied for a one-file change, `n` times."""
+    from gitops.pushhooks import PushEvent
+
+    if n <= 0:
+        return
+    repo = running.repos.get("default", "cms")
+    assert repo is not None
+    event = PushEvent("generic", (normalize_repo_url(repo["spec"]["repoURL"]),), "main", None)
+    resource = resources.TFJOBS if kind == "jobs" else resources.CONFIGMAPS
+    applied, done = [], []
+    for k in range(n):
+        i = (k * 7919) % files
+        name = f"job-{i:05d}" if kind == "jobs" else f"cm-{i:05d}"
+        value = 10 + k
+        change_one(tmp, i, value, kind)
+        t0 = time.perf_counter()
+        await running.push(event)
+
+        async def landed(name: str = name, value: int = value) -> bool:
+            obj = await client.get(resource, name, "default")
+            if kind == "jobs":
+                return bool(obj["spec"].get("runPolicy", {}).get("backoffLimit") == value)
+            return bool(obj.get("data", {}).get("v") == str(value))
+
+        await until(landed, 600)
+        applied.append(time.perf_counter() - t0)
+        end, _wall, _c = await rounds.next_after(t0)
+        done.append(end - t0)
+        await asyncio.sleep(3)  # the job event's round (STATUS_DELAY) before the next push
+    out["push -> applied (one file changed)"] = _ms(applied)
+    out["push -> its round done (status written)"] = _ms(done)
+
+
+class Shown(dict[str, str]):
+    """The results, each printed as soon as it is measured (a long run that fails later
+    keeps what it measured)."""
+
+    def __init__(self, **items: str) -> None:
+        super().__init__()
+        for key, value in items.items():
+            self[key] = value
+
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(key, value)
         print(f"{key:42} {value}", flush=True)
 
 
+def main(
+    files: int = 10000, refreshes: int = 3, keep: bool = False, kind: str = "jobs", pushes: int = 5
+) -> None:
+    asyncio.run(bench(files, refreshes, keep, kind, pushes))
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10000)
+    main(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 10000,
+        kind=sys.argv[2] if len(sys.argv) > 2 else "jobs",
+        pushes=int(sys.argv[3]) if len(sys.argv) > 3 else 5,
+    )

@@ -8,7 +8,9 @@ repository, for `gitops.reconciler`:
 - `engine` is the sync engine acting as that identity — one per ServiceAccount, cached, on a
   `kube.Client.impersonating` view of the reconciler's client; the reconciler's own engine
   only when the rules say the repository acts as the reconciler. It fails closed: a key not
-  admitted this round has no engine;
+  admitted this round has no engine. Every engine reads the same shared cache (training jobs,
+  read with the reconciler's rights and kept within the repository's scope); its lists and
+  GETs of other kinds are the identity's;
 - `secret` reads the `secretRef` Secret as that identity and refuses it unless it names the
   repository URL, before git is run;
 - `bounded` is the pre-flight's boundary step (`tenancy.enforce`) with each kind's scope
@@ -70,7 +72,9 @@ class Tenants:
         engine = self._engines.get(identity)
         if engine is None:
             client = self.client.impersonating(identity.user, identity.groups)
-            engine = self._engines[identity] = SyncEngine(client, self.discovery)
+            engine = self._engines[identity] = SyncEngine(
+                client, self.discovery, cache=self.own.cache
+            )
         return engine
 
     def scope(self, obj: dict[str, Any], spec: RepoSpec) -> tenancy.Scope | None:

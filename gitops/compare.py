@@ -192,15 +192,18 @@ def compare(
 def apply_body(
     desired: dict[str, Any], key: ResourceKey, repository: str, repository_uid: str = ""
 ) -> dict[str, Any]:
-    """`desired` as it is applied: in its namespace, with the tracking label and annotations
-    (the repository's `namespace/name` and, when given, its uid)."""
+    """`desired` as it is applied: in its namespace, with the tracking labels (managed and,
+    when given, the repository's uid) and annotations (the repository's `namespace/name` and
+    its uid)."""
     body = copy.deepcopy(desired)
     meta = body.setdefault("metadata", {})
     if key.namespace:
         meta["namespace"] = key.namespace
-    meta.setdefault("labels", {})[names.MANAGED_LABEL] = "true"
+    labels = meta.setdefault("labels", {})
+    labels[names.MANAGED_LABEL] = "true"
     meta.setdefault("annotations", {})[names.REPOSITORY_ANNOTATION] = repository
     if repository_uid:
+        labels[names.REPOSITORY_UID_LABEL] = repository_uid
         meta["annotations"][names.REPOSITORY_UID_ANNOTATION] = repository_uid
     return body
 

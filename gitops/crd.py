@@ -396,7 +396,10 @@ def _status() -> dict[str, Any]:
                 32,
                 **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
             ),
-            "reconciledAt": _str("When the repository was last compared.", format="date-time"),
+            "reconciledAt": _str(
+                "When a comparison last changed the status, or was asked for (refresh, sync).",
+                format="date-time",
+            ),
             "lastHandledRequest": _obj(
                 "The sync and refresh requests (annotations gitops.trainops.dev/"
                 "sync-requested-at and refresh-requested-at) the reconciler has carried out: "

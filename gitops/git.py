@@ -113,6 +113,8 @@ class Git:
         self._locks: dict[str, asyncio.Lock] = {}
         self._killed: set[str] = set()
         """Clones a git of ours was killed working on (its lock files are stale)."""
+        self._commits: dict[str, dict[str, Commit]] = {}
+        """Per clone, the commits read from it that its refs keep (`fetch`'s fast path)."""
 
     def clone_dir(self, url: str) -> Path:
         """The bare clone of `url` (which need not exist yet)."""
@@ -167,10 +169,19 @@ class Git:
     async def fetch(
         self, url: str, revision: str | None, credentials: Credentials | None = None
     ) -> tuple[RemoteRef, Commit]:
-        """Resolve `revision` and make its commit present in the cached clone."""
+        """Resolve `revision` and make its commit present in the cached clone.
+
+        A commit this client has already read from the clone, whose ref is still kept, costs
+        the `ls-remote` alone: commits are immutable, and a poll that finds the branch where it
+        was must not run three more git processes."""
         clean, creds = self._prepare(url, credentials)
         target = await self.resolve(url, revision, credentials)
         repo = self.clone_dir(clean)
+        known = self._commits.get(str(repo), {}).get(target.sha)
+        if known is not None and (repo / "HEAD").exists():
+            with contextlib.suppress(OSError):
+                os.utime(repo)  # last used: the cache's eviction order
+            return RemoteRef(target.ref, known.sha), known
         async with self._repo(repo):
             await self._ensure_clone(repo)
             sha = await self._local_commit(repo, target.sha)
@@ -178,7 +189,10 @@ class Git:
             if sha is None:
                 sha = await self._fetch_into(repo, clean, creds, target)
                 await self._housekeep(repo, sha)
+            elif sha not in self._commits.get(str(repo), {}):  # kept by a ref from now on
+                await self._record(repo, sha)
             commit = await self._commit(repo, sha)
+            self._remember(repo, commit)
             with contextlib.suppress(OSError):
                 os.utime(repo)  # last used: the cache's eviction order
         if fetched:
@@ -224,6 +238,7 @@ class Git:
         try:
             async with self._repo(repo):
                 if await self._local_commit(repo, sha) is None:
+                    self._forget(repo, [sha])  # the next fetch fetches it again
                     raise GitError(f"commit {sha[:12]} is not in the cache of {shown(url)}")
                 env = {"GIT_INDEX_FILE": index}
                 await self._run([*git_dir, "read-tree", sha], env=env, what="read")
@@ -243,6 +258,20 @@ class Git:
         return root
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _remember(self, repo: Path, commit: Commit) -> None:
+        known = self._commits.setdefault(str(repo), {})
+        known.pop(commit.sha, None)
+        known[commit.sha] = commit
+        while len(known) > gittree.KEEP_COMMITS:  # the oldest read first
+            known.pop(next(iter(known)))
+
+    def _forget(self, repo: Path, shas: list[str] | None = None) -> None:
+        if shas is None:
+            self._commits.pop(str(repo), None)
+            return
+        for sha in shas:
+            self._commits.get(str(repo), {}).pop(sha, None)
 
     def _prepare(self, url: str, credentials: Credentials | None) -> tuple[str, Credentials | None]:
         clean, user, password = split_url(url)
@@ -285,6 +314,7 @@ class Git:
             if lock.locked():
                 continue
             async with lock:
+                self._forget(self.cache_dir / name)
                 log.warning("git cache: removed the clone %s (the cache is over its cap)", name)
                 await asyncio.to_thread(shutil.rmtree, self.cache_dir / name, True)
 
@@ -306,6 +336,7 @@ class Git:
             name, _, when = line.partition(" ")
             refs.append((name, int(when) if when.isdigit() else 0))
         drop = gittree.refs_to_drop(refs, keep=[sha])
+        self._forget(repo, [ref.rsplit("/", 1)[-1] for ref in drop])
         if drop:
             data = "".join(f"delete {ref}\n" for ref in drop).encode()
             await self._run(
@@ -394,10 +425,14 @@ class Git:
             sha = await self._local_commit(repo, target.sha)
         if sha is None:
             raise GitError(f"revision not found: no commit {quote(target.sha)} in {shown(url)}")
+        await self._record(repo, sha)
+        return sha
+
+    async def _record(self, repo: Path, sha: str) -> None:
+        """Keep `sha` under `refs/trainops/<sha>` (until `_housekeep` drops it)."""
         await self._run(
             ["--git-dir", str(repo), "update-ref", f"refs/trainops/{sha}", sha], what="record"
         )
-        return sha
 
     async def _fetch_all(self, repo: Path, url: str, creds: Credentials | None) -> None:
         await self._run(

@@ -4,8 +4,9 @@ Shaped like the job controller's manager (`controller/manager.py`), on the proce
 `kube.Manager` (its caches, leases and supervised loops):
 
 - an informer of JobRepositories (every namespace) and one per training-job kind — the
-  Manager's, shared with the job controller in `trainops up`. Every replica runs them (a
-  standby has warm caches); the Hub reads from them;
+  Manager's, shared with the job controller in `trainops up` —, indexed by tracking id: every
+  round reads its repository's jobs from them (`gitops.livecache`), never a list. Every
+  replica runs them (a standby has warm caches); the Hub reads from them;
 - a JobRepository event enqueues its key; a training-job event enqueues the repository named by
   its tracking annotation (so a job deleted or edited by hand is healed at once, not at the
   next poll); each reconcile asks to be requeued after the repository's `interval`;
@@ -14,11 +15,14 @@ Shaped like the job controller's manager (`controller/manager.py`), on the proce
 - `changes()` fans informer events out to subscribers, each with a bounded queue: one that
   falls behind loses its backlog and gets a `resync` Change instead of slowing the others.
 
-Triggers besides the interval: `refresh` (compare now), `sync` (sync now, optionally to a
-revision), `push` (a push webhook for a repository's URL and branch: a refresh — nothing in a
-push payload is ever applied, it only says when to fetch). Each is a write to the JobRepository
-(`gitops.triggers`: an annotation, merge-patched as this service), so any replica takes them;
-the informer wakes the leader, which records in status what it has handled.
+Triggers besides the interval: `refresh` (compare now, even if nothing changed), `sync` (sync
+now, optionally to a revision), `push` (a push webhook for a repository's URL and branch: a
+round now — on the leader it compares only when the revision or a live object changed, so a
+push that moved nothing costs an `ls-remote`; a standby passes it on as a refresh request;
+nothing in a push payload is ever applied, it only says when to fetch). Refresh and sync are
+writes to the JobRepository (`gitops.triggers`: an annotation, merge-patched as this service),
+so any replica takes them; the informer wakes the leader, which records in status what it has
+handled.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from gitops.diff import mask_secrets, normalize_live
 from gitops.git import Git
 from gitops.giturls import GitError, normalize_repo_url, validate_revision
 from gitops.hub import Change, ResourceDiff, UnknownRepository
+from gitops.livecache import TRACKING_INDEX, InformerCache, tracking_ids
 from gitops.memo import Memo
 from gitops.metrics import GitOpsMetrics
 from gitops.pushhooks import PushEvent
@@ -100,11 +105,22 @@ class GitOpsReconciler:
         self.queue = WorkQueue(name="jobrepositories")
         ns = self.settings.namespace
         self.repos = manager.informer(JOB_REPOSITORIES, namespace=ns)
-        # The Manager's job caches: the job controller's own in `trainops up`.
-        self.job_informers = {r.kind: manager.informer(r) for r in _JOB_RESOURCES}
+        # The Manager's job caches (the job controller's own in `trainops up`), indexed by
+        # tracking id.
+        self.job_informers = {
+            r.kind: manager.informer(r, indexers={TRACKING_INDEX: tracking_ids})
+            for r in _JOB_RESOURCES
+        }
+        self.live_cache = InformerCache(self.job_informers.values())
+        """Live training jobs by tracking id, for every round (`gitops.livecache`)."""
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
         self.reconciler = Reconciler(
-            client, self.git, self._emit, self.metrics, boundaries=self.settings.boundaries
+            client,
+            self.git,
+            self._emit,
+            self.metrics,
+            boundaries=self.settings.boundaries,
+            live_cache=self.live_cache,
         )
         self._subscribers: set[asyncio.Queue[Change]] = set()
         self.repos.add_handler(self._on_repository)
@@ -208,9 +224,17 @@ class GitOpsReconciler:
             if normalize_repo_url(spec.repo_url) not in urls:
                 continue
             key = repo_id(obj)
-            if self._push_matches(spec.target_revision, event, key):
+            if not self._push_matches(spec.target_revision, event, key):
+                continue
+            if self.is_leader and self.settings.reconcile:
+                # A round now: it fetches, and compares only if the revision or a live
+                # object changed (a push that moved nothing costs an ls-remote).
+                self.queue.add(key)
+            else:
+                # The leader is another replica: ask it in the cluster (a refresh request,
+                # so it compares in full, as a refresh asked by a user).
                 await self.refresh(*key.split("/", 1))
-                out.append(key)
+            out.append(key)
         return out
 
     def changes(self) -> AsyncIterator[Change]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from gitops import status, triggers
 from gitops.compare import Comparison
 from gitops.git import Commit
+from gitops.pairing import ResourceKey
 from gitops.preflight import Checked
 
 __all__ = ["Memo"]
@@ -22,16 +23,29 @@ class Memo:
     revision: str | None = None
     head_ref: str | None = None
     """The branch the remote HEAD pointed at (when targetRevision is unset)."""
-    fingerprint: str | None = None
+    stamp: str | None = None
+    """What tells whether the live state changed since (`gitops.livestate.State.stamp`)."""
+    watch: tuple[ResourceKey, ...] = ()
+    """Desired keys of cached kinds whose object was not this repository's at the last
+    comparison (`gitops.livestate.State.watch`)."""
+    legacy: frozenset[tuple[str, str]] | None = None
+    """Kinds still listed by the managed label (objects applied before the uid label); None
+    until the first round after a start, which lists the former default kinds so."""
     generation: int | None = None
     checked_for: tuple[str, str, bool, str] | None = None
     checked: list[Checked] = field(default_factory=list)
+    desired: list[ResourceKey] = field(default_factory=list)
+    """The keys `checked` defines (`keys.desired_keys`), computed once per commit."""
+    git_kinds: set[tuple[str, str]] = field(default_factory=set)
+    """The kinds `checked` holds (`keys.kinds_of`), computed once per commit."""
     commit: Commit | None = None
     synced_revision: str | None = None
     attempts: int = 0
     retry_at: float | None = None
     kinds: set[tuple[str, str]] = field(default_factory=set)
     comparison: Comparison | None = None
+    claimed: bool = False
+    """Whether `comparison` kept off another repository's object (`ownership.claimed`)."""
     refresh: bool = False
     sync_requested: bool = False
     sync_revision: str | None = None

@@ -15,6 +15,7 @@ __all__ = [
     "MANAGED_LABEL",
     "REPOSITORY_ANNOTATION",
     "REPOSITORY_UID_ANNOTATION",
+    "REPOSITORY_UID_LABEL",
     "SYNC_OPTIONS_ANNOTATION",
     "VERSION",
 ]
@@ -25,7 +26,14 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "JobRepository"
 
 MANAGED_LABEL = f"{GROUP}/managed"
-"""Label `gitops.trainops.dev/managed: "true"` on everything the sync engine applies."""
+"""Label `gitops.trainops.dev/managed: "true"` on everything the sync engine applies (kept for
+readers and for objects applied before `REPOSITORY_UID_LABEL`; live state is read by the uid
+label)."""
+REPOSITORY_UID_LABEL = f"{GROUP}/repository-uid"
+"""Label: the uid of the JobRepository that applied the object (its tracking id, as the
+annotation of the same name). Live state is selected by it — a list by this label, or the
+informer cache's tracking index (`gitops.livecache`) — never by a label every repository
+shares."""
 REPOSITORY_ANNOTATION = f"{GROUP}/repository"
 """Annotation `<namespace>/<name>` of the JobRepository that applied the object; prune deletes
 only objects carrying this repository's value."""

@@ -3,9 +3,10 @@
 Level-triggered like the job controller (`controller/reconciler.py`): the key is
 `namespace/name`, the JobRepository is read fresh, and the answer is when to look again (the
 polling `interval`, or sooner for a retry). Per repository, a `Memo` in memory keeps what the
-last round saw, so a round where neither the revision, the spec nor any live object changed
-(their resourceVersions' fingerprint) does no work at all — only `git ls-remote` and one list
-per kind; the checkout and pre-flight of a commit are done once per commit.
+last round saw, so a round where neither the revision, the spec nor any of its own live
+objects changed (`gitops.livestate`'s stamp) does no work at all — only `git ls-remote`, O(1)
+reads of the shared cache, and a list by the uid label per kind it keeps outside the cache;
+the checkout and pre-flight of a commit are done once per commit.
 
 When to sync (docs/GITOPS.md, "Sync semantics"): always when asked (`request_sync`); with an
 automated policy, once per new revision (history gets an entry), and — with `selfHeal` — again
@@ -43,19 +44,21 @@ from gitops.compare import Comparison, compare
 from gitops.discovery import Discovery
 from gitops.git import Commit, Git
 from gitops.giturls import Credentials, GitError
+from gitops.livecache import LiveCache
+from gitops.livestate import State
 from gitops.memo import Memo
 from gitops.metrics import GitOpsMetrics
 from gitops.pairing import ResourceKey
 from gitops.preflight import Checked, preflight
 from gitops.redact import redact_value
 from gitops.spec import RepoSpec, read_spec, repo_id
-from gitops.sync import SyncEngine
+from gitops.sync import PRUNED, SYNCED, SyncEngine
 from kube import errors, resources
 from kube.client import Client
 from kube.resources import Resource
 from kube.workqueue import default_rate_limiter
 
-__all__ = ["DEFAULT_KINDS", "JOB_REPOSITORIES", "LOGGER", "Emit", "Reconciler"]
+__all__ = ["DEFAULT_KINDS", "JOB_REPOSITORIES", "LEGACY_KINDS", "LOGGER", "Emit", "Reconciler"]
 
 JOB_REPOSITORIES = Resource(
     "gitops.trainops.dev", "v1alpha1", "jobrepositories", "JobRepository", True
@@ -65,10 +68,14 @@ LOGGER = "trainops.gitops"
 log = logging.getLogger(LOGGER)
 
 DEFAULT_KINDS: frozenset[tuple[str, str]] = frozenset(
+    (r.api_version, r.kind) for r in (resources.TFJOBS, resources.XGBJOBS)
+)
+"""Kinds always searched for tracked objects (prune candidates), besides those in Git now,
+those this process has applied and those the status records (`appliedKinds`): the training
+jobs, which the shared cache serves without a request."""
+LEGACY_KINDS: frozenset[tuple[str, str]] = DEFAULT_KINDS | frozenset(
     (r.api_version, r.kind)
     for r in (
-        resources.TFJOBS,
-        resources.XGBJOBS,
         resources.CONFIGMAPS,
         resources.SECRETS,
         resources.SERVICES,
@@ -76,8 +83,8 @@ DEFAULT_KINDS: frozenset[tuple[str, str]] = frozenset(
         resources.NAMESPACES,
     )
 )
-"""Kinds always searched for tracked objects (prune candidates), besides those in Git now,
-those this process has applied and those the status records (`appliedKinds`)."""
+"""The default kinds before `appliedKinds` recorded them: the first round after a start also
+lists these (and the repository's own kinds) by the managed label (`gitops.livestate`)."""
 
 Emit = Callable[[dict[str, Any], str, str, str], None]
 """(object, type, reason, message): an Event to record, buffered by the caller."""
@@ -94,13 +101,14 @@ class Reconciler:
         clock: Callable[[], datetime] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         boundaries: tenancy.Boundaries | None = None,
+        live_cache: LiveCache | None = None,
     ) -> None:
         self.client = client
         self.git = git
         self.emit = emit
         self.metrics = metrics
         self.discovery = Discovery(client)
-        self.engine = SyncEngine(client, self.discovery)
+        self.engine = SyncEngine(client, self.discovery, cache=live_cache)
         """The reconciler's own identity (repositories acting as it, and discovery)."""
         self.tenants = Tenants(
             client, self.discovery, self.engine, boundaries or tenancy.Boundaries()
@@ -181,36 +189,40 @@ class Reconciler:
         if fetched is None:
             return 0.0 if revision is not None else spec.interval
         commit = fetched
-        kinds = set(DEFAULT_KINDS) | memo.kinds | keys.kinds_of(memo.checked)
-        desired = await asyncio.to_thread(keys.desired_keys, memo.checked, spec.destination)
+        kinds = set(DEFAULT_KINDS) | memo.kinds | memo.git_kinds
         uid = str((obj.get("metadata") or {}).get("uid") or "")
-        live, tracked = await self.tenants.engine(key).live(
-            key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
-        )
-        fingerprint: str | None = await asyncio.to_thread(keys.fingerprint, live, tracked)
+        engine = self.tenants.engine(key)
+        scope = self.tenants.scope(obj, spec)
+        legacy = LEGACY_KINDS | kinds if memo.legacy is None else memo.legacy
+        probe = await engine.reader.probe(key, uid, kinds, memo.desired, scope=scope, legacy=legacy)
+        memo.legacy = probe.legacy
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry_at is not None and self.monotonic() >= memo.retry_at
-        claimed = memo.comparison is not None and ownership.claimed(memo.comparison)
+        claimed = memo.claimed
         failing = any(
             c.get("type") in status.ERROR_CONDITIONS
             for c in (obj.get("status") or {}).get("conditions") or []
         )
-        if (memo.revision, memo.fingerprint, memo.generation) == (
-            commit.sha,
-            fingerprint,
-            generation,
-        ) and not (memo.refresh or requested or retry_due or failing or claimed):
+        if (
+            (memo.revision, memo.generation) == (commit.sha, generation)
+            and memo.stamp is not None
+            and memo.stamp == engine.reader.stamp(probe, key, uid, memo.watch)
+            and not (memo.refresh or requested or retry_due or failing or claimed)
+        ):
             return self._requeue(spec, memo)
+        forced = memo.refresh or requested
         memo.refresh = False
+        state = await engine.reader.complete(probe, key, uid, memo.desired, scope=scope)
         sources_of = keys.recorded_sources(obj)  # bounded: the last comparison has them all
         if memo.comparison is not None:
             sources_of = {**keys.sources_of(memo.comparison.resources), **sources_of}
-        comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
+        comparison = await self._compare(obj, spec, memo, state, sources_of)
         operation = None
+        stamp: str | None = state.stamp
         if operations.should_sync(spec, memo, commit.sha, comparison, requested, retry_due):
             memo.stage = status.SYNC_ERROR
             operation = await operations.run(
-                self.tenants.engine(key),
+                engine,
                 spec,
                 memo,
                 commit,
@@ -219,24 +231,28 @@ class Reconciler:
                 monotonic=self.monotonic,
                 metrics=self.metrics,
             )
-            live, tracked = await self.tenants.engine(key).live(
-                key, kinds, desired, scope=self.tenants.scope(obj, spec), uid=uid
+            probe = await engine.reader.probe(
+                key, uid, kinds | memo.kinds, memo.desired, scope=scope, legacy=memo.legacy
             )
-            fingerprint = await asyncio.to_thread(keys.fingerprint, live, tracked)
-            comparison = await self._compare(obj, spec, memo, live, tracked, sources_of)
+            state = await engine.reader.complete(
+                probe, key, uid, memo.desired, scope=scope, outcomes=_results(operation)
+            )
+            stamp = state.stamp
+            comparison = await self._compare(obj, spec, memo, state, sources_of)
             if (
                 operation.phase == "Succeeded"
                 and spec.self_heal
                 and operations.actionable(comparison)
             ):
-                # An edit landed between the apply and the re-list: the watch event it caused
+                # An edit landed between the apply and the re-read: the watch event it caused
                 # must not find this state memoised, or healing waits for the interval.
-                fingerprint = None
-        memo.revision, memo.fingerprint, memo.generation = commit.sha, fingerprint, generation
+                stamp = None
+        memo.revision, memo.stamp, memo.generation = commit.sha, stamp, generation
+        memo.watch = state.watch
         memo.comparison = comparison
-        live_kinds = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in live.values()}
-        memo.kinds |= live_kinds
-        applied = (keys.kinds_of(memo.checked) | live_kinds) - DEFAULT_KINDS
+        memo.claimed = ownership.claimed(comparison)
+        memo.kinds |= state.kinds
+        applied = (memo.git_kinds | state.kinds) - DEFAULT_KINDS
         await self._write_status(
             obj,
             lambda old: guards.with_prune_condition(
@@ -244,6 +260,9 @@ class Reconciler:
                 comparison,
                 self.clock(),
             ),
+            # A comparison nobody asked for that changes nothing but `reconciledAt` (an own
+            # job's status write, a repository compared every round) writes nothing.
+            unless_unchanged=not forced and operation is None,
         )
         if operation is not None:
             report.report(obj, key, operation, self.emit, log)
@@ -300,6 +319,12 @@ class Reconciler:
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.checked_for != wanted:
                 memo.checked = await self.tenants.bounded(obj, spec, await self._load(spec, commit))
+                memo.desired, memo.git_kinds = await asyncio.to_thread(
+                    lambda: (
+                        keys.desired_keys(memo.checked, spec.destination),
+                        keys.kinds_of(memo.checked),
+                    )
+                )
                 memo.checked_for, memo.commit = wanted, commit
         except (GitError, sources.SourcesError) as exc:
             self.metrics.fetch_failures.inc()
@@ -357,13 +382,13 @@ class Reconciler:
         obj: dict[str, Any],
         spec: RepoSpec,
         memo: Memo,
-        live: dict[ResourceKey, dict[str, Any]],
-        tracked: set[ResourceKey],
+        state: State,
         sources_of: dict[ResourceKey, str],
     ) -> Comparison:
         """Compare; then keep off objects another repository tracks (gitops/ownership.py) and
         block prune of an empty desired state (gitops/guards.py)."""
         key, uid = repo_id(obj), str((obj.get("metadata") or {}).get("uid") or "")
+        live, tracked = state.objects, state.tracked
         comparison = await asyncio.to_thread(  # CPU-heavy on a big repository: off the loop
             lambda: compare(
                 memo.checked,
@@ -419,9 +444,15 @@ class Reconciler:
         )
 
     async def _write_status(
-        self, obj: dict[str, Any], make: Callable[[dict[str, Any]], dict[str, Any]]
+        self,
+        obj: dict[str, Any],
+        make: Callable[[dict[str, Any]], dict[str, Any]],
+        *,
+        unless_unchanged: bool = False,
     ) -> None:
-        """Replace `.status` conditional on the resourceVersion; on Conflict read and retry."""
+        """Replace `.status` conditional on the resourceVersion; on Conflict read and retry.
+        `unless_unchanged`: not when the new status differs from the stored one in
+        `reconciledAt` only."""
         meta = obj["metadata"]
         for _ in range(5):
             old = dict(obj.get("status") or {})
@@ -432,6 +463,8 @@ class Reconciler:
             # written since is newer and stays pending): `gitops.triggers`.
             memo = self.memos.get(f"{meta.get('namespace')}/{meta['name']}")
             new_status = triggers.record_handled(new_status, memo.handling if memo else None)
+            if unless_unchanged and _without_time(new_status) == _without_time(old):
+                return
             body = {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),
@@ -455,6 +488,21 @@ class Reconciler:
         if memo.retry_at is None:
             return spec.interval
         return max(0.0, min(spec.interval, memo.retry_at - self.monotonic()))
+
+
+def _results(operation: status.Operation) -> list[tuple[ResourceKey, dict[str, Any] | None]]:
+    """(key, object after) of each apply of `operation`, (key, None) of each prune."""
+    out: list[tuple[ResourceKey, dict[str, Any] | None]] = []
+    for o in operation.outcomes:
+        if o.status == SYNCED and o.live is not None:
+            out.append((o.key, o.live))
+        elif o.status == PRUNED:
+            out.append((o.key, None))
+    return out
+
+
+def _without_time(st: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in st.items() if k != "reconciledAt"}
 
 
 def _masked(

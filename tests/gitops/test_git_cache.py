@@ -250,3 +250,70 @@ async def test_the_least_recently_used_clone_goes_when_the_cache_is_over_its_cap
 def test_clones_to_evict(cap: int, keep: list[str], expected: list[str]) -> None:
     clones = [("new", 30, 3.0), ("old", 30, 1.0), ("mid", 30, 2.0)]
     assert gittree.clones_to_evict(clones, cap=cap, keep=keep) == expected
+
+
+def logging_git(tmp_path: Path) -> tuple[str, Path]:
+    """A `git` that appends its subcommand to a log, then runs the real git."""
+    log, script = tmp_path / "git.log", tmp_path / "git-logged"
+    script.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in -c|--git-dir) skip=1; continue;; esac;'
+        ' if [ -n "$skip" ]; then skip=; continue; fi;'
+        f' case "$a" in -*) ;; *) echo "$a" >> {log}; break;; esac; done\n'
+        'exec git "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script), log
+
+
+def commands(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+async def test_a_branch_that_did_not_move_costs_one_ls_remote(tmp_path: Path) -> None:
+    remote = Remote(tmp_path / "remote")
+    a = remote.commit("a", {"cm.yaml": CM.format(name="x", v="A")})
+    git, log = logging_git(tmp_path)
+    client = Git(tmp_path / "cache", timeout=20, git=git)
+    await client.fetch(remote.url, None)
+    log.unlink()
+    for _ in range(3):
+        _, commit = await client.fetch(remote.url, None)
+        assert commit.sha == a and commit.subject == "a"
+    assert commands(log) == ["ls-remote"] * 3
+    # The commit is still there to export (kept by its ref).
+    root = await client.export(remote.url, a, tmp_path / "co")
+    assert "v: 'A'" in (root / "cm.yaml").read_text()
+
+    # A restart (a new client on the same cache): the commit is read once, then known.
+    log.unlink()
+    again = Git(tmp_path / "cache", timeout=20, git=git)
+    await again.fetch(remote.url, None)
+    assert "fetch" not in commands(log) and "update-ref" in commands(log)
+    log.unlink()
+    await again.fetch(remote.url, None)
+    assert commands(log) == ["ls-remote"]
+
+    # A push: fetched, and the new commit is then known too.
+    b = remote.commit("b", {"cm.yaml": CM.format(name="x", v="B")})
+    _, commit = await again.fetch(remote.url, None)
+    assert commit.sha == b and "fetch" in commands(log)
+    log.unlink()
+    await again.fetch(remote.url, None)
+    assert commands(log) == ["ls-remote"]
+
+
+async def test_a_commit_whose_ref_was_dropped_is_read_again_not_trusted(tmp_path: Path) -> None:
+    remote = Remote(tmp_path / "remote")
+    first = remote.commit("c0", {"cm.yaml": CM.format(name="x", v="0")})
+    git, log = logging_git(tmp_path)
+    client = Git(tmp_path / "cache", timeout=20, git=git)
+    await client.fetch(remote.url, first)
+    for i in range(1, gittree.KEEP_COMMITS + 2):  # more commits than the cache keeps
+        await client.fetch(
+            remote.url, remote.commit(f"c{i}", {"cm.yaml": CM.format(name="x", v=i)})
+        )
+    log.unlink()
+    _, commit = await client.fetch(remote.url, first)
+    assert commit.sha == first
+    assert commands(log) != ["ls-remote"]  # not answered from memory: its ref is gone

@@ -163,7 +163,10 @@ def test_a_held_field_is_neither_drift_nor_applied(tmp_path: Any) -> None:
         "metadata": {
             "name": "a",
             "namespace": "ns",
-            "labels": {"gitops.trainops.dev/managed": "true"},
+            "labels": {
+                "gitops.trainops.dev/managed": "true",
+                "gitops.trainops.dev/repository-uid": UID,
+            },
             "annotations": {
                 "gitops.trainops.dev/repository": REPO,
                 "gitops.trainops.dev/repository-uid": UID,

@@ -306,6 +306,7 @@ async def test_a_job_that_existed_before_gitops_is_adopted_then_pruned_when_it_l
         f"+    gitops.trainops.dev/repository-uid: {repo_uid}",
         "+  labels:",
         "+    gitops.trainops.dev/managed: 'true'",
+        f"+    gitops.trainops.dev/repository-uid: {repo_uid}",
     ]
     # Sync with prune: the job is adopted (labelled), in place.
     uid = (await kclient.get(TF, "a", namespace))["metadata"]["uid"]
@@ -325,6 +326,7 @@ async def test_a_job_that_existed_before_gitops_is_adopted_then_pruned_when_it_l
     job = await kclient.get(TF, "a", namespace)
     assert job["metadata"]["uid"] == uid
     assert job["metadata"]["labels"]["gitops.trainops.dev/managed"] == "true"
+    assert job["metadata"]["labels"]["gitops.trainops.dev/repository-uid"] == repo_uid
     assert job["metadata"]["annotations"]["gitops.trainops.dev/repository"] == f"{namespace}/jobs"
     # Removed from Git: pruned like any job the repository created (another object stays in
     # Git: an empty desired state prunes nothing, see test_no_destroy.py).
