@@ -226,7 +226,7 @@ class GitOpsReconciler:
             key = repo_id(obj)
             if not self._push_matches(spec.target_revision, event, key):
                 continue
-            if self.is_leader and self.settings.reconcile:
+            if self.is_leader:
                 # A round now: it fetches, and compares only if the revision or a live
                 # object changed (a push that moved nothing costs an ls-remote).
                 self.queue.add(key)
