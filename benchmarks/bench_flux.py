@@ -699,7 +699,10 @@ async def _run(
     finally:
         await client.close()
     load1 = os.getloadavg()
-    titles = {"trainops": "trainops up (GitOps, no job controller)", "flux": f"Flux ({versions})"}
+    titles = {
+        "trainops": "trainops up (GitOps, no job controller)",
+        "flux": f"Flux ({versions.replace(' kustomize', ', kustomize')})",
+    }
     print()
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; API server {server} (reference)")
     print(
