@@ -43,6 +43,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import itertools
 import os
 import shutil
 import signal
@@ -79,6 +80,7 @@ WEBHOOK_CONFIGURATION = "trainops-webhook"  # webhook.configurations.CONFIGURATI
 NAME = "jobs"
 INTERVAL = "10m"
 LOGS = Path(tempfile.gettempdir()) / "bench-flux-logs"
+PUSHES = itertools.count()
 
 
 def flux_versions() -> str:
@@ -477,7 +479,8 @@ async def measure(side: Side, args: argparse.Namespace, sha: str, tag: str) -> F
         for _ in range(args.noops):
             await _triggered(side, side.full_trigger, ns, f.full, f.full_cpu, f.full_requests)
         work = side.work
-        for k in range(args.pushes):
+        for _ in range(args.pushes):
+            k = next(PUSHES)  # across rounds and sides: every push changes the file
             name = bg._job_name((k * 97 + 13) % args.jobs)
             backoff = 100 + k
             (work / "jobs" / f"{name}.yaml").write_text(_manifest(name, backoff))
@@ -502,6 +505,7 @@ async def measure(side: Side, args: argparse.Namespace, sha: str, tag: str) -> F
             f.push_cpu.append(side.cpu() - c0)
             f.push_requests.append(await requests_total(client) - r0)
         f.rss, f.hwm = side.rss()
+        print(f"  {side.title}: {f}", file=sys.stderr, flush=True)
         return f
     finally:
         await _delete_namespace(client, ns)
