@@ -475,9 +475,9 @@ async def measure(side: Side, args: argparse.Namespace, sha: str, tag: str) -> F
         print(f"  {side.title}: first sync {f.first_sync:.1f} s", file=sys.stderr, flush=True)
         await asyncio.sleep(3)  # let status writes and watch events after the sync settle
         for _ in range(args.noops):
-            await _triggered(side, side.push_trigger, ns, f.noop, f.noop_cpu, f.noop_requests)
+            await _triggered(side, side.push_trigger, ns, 10, f.noop, f.noop_cpu, f.noop_requests)
         for _ in range(args.noops):
-            await _triggered(side, side.full_trigger, ns, f.full, f.full_cpu, f.full_requests)
+            await _triggered(side, side.full_trigger, ns, 900, f.full, f.full_cpu, f.full_requests)
         work = side.work
         for _ in range(args.pushes):
             k = next(PUSHES)  # across rounds and sides: every push changes the file
@@ -497,8 +497,8 @@ async def measure(side: Side, args: argparse.Namespace, sha: str, tag: str) -> F
             async def at(new: str = new) -> bool:
                 return await side.at(ns, new)
 
-            ta = await until(applied, 300, f"{side.title}: {name} backoffLimit {backoff}")
-            ts = await until(at, 300, f"{side.title}: at {new[:7]}")
+            ta = await until(applied, 900, f"{side.title}: {name} backoffLimit {backoff}")
+            ts = await until(at, 900, f"{side.title}: at {new[:7]}")
             f.applied.append(ta - t0)
             f.synced.append(ts - t0)
             await asyncio.sleep(1.5)  # its status writes after the apply
@@ -520,17 +520,19 @@ async def _triggered(
     side: Side,
     trigger: Callable[[str], Awaitable[Callable[[], Awaitable[bool]]]],
     ns: str,
+    timeout: float,
     times: list[float | None],
     cpus: list[float],
     requests: list[float],
 ) -> None:
     """One trigger with nothing changed: its time to handled (None if no end was seen within
-    10 s: nothing observable), the controllers' CPU and the API requests over 1.5 s after it."""
+    `timeout`: nothing observable), the controllers' CPU and the API requests until then, at
+    least 1.5 s (the writes and events that follow)."""
     await asyncio.sleep(1.1)  # a new second: our status' reconciledAt has whole seconds
     r0, c0, t0 = await requests_total(side.client), side.cpu(), time.perf_counter()
     done = await trigger(ns)
     try:
-        times.append(await until(done, 10, "the trigger to be handled") - t0)
+        times.append(await until(done, timeout, "the trigger to be handled") - t0)
     except SystemExit:
         times.append(None)
     await asyncio.sleep(max(0.0, t0 + 1.5 - time.perf_counter()))
