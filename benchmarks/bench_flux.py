@@ -577,6 +577,8 @@ def table(rows: dict[str, list[Figures]], titles: dict[str, str]) -> list[str]:
     def latency(attr: str) -> Callable[[list[Figures]], str]:
         def cell(fs: list[Figures]) -> str:
             values = all_of(fs, attr)
+            if not values:
+                return "no end seen"
             return f"{_p(values, 0.5):.2f} s / {_p(values, 0.99):.2f} s ({len(values)})"
 
         return cell
