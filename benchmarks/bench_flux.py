@@ -7,7 +7,8 @@ a reference control plane of its own with `hack/reference-cluster start`, stops 
 
     .venv/bin/python benchmarks/bench_flux.py [--jobs 1000] [--rounds 3] [--pushes 5] [--noops 5]
 
-or on a reference cluster already running: `--kubeconfig /tmp/ref-flux/kubeconfig`.
+or on a reference cluster already running: `--kubeconfig /tmp/ref-flux/kubeconfig`; `--only
+trainops` (or `flux`) measures one side. The controllers' logs go to /tmp/bench-flux-logs/.
 
 The repository: N TensorFlowTrainingJobs (benchmarks/bench_gitops.py's manifest without its
 namespace, created paused), one file each under `jobs/`, in a bare repository served over smart
@@ -25,12 +26,13 @@ namespace, deleted afterwards, and fresh controller processes:
 
 The two alternate, the order flipping every round. For each: first sync (object created →
 all N jobs applied and the repository/Kustomization reports the commit), API requests
-during it (kube-apiserver's `apiserver_request_total`: every client's, the bench's polling
-included — the same polling for both); a **no-op trigger** (Flux: annotate the GitRepository
-with `reconcile.fluxcd.io/requestedAt`, done when its `status.lastHandledReconcileAt` says so;
+during it (kube-apiserver's `apiserver_request_total` less the requests this script sent: its
+polling and metric scrapes); a **no-op trigger** (Flux: annotate the GitRepository with
+`reconcile.fluxcd.io/requestedAt`, done when its `status.lastHandledReconcileAt` says so;
 ours: a push webhook for the same URL, done when the JobRepository's status is written — if a
-no-op round writes nothing, its end is not observable and the row says so), its controller CPU
-and API requests; a **forced full reconcile with nothing changed** (Flux: the same annotation
+no-op round writes nothing, its end is not observable: the row says so, and its CPU and
+requests are then those of the 10 s waited), its controller CPU and API requests until handled
+(at least 1.5 s); a **forced full reconcile with nothing changed** (Flux: the same annotation
 on the Kustomization; ours: POST …/refresh); **push → applied** for a one-file change (one
 job's `backoffLimit`; from the end of `git push`, trigger as above, until the job in the API
 server carries the new value, and until the repository/Kustomization reports the new commit);
