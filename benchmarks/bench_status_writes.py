@@ -12,8 +12,10 @@ installed under a group of its own (`<variant>.bench.trainops.dev`, so all varia
 the writes can alternate), one job of the bench's shape (chief, two workers, ps) is created per
 variant, and then the variants take turns, one serial status write each, `--writes` times.
 Reported per variant: p50 / p90 / p99 / max of the write's round trip, in this process's clock,
-and kube-apiserver's CPU per write (from /proc, when it runs on this machine): on a shared
-machine the latencies move with the load, the CPU much less.
+and kube-apiserver's CPU per write (from /proc, when it runs on this machine). Both move with
+the machine's load (at load 9–13 they did not separate variants 10 % apart): run it on a quiet
+machine, or compare kube-apiserver CPU profiles (`kubectl get --raw
+'/debug/pprof/profile?seconds=15'` while one variant is written, `go tool pprof -top -cum`).
 
 Variants: `shipped` (deploy/crds as generated), `no-cel` (every x-kubernetes-validations
 removed), `no-transition` (only the rules without oldSelf), `transition-only`, and
