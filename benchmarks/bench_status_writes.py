@@ -48,7 +48,7 @@ from kube import errors, resources  # noqa: E402
 from kube.client import Client  # noqa: E402
 
 CRD_FILE = REPO / "deploy" / "crds" / "batch.tensorstack.dev_tensorflowtrainingjobs.yaml"
-NAMESPACE = "bench-status-writes"
+NAMESPACE = f"bench-status-writes-{os.getpid()}"
 BLOCK = 50
 
 
@@ -180,11 +180,12 @@ async def main_async(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
     client = await Client.connect(args.kubeconfig, timeout=30)
+    kinds: dict[str, resources.Resource] = {}
     try:
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         with contextlib.suppress(errors.AlreadyExists):
             await client.create(resources.NAMESPACES, ns)
-        kinds = await _install(client, args.kubeconfig, names)
+        kinds.update(await _install(client, args.kubeconfig, names))
         jobs: dict[str, dict[str, Any]] = {}
         for name, resource in kinds.items():
             job = bc._job(0, NAMESPACE)
@@ -214,6 +215,15 @@ async def main_async(args: argparse.Namespace) -> None:
             await client.delete(resource, jobs[name]["metadata"]["name"], NAMESPACE)
     finally:
         await client.close()
+        # The variants' CRDs and the namespace go too (the API server is shared with others).
+        crds = [f"{r.plural}.{r.group}" for r in kinds.values()]
+        bc.subprocess.run(
+            ["kubectl", "--kubeconfig", str(args.kubeconfig), "delete", "--wait=false"]
+            + [f"customresourcedefinition/{c}" for c in crds]
+            + [f"namespace/{NAMESPACE}"],
+            capture_output=True,
+            check=False,
+        )
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; load {load0:.1f} → {load1:.1f}")
     print(f"{args.writes} serial status writes per variant, in alternating blocks of {BLOCK}")
     print("| CRD variant | p50 | p90 | p99 | max (ms) | kube-apiserver CPU per write (ms) |")
