@@ -108,7 +108,11 @@ class GitOpsReconciler:
         # The Manager's job caches (the job controller's own in `trainops up`), indexed by
         # tracking id.
         self.job_informers = {
-            r.kind: manager.informer(r, indexers={TRACKING_INDEX: tracking_ids})
+            r.kind: manager.informer(
+                r,
+                indexers={TRACKING_INDEX: tracking_ids},
+                transform=resources.cached_training_job,  # the controller's too: one cache
+            )
             for r in _JOB_RESOURCES
         }
         self.live_cache = InformerCache(self.job_informers.values())
