@@ -29,9 +29,8 @@ all N jobs applied and the repository/Kustomization reports the commit), API req
 during it (kube-apiserver's `apiserver_request_total` less the requests this script sent: its
 polling and metric scrapes); a **no-op trigger** (Flux: annotate the GitRepository with
 `reconcile.fluxcd.io/requestedAt`, done when its `status.lastHandledReconcileAt` says so;
-ours: a push webhook for the same URL, done when the JobRepository's status is written — if a
-no-op round writes nothing, its end is not observable: the row says so, and its CPU and
-requests are then those of the 10 s waited), its controller CPU and API requests until handled
+ours: a push webhook for the same URL, done when the round counter `trainops_gitops_rounds_total`
+goes up: a no-op round writes nothing), its controller CPU and API requests until handled
 (at least 1.5 s); a **forced full reconcile with nothing changed** (Flux: the same annotation
 on the Kustomization; ours: POST …/refresh); **push → applied** for a one-file change (one
 job's `backoffLimit`; from the end of `git push`, trigger as above, until the job in the API
@@ -411,14 +410,20 @@ class Trainops(Side):
         return written
 
     async def push_trigger(self, ns: str) -> Callable[[], Awaitable[bool]]:
-        async def send() -> None:
-            hook = await self.up.post(
-                "/api/v1/webhooks/git", {"repository": self.url, "ref": "refs/heads/main"}
-            )
-            if f"{ns}/{NAME}" not in (hook.get("refreshed") or []):
-                raise SystemExit(f"the push webhook refreshed {hook}, not {ns}/{NAME}")
+        """A push that moved nothing: a round that writes nothing, so its end is the round
+        counter (`trainops_gitops_rounds_total`, as Flux's is its status) going up."""
+        rounds = 'trainops_gitops_rounds_total{result="success"}'
+        before = (await self.up.metrics()).get(rounds, 0.0)
+        hook = await self.up.post(
+            "/api/v1/webhooks/git", {"repository": self.url, "ref": "refs/heads/main"}
+        )
+        if f"{ns}/{NAME}" not in (hook.get("refreshed") or []):
+            raise SystemExit(f"the push webhook refreshed {hook}, not {ns}/{NAME}")
 
-        return await self._written_after(ns, send)
+        async def handled() -> bool:
+            return (await self.up.metrics()).get(rounds, 0.0) > before
+
+        return handled
 
     async def full_trigger(self, ns: str) -> Callable[[], Awaitable[bool]]:
         async def send() -> None:

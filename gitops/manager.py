@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -309,7 +310,15 @@ class GitOpsReconciler:
         await run_workers(self.queue, self._reconcile, self.settings.workers, logger=log)
 
     async def _reconcile(self, key: object) -> float | None:
-        requeue = await self.reconciler.reconcile(str(key))
+        started = time.perf_counter()
+        try:
+            requeue = await self.reconciler.reconcile(str(key))
+        except Exception:
+            self.metrics.rounds.labels("error").inc()
+            raise
+        finally:
+            self.metrics.round_duration.observe(time.perf_counter() - started)
+        self.metrics.rounds.labels("success").inc()
         if requeue is not None:
             # add_after, not the handler's return: the rate limiter must not stretch the wait.
             self.queue.add_after(str(key), requeue)
