@@ -141,7 +141,12 @@ async def test_the_login_form_checks_the_token_and_follows_only_local_next_paths
         assert response.status == 401
         assert "does not accept this token" in await response.text()
         assert "Set-Cookie" not in response.headers
-        for target, expected in [("/repositories/default/jobs", None), ("//evil.example/", "/")]:
+        for target, expected in [
+            ("/repositories/default/jobs", None),
+            ("//evil.example/", "/"),
+            ("/\t/evil.example/", "/"),  # a browser drops the tab: //evil.example
+            ("/\r\nSet-Cookie: x=1", "/"),  # was no answer at all, and a traceback
+        ]:
             response = await site.post(
                 "/login",
                 data={"token": cluster.token, "next": target},
