@@ -105,6 +105,7 @@ from gitops.apistream import end_streams, stream
 from gitops.hub import Hub, UnknownRepository
 from gitops.pushhooks import PushError, parse_push
 from gitops.reviews import Access
+from kube import resources
 
 __all__ = [
     "ACCESS",
@@ -271,6 +272,11 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         host = request.headers.get("Host")
         if host is not None and not is_loopback(host_name(host)):
             raise ApiError(403, f"host {host!r} refused: this API answers loopback names only")
+    for param in ("namespace", "name"):  # `.`, `..`: a path step in the backend's URL
+        value = request.match_info.get(param)
+        problem = resources.name_problem(value) if value is not None else None
+        if problem is not None:
+            raise ApiError(404, f"no {param} {value!r}: {problem}")
     write = request.method not in SAFE_METHODS
     if write:
         reason = cross_site(request.headers)
