@@ -169,8 +169,6 @@ def create_app(
         raise ValueError("the API token is empty")
     if allow_remote_writes and not token and access is None:
         raise ValueError("an API reachable beyond loopback needs a token")
-    if allow_remote_writes and webhook_secret is None:
-        log.warning("the push webhook beyond loopback has no secret: anyone may trigger refreshes")
     settings = Settings(
         token=token,
         webhook_secret=webhook_secret,
@@ -212,6 +210,11 @@ async def serve(
         raise ValueError(
             f"the API would listen on {host or 'every interface'}, beyond loopback: that needs "
             "a token (allow_remote_writes)"
+        )
+    if not is_loopback(host) and app[SETTINGS].webhook_secret is None:
+        log.warning(
+            "the push webhook on %s has no secret: anyone who reaches it may trigger refreshes",
+            host or "every interface",
         )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
