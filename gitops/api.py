@@ -464,6 +464,8 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
-    response = _json({"error": message}, status=status)
+    # A message may quote a header of bytes that are not UTF-8 (surrogates: orjson refuses).
+    shown = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    response = _json({"error": shown}, status=status)
     response.headers.update(headers or {})
     return response
