@@ -36,6 +36,7 @@ __all__ = [
     "cached_training_job",
     "for_kind",
     "key_of",
+    "name_problem",
 ]
 
 
@@ -191,5 +192,23 @@ def key_of(obj: dict[str, Any]) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be an object's name or namespace in a URL, else None: the API server's
+    rule for a path segment (apimachinery's `IsValidPathSegmentName`). `.` and `..` would
+    otherwise be resolved by the HTTP client as a path step: `DELETE …/tensorflowtrainingjobs/.`
+    becomes a DELETE of the whole collection, `…/pods/..` a GET of the namespace."""
+    if not name:
+        return "it is empty"
+    if name in (".", ".."):
+        return f"{name!r} is not a name"
+    for bad in ("/", "%"):
+        if bad in name:
+            return f"a name may not contain {bad!r}"
+    return None
+
+
 def _seg(value: str) -> str:
+    problem = name_problem(value)
+    if problem is not None:
+        raise ValueError(f"invalid name or namespace {value!r} in a URL: {problem}")
     return quote(value, safe="")
