@@ -34,6 +34,9 @@ class Memo:
     generation: int | None = None
     checked_for: tuple[str, str, bool, str] | None = None
     checked: list[Checked] = field(default_factory=list)
+    blobs: dict[str, list[Checked]] = field(default_factory=dict)
+    """The parsed and pre-checked entries of each blob of the commit last read, by blob sha
+    (`gitops.incremental`): a new commit reads only the blobs not in here."""
     desired: list[ResourceKey] = field(default_factory=list)
     """The keys `checked` defines (`keys.desired_keys`), computed once per commit."""
     git_kinds: set[tuple[str, str]] = field(default_factory=set)

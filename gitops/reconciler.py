@@ -38,7 +38,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gitops import guards, keys, operations, ownership, report, sources, status, tenancy, triggers
+from gitops import (
+    guards,
+    incremental,
+    keys,
+    operations,
+    ownership,
+    report,
+    sources,
+    status,
+    tenancy,
+    triggers,
+)
 from gitops.acting import Tenants
 from gitops.compare import Comparison, compare
 from gitops.discovery import Discovery
@@ -318,7 +329,9 @@ class Reconciler:
                 memo.head_ref = ref.ref
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.checked_for != wanted:
-                memo.checked = await self.tenants.bounded(obj, spec, await self._load(spec, commit))
+                memo.checked = await self.tenants.bounded(
+                    obj, spec, await self._load(spec, commit, memo)
+                )
                 memo.desired, memo.git_kinds = await asyncio.to_thread(
                     lambda: (
                         keys.desired_keys(memo.checked, spec.destination),
@@ -338,9 +351,24 @@ class Reconciler:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
         return commit
 
-    async def _load(self, spec: RepoSpec, commit: Commit) -> list[Checked]:
+    async def _load(self, spec: RepoSpec, commit: Commit, memo: Memo) -> list[Checked]:
         """The checked manifests of `commit` — the fetched sha, never the branch resolved
-        again: a push since the fetch must not apply another commit than status records."""
+        again: a push since the fetch must not apply another commit than status records.
+
+        Incremental (`gitops.incremental`): the files are listed from the commit's tree, and
+        only blobs the memo has no entries for are read, parsed and pre-checked; a checkout
+        only when the tree has a symlink on the way."""
+        listed = await self.git.files(spec.repo_url, commit.sha)
+        files = await asyncio.to_thread(
+            incremental.manifest_files, listed, spec.path, recurse=spec.recurse
+        )
+        if files is not None:
+            read = await self.git.blobs(spec.repo_url, incremental.unread(files, memo.blobs))
+            checked, memo.blobs = await asyncio.to_thread(
+                incremental.assemble, files, memo.blobs, read
+            )
+            return checked
+        memo.blobs = {}
         scratch = Path(self.git.cache_dir) / "checkouts"
         scratch.mkdir(parents=True, exist_ok=True)
         tmp = await asyncio.to_thread(tempfile.mkdtemp, dir=scratch)
