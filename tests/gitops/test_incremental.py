@@ -171,7 +171,9 @@ async def test_reading_by_blob_gives_what_a_checkout_read_by_sources_gives(
 async def test_git_reads_no_blob_twice_for_a_commit_that_changed_one_file(
     remote: Remote, tmp_path: Path
 ) -> None:
-    files = {f"jobs/cm-{i}.yaml": CM.format(name=f"cm-{i}") for i in range(20)}
+    files: dict[str, str | bytes | None] = {
+        f"jobs/cm-{i}.yaml": CM.format(name=f"cm-{i}") for i in range(20)
+    }
     first = remote.commit("twenty", files)
     second = remote.commit(
         "one changed, one renamed",
