@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gitops import status, triggers
-from gitops.compare import Comparison
+from gitops.compare import Comparison, Reuse
 from gitops.git import Commit
 from gitops.pairing import ResourceKey
 from gitops.preflight import Checked
@@ -47,6 +47,8 @@ class Memo:
     retry_at: float | None = None
     kinds: set[tuple[str, str]] = field(default_factory=set)
     comparison: Comparison | None = None
+    reuse: Reuse | None = None
+    """The last comparison's `Comparison.reuse`: the next compares only what changed."""
     claimed: bool = False
     """Whether `comparison` kept off another repository's object (`ownership.claimed`)."""
     refresh: bool = False

@@ -427,8 +427,10 @@ class Reconciler:
                 ignore_differences=spec.ignore_differences,
                 sources=sources_of,
                 repository_uid=uid,
+                previous=memo.reuse,
             )
         )
+        memo.reuse = comparison.reuse
         desired = [r.key for r in comparison.resources if r.key is not None and not r.prune]
         foreign = await ownership.foreign_claims(live, desired, key, uid, self._repository_uid)
         comparison = ownership.mark_foreign(comparison, foreign)
