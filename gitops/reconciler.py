@@ -6,7 +6,8 @@ polling `interval`, or sooner for a retry). Per repository, a `Memo` in memory k
 last round saw, so a round where neither the revision, the spec nor any of its own live
 objects changed (`gitops.livestate`'s stamp) does no work at all — only `git ls-remote`, O(1)
 reads of the shared cache, and a list by the uid label per kind it keeps outside the cache;
-the checkout and pre-flight of a commit are done once per commit.
+a commit is read and pre-checked once, and only its blobs not read before
+(`gitops.incremental`); `compare` diffs only what changed since the last comparison.
 
 When to sync (docs/GITOPS.md, "Sync semantics"): always when asked (`request_sync`); with an
 automated policy, once per new revision (history gets an entry), and — with `selfHeal` — again
