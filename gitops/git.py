@@ -257,13 +257,17 @@ class Git:
                 os.unlink(index)
         return root
 
-    async def files(self, url: str, sha: str) -> list[gittree.TreeEntry]:
-        """Every file of commit `sha` (already in the cache: `fetch`) with its blob sha and
-        size, from one `git ls-tree -r -l -z`: no checkout."""
+    async def files(self, url: str, sha: str, *, path: str = ".") -> list[gittree.TreeEntry]:
+        """The files of commit `sha` (already in the cache: `fetch`) under `path` (taken
+        literally; the whole tree for the root, or a path with `..`), with their blob shas and
+        sizes, from one `git ls-tree -r -l -z`: no checkout."""
         repo, sha = self.clone_dir(validate_url(url)), self._full_sha(sha)
+        parts = gittree.path_parts(path)
+        spec = ["--", "/".join(parts)] if parts else []
+        args = ["--literal-pathspecs", "--git-dir", str(repo), "ls-tree", "-r", "-l", "-z"]
         async with self._repo(repo):
             out = await self._run_bytes(
-                ["--git-dir", str(repo), "ls-tree", "-r", "-l", "-z", "--full-tree", sha],
+                [*args, "--full-tree", sha, *spec],
                 what="list the files of a commit",
             )
         return await asyncio.to_thread(gittree.parse_ls_tree, out)  # 10,000s of records

@@ -359,7 +359,9 @@ class Reconciler:
         Incremental (`gitops.incremental`): the files are listed from the commit's tree, and
         only blobs the memo has no entries for are read, parsed and pre-checked; a checkout
         only when the tree has a symlink on the way."""
-        listed = await self.git.files(spec.repo_url, commit.sha)
+        listed = await self.git.files(spec.repo_url, commit.sha, path=spec.path)
+        if not listed:  # `path` missing, or a symlink on the way to it: the whole tree tells
+            listed = await self.git.files(spec.repo_url, commit.sha)
         files = await asyncio.to_thread(
             incremental.manifest_files, listed, spec.path, recurse=spec.recurse
         )

@@ -205,3 +205,18 @@ async def test_git_reads_no_blob_twice_for_a_commit_that_changed_one_file(
     renamed = next(c for c in checked if c.file == "jobs/renamed.yaml")
     assert renamed.desired is not None and renamed.desired["metadata"]["name"] == "cm-4"
     assert len(checked) == 20 and len(cache) == 20
+
+
+async def test_the_files_of_a_path_are_listed_literally_and_alone(
+    remote: Remote, tmp_path: Path
+) -> None:
+    sha = remote.commit(
+        "three directories",
+        {"jobs/a.yaml": CM.format(name="a"), "j*/b.yaml": CM.format(name="b"), "c.yaml": "x: 1\n"},
+    )
+    client = Git(tmp_path / "cache")
+    await client.fetch(remote.url, "main")
+    assert [f.path for f in await client.files(remote.url, sha, path="./jobs/")] == ["jobs/a.yaml"]
+    assert [f.path for f in await client.files(remote.url, sha, path="j*")] == ["j*/b.yaml"]
+    assert await client.files(remote.url, sha, path="missing") == []
+    assert len(await client.files(remote.url, sha)) == 3
