@@ -50,6 +50,7 @@ from gitops.reconciler import JOB_REPOSITORIES  # noqa: E402
 from gitops.tenancy import Boundaries  # noqa: E402
 from kube import resources  # noqa: E402
 from kube.client import Client  # noqa: E402
+from kube.gcfreeze import GcFreeze  # noqa: E402
 from kube.manager import LeaderElection, Manager  # noqa: E402
 from trainops.commands.crds import all_crds  # noqa: E402
 
@@ -75,6 +76,11 @@ spec:
               command: ["true"]
 """
 TEMPLATES = {"jobs": JOB, "configmaps": CM}
+GC_FREEZE: GcFreeze | None = (
+    None if os.environ.get("TRAINOPS_BENCH_GC_FREEZE") == "0" else GcFreeze()
+)
+"""As `trainops gitops` runs (its Manager's `kube.gcfreeze` loop); TRAINOPS_BENCH_GC_FREEZE=0:
+the interpreter's own collections (the "before" of that change)."""
 
 
 class Heartbeat:
@@ -254,7 +260,7 @@ async def bench(
     beat = Heartbeat()
     beat.start()
     running = GitOpsReconciler(
-        Manager(client, leader_election=LeaderElection(enabled=False)),
+        Manager(client, leader_election=LeaderElection(enabled=False), gc_freeze=GC_FREEZE),
         tmp / "cache",
         GitOpsSettings(
             namespace="default",
