@@ -31,20 +31,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from gitops import (
     guards,
-    incremental,
     keys,
     operations,
     ownership,
+    reading,
     report,
     sources,
     status,
@@ -61,7 +58,6 @@ from gitops.livestate import State
 from gitops.memo import Memo
 from gitops.metrics import GitOpsMetrics
 from gitops.pairing import ResourceKey
-from gitops.preflight import Checked, preflight
 from gitops.redact import redact_value
 from gitops.spec import RepoSpec, read_spec, repo_id
 from gitops.sync import PRUNED, SYNCED, SyncEngine
@@ -330,9 +326,8 @@ class Reconciler:
                 memo.head_ref = ref.ref
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.checked_for != wanted:
-                memo.checked = await self.tenants.bounded(
-                    obj, spec, await self._load(spec, commit, memo)
-                )
+                loaded, memo.blobs = await reading.load(self.git, spec, commit.sha, memo.blobs)
+                memo.checked = await self.tenants.bounded(obj, spec, loaded)
                 memo.desired, memo.git_kinds = await asyncio.to_thread(
                     lambda: (
                         keys.desired_keys(memo.checked, spec.destination),
@@ -351,39 +346,6 @@ class Reconciler:
         finally:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
         return commit
-
-    async def _load(self, spec: RepoSpec, commit: Commit, memo: Memo) -> list[Checked]:
-        """The checked manifests of `commit` — the fetched sha, never the branch resolved
-        again: a push since the fetch must not apply another commit than status records.
-
-        Incremental (`gitops.incremental`): the files are listed from the commit's tree, and
-        only blobs the memo has no entries for are read, parsed and pre-checked; a checkout
-        only when the tree has a symlink on the way."""
-        listed = await self.git.files(spec.repo_url, commit.sha, path=spec.path)
-        if not listed:  # `path` missing, or a symlink on the way to it: the whole tree tells
-            listed = await self.git.files(spec.repo_url, commit.sha)
-        files = await asyncio.to_thread(
-            incremental.manifest_files, listed, spec.path, recurse=spec.recurse
-        )
-        if files is not None:
-            read = await self.git.blobs(spec.repo_url, incremental.unread(files, memo.blobs))
-            checked, memo.blobs = await asyncio.to_thread(
-                incremental.assemble, files, memo.blobs, read
-            )
-            return checked
-        memo.blobs = {}
-        scratch = Path(self.git.cache_dir) / "checkouts"
-        scratch.mkdir(parents=True, exist_ok=True)
-        tmp = await asyncio.to_thread(tempfile.mkdtemp, dir=scratch)
-        try:
-            root = await self.git.export(
-                spec.repo_url, commit.sha, Path(tmp, "tree"), path=spec.path
-            )
-            return await asyncio.to_thread(
-                lambda: preflight(sources.load_directory(root, spec.path, recurse=spec.recurse))
-            )
-        finally:  # removing a big checkout must not block the event loop
-            await asyncio.to_thread(shutil.rmtree, tmp, True)
 
     async def _credentials(self, obj: dict[str, Any], spec: RepoSpec) -> Credentials | None:
         if not spec.secret_name:
