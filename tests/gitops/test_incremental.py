@@ -3,14 +3,16 @@ Git.blobs): the same entries as a checkout read by gitops.sources, only new blob
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from gitops import gittree, incremental, sources
+from gitops import gittree, incremental, reading, sources
 from gitops.git import Git
 from gitops.gittree import TreeEntry
 from gitops.preflight import Checked, preflight
+from gitops.spec import RepoSpec, read_spec
 from tests.gitops.conftest import Remote, tf_job_yaml
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: '1'\n"
@@ -220,3 +222,32 @@ async def test_the_files_of_a_path_are_listed_literally_and_alone(
     assert [f.path for f in await client.files(remote.url, sha, path="j*")] == ["j*/b.yaml"]
     assert await client.files(remote.url, sha, path="missing") == []
     assert len(await client.files(remote.url, sha)) == 3
+
+
+def spec_of(url: str, path: str) -> RepoSpec:
+    return read_spec({"metadata": {"name": "r"}, "spec": {"repoURL": url, "path": path}})
+
+
+async def test_a_commit_is_read_by_blob_or_through_a_checkout_when_a_symlink_is_on_the_way(
+    remote: Remote, tmp_path: Path
+) -> None:
+    sha = remote.commit(
+        "links",
+        {"jobs/a.yaml": CM.format(name="a"), "shared/b.yaml": CM.format(name="b")},
+    )
+    client = Git(tmp_path / "cache")
+    await client.fetch(remote.url, "main")
+    os.symlink("../shared/b.yaml", remote.work / "jobs" / "b.yaml")
+    os.symlink("jobs", remote.work / "alias")
+    linked = remote.commit("two symlinks", {})
+    await client.fetch(remote.url, "main")
+    checked, blobs = await reading.load(client, spec_of(remote.url, "jobs"), sha, {})
+    assert [c.where for c in checked] == ["jobs/a.yaml:1"] and len(blobs) == 1
+    for path, expected in (("jobs", ["jobs/a.yaml:1", "jobs/b.yaml:1"]), ("alias", None)):
+        checked, blobs = await reading.load(client, spec_of(remote.url, path), linked, blobs)
+        names = [c.desired["metadata"]["name"] for c in checked if c.desired]
+        assert names == ["a", "b"] and blobs == {}  # followed inside the repository
+        if expected is not None:
+            assert [c.where for c in checked] == expected
+    with pytest.raises(sources.SourcesError, match="'nowhere' does not exist"):
+        await reading.load(client, spec_of(remote.url, "nowhere"), linked, {})
