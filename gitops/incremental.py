@@ -108,8 +108,9 @@ def assemble(
             else:
                 entries = [sources.ManifestEntry(f.path, 1, None, "cannot read: blob not found")]
             done = preflight(entries)
-        kept.setdefault(f.sha, done)
-        out.extend(relocated(done, f.path))
+        mine = relocated(done, f.path)
+        kept.setdefault(f.sha, mine)  # a moved file is copied once, not at every commit
+        out.extend(mine)
     return out, kept
 
 

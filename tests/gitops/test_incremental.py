@@ -124,9 +124,9 @@ def test_cached_blobs_are_not_parsed_again_and_a_renamed_file_keeps_its_lines() 
     moved = checked[1]
     assert moved.error == old[0].error and moved.desired is None
     assert moved.entry.document is not None and moved.entry.document.file == "moved/bad.yaml"
-    assert cache == {"c" * 40: [checked[0]], "d" * 40: old}  # only this commit's blobs
-    again, _ = incremental.assemble([blob("jobs/bad.yaml", sha="d" * 40)], cache, {})
-    assert again[0] is old[0]  # same path: the very same entry, nothing copied
+    assert cache == {"c" * 40: [checked[0]], "d" * 40: [moved]}  # this commit's blobs only
+    again, _ = incremental.assemble([blob("moved/bad.yaml", sha="d" * 40)], cache, {})
+    assert again[0] is moved  # same path: the very same entry, nothing copied
 
 
 def test_a_blob_over_the_limit_is_refused_unread() -> None:
