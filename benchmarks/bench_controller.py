@@ -175,6 +175,10 @@ async def bench(
         results["this process's CPU (kubelet)"] = f"{time.process_time() - own_cpu0:.1f} s"
         if api is None:
             results.update(_request_deltas(requests0, await _apiserver_requests(client)))
+        if namespace != "default":
+            # Left behind, its jobs and pods would sit in every later run's informers (a
+            # shared API server: bench_peer's RSS and burst figures moved with them).
+            await client.delete(resources.NAMESPACES, namespace)
         await client.close()
         return results
     finally:

@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,12 +138,25 @@ def _ms(values: list[float]) -> str:
 class Up:
     """`trainops up --repo` as a child process, and clients of its API and API server."""
 
-    def __init__(self, tmp: Path, bare: Path, verbose: bool) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        bare: Path | None,
+        verbose: bool,
+        *,
+        flags: Sequence[str] = (),
+        kubeconfig: Path | None = None,
+    ) -> None:
+        """`up --repo BARE` (no --repo when `bare` is None) with `flags` added; with
+        `kubeconfig`, on that cluster (`--kubeconfig`) instead of the embedded API server."""
         self.data_dir = tmp / "data"
         self.stdout = tmp / "up.out"
         self.stderr = tmp / "up.err"
-        cmd = [sys.executable, "-m", "trainops", "up", "--repo", bare.as_uri()]
-        cmd += ["--data-dir", str(self.data_dir)] + (["--verbose"] if verbose else [])
+        self.kubeconfig = kubeconfig or self.data_dir / "kubeconfig"
+        cmd = [sys.executable, "-m", "trainops", "up"]
+        cmd += ["--repo", bare.as_uri()] if bare is not None else []
+        cmd += ["--kubeconfig", str(kubeconfig)] if kubeconfig is not None else []
+        cmd += ["--data-dir", str(self.data_dir), *flags] + (["--verbose"] if verbose else [])
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, stdout=self.stdout.open("wb"), stderr=self.stderr.open("wb")
@@ -168,7 +182,7 @@ class Up:
         address = json.loads((self.data_dir / "api.json").read_text())
         self.url = address["url"]
         self.http = aiohttp.ClientSession(headers={"Authorization": f"Bearer {address['token']}"})
-        self.kube = await Client.connect(self.data_dir / "kubeconfig", timeout=60)
+        self.kube = await Client.connect(self.kubeconfig, timeout=60)
 
     async def repository(self) -> dict[str, Any]:
         assert self.http is not None

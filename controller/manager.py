@@ -82,10 +82,15 @@ class Controller:
         self.settings = settings or ControllerSettings()
         self.metrics = metrics or ControllerMetrics()
         self.queue = WorkQueue(name="jobs", metrics=self.metrics)
-        # The job caches are shared (GitOps reads them too in `trainops up`): no transform, as
-        # the deadline's settle time reads a job's managedFields (controller/lifecycle.py).
+        # The job caches are shared (GitOps reads them too in `trainops up`), so both ask for
+        # the same transform: managedFields kept only where the deadline's settle time reads
+        # them (controller/lifecycle.py).
         self.jobs = {
-            kind: manager.informer(resource, indexers={NAMESPACE_INDEX: _namespace})
+            kind: manager.informer(
+                resource,
+                indexers={NAMESPACE_INDEX: _namespace},
+                transform=resources.cached_training_job,
+            )
             for kind, resource in JOB_RESOURCES.items()
         }
         selector = labels.JOB_NAME

@@ -252,26 +252,16 @@ class Reconciler:
             return None  # deleted: the garbage collector removes its children (ownerReferences)
         if (job.get("metadata") or {}).get("deletionTimestamp"):
             return None
-        uid = str(job["metadata"].get("uid", ""))
-        pods = self.created.with_cached(
-            uid, "Pod", self.children.pods, self.children.pods.by_index(OWNER_INDEX, uid)
-        )
-        services = self.created.with_cached(
-            uid,
-            "Service",
-            self.children.services,
-            self.children.services.by_index(OWNER_INDEX, uid),
-        )
-        tensorboards = self.children.deployments.by_index(OWNER_INDEX, uid)
         now = self.clock()
-        result = planning.plan(
-            job,
-            pods,
-            services,
-            now,
-            tensorboard=tensorboards[0] if tensorboards else None,
-        )
-        if result.status != (job.get("status") or {}):
+        result = self._plan(job, now)
+        # A job's first reconcile (no status yet) creates its children before writing a status,
+        # then writes the status planned with what it created: one write where "Creating" and,
+        # once the informer shows the pods, "Pending" with their uids were two (a status write
+        # costs kube-apiserver every CEL rule of the CRD). Safe: there is no restart to count
+        # yet, and names are deterministic, so a crash in between is completed by the next
+        # reconcile as before. Any later reconcile writes the status first (module docstring).
+        creates_first = not job.get("status") and bool(result.actions)
+        if result.status != (job.get("status") or {}) and not creates_first:
             job = await self._write_status(resource, job, result.status)
         # Independent of each other (each tolerates a stale view), so sent together; all of
         # them finish before this reconcile ends (the key is not handed out again meanwhile),
@@ -293,7 +283,8 @@ class Reconciler:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        status = refusals.with_refused_creates(result.status, refused, fmt_time(now))
+        planned = self._plan(job, now).status if creates_first else result.status
+        status = refusals.with_refused_creates(planned, refused, fmt_time(now))
         if status != (job.get("status") or {}):
             await self._write_status(resource, job, status)
         retry = refusals.retry_after(status, now)
@@ -301,6 +292,23 @@ class Reconciler:
             retry = refusals.MAX_RETRY_SECONDS  # a TensorBoard object refused: no condition
         timers = [t for t in (result.requeue_after, retry) if t is not None]
         return min(timers) if timers else None
+
+    def _plan(self, job: dict[str, Any], now: datetime) -> planning.Plan:
+        """The plan from the informers' children (and those created since, `Created`)."""
+        uid = str(job["metadata"].get("uid", ""))
+        pods = self.created.with_cached(
+            uid, "Pod", self.children.pods, self.children.pods.by_index(OWNER_INDEX, uid)
+        )
+        services = self.created.with_cached(
+            uid,
+            "Service",
+            self.children.services,
+            self.children.services.by_index(OWNER_INDEX, uid),
+        )
+        tensorboards = self.children.deployments.by_index(OWNER_INDEX, uid)
+        return planning.plan(
+            job, pods, services, now, tensorboard=tensorboards[0] if tensorboards else None
+        )
 
     async def _write_status(
         self, resource: Resource, job: dict[str, Any], status: dict[str, Any]

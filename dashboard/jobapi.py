@@ -37,7 +37,7 @@ from dashboard import jobviews
 from dashboard.backend import JOB_LABEL, DeployedFromGit, UnknownJob
 from dashboard.pages import BACKEND
 from gitops.api import STREAMS, open_stream
-from kube import errors
+from kube import errors, resources
 
 __all__ = ["DEFAULT_TAIL", "FOLLOW_LIMIT", "MAX_TAIL", "add_routes"]
 
@@ -113,6 +113,8 @@ async def logs(request: web.Request) -> web.StreamResponse:
     pod_name = request.query.get("pod", "").strip()
     if not pod_name:
         return _error(400, "name the replica's pod: ?pod=<pod name>")
+    if resources.name_problem(pod_name) is not None:  # `..` would read another path
+        return _error(404, f"pod {pod_name!r} is not a replica of {namespace}/{name}")
     try:
         tail = _tail(request.query.get("tailLines"))
     except ValueError as e:

@@ -54,8 +54,15 @@ def add_routes(app: web.Application, renderer: Renderer) -> None:
 
 
 def safe_next(value: str | None) -> str:
-    """Where to go after logging in: a path of this server, else `/`."""
+    """Where to go after logging in: a path of this server, else `/`.
+
+    Browsers drop tabs and newlines from a `Location` before parsing it, so `/<TAB>/evil.example`
+    would lead to `//evil.example`, another host; and aiohttp refuses to send a header holding
+    CR or LF (the login answered nothing, with a traceback in the log). A value with any control
+    character or a backslash is therefore refused as `//…` is."""
     if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/"
+    if any(c < " " or c == "\x7f" for c in value):
         return "/"
     return value
 

@@ -87,6 +87,9 @@ class Tenants:
         assert spec.secret_name
         namespace = str((obj.get("metadata") or {}).get("namespace", ""))
         where = f"{namespace}/{spec.secret_name}"
+        problem = resources.name_problem(spec.secret_name)
+        if problem is not None:  # `..`: a path step, another object's URL
+            raise tenancy.Refused(f"spec.secretRef.name {spec.secret_name!r}: {problem}")
         client = self.engine(repository_key(obj)).client
         try:
             secret = await client.get(resources.SECRETS, spec.secret_name, namespace)

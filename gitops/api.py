@@ -105,6 +105,7 @@ from gitops.apistream import end_streams, stream
 from gitops.hub import Hub, UnknownRepository
 from gitops.pushhooks import PushError, parse_push
 from gitops.reviews import Access
+from kube import resources
 
 __all__ = [
     "ACCESS",
@@ -168,8 +169,6 @@ def create_app(
         raise ValueError("the API token is empty")
     if allow_remote_writes and not token and access is None:
         raise ValueError("an API reachable beyond loopback needs a token")
-    if allow_remote_writes and webhook_secret is None:
-        log.warning("the push webhook beyond loopback has no secret: anyone may trigger refreshes")
     settings = Settings(
         token=token,
         webhook_secret=webhook_secret,
@@ -211,6 +210,11 @@ async def serve(
         raise ValueError(
             f"the API would listen on {host or 'every interface'}, beyond loopback: that needs "
             "a token (allow_remote_writes)"
+        )
+    if not is_loopback(host) and app[SETTINGS].webhook_secret is None:
+        log.warning(
+            "the push webhook on %s has no secret: anyone who reaches it may trigger refreshes",
+            host or "every interface",
         )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
@@ -271,6 +275,11 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         host = request.headers.get("Host")
         if host is not None and not is_loopback(host_name(host)):
             raise ApiError(403, f"host {host!r} refused: this API answers loopback names only")
+    for param in ("namespace", "name"):  # `.`, `..`: a path step in the backend's URL
+        value = request.match_info.get(param)
+        problem = resources.name_problem(value) if value is not None else None
+        if problem is not None:
+            raise ApiError(404, f"no {param} {value!r}: {problem}")
     write = request.method not in SAFE_METHODS
     if write:
         reason = cross_site(request.headers)
@@ -455,6 +464,8 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
-    response = _json({"error": message}, status=status)
+    # A message may quote a header of bytes that are not UTF-8 (surrogates: orjson refuses).
+    shown = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    response = _json({"error": shown}, status=status)
     response.headers.update(headers or {})
     return response

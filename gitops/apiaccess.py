@@ -96,6 +96,8 @@ async def authenticate(request: web.Request, token: str) -> User | None:
     access = request.app.get(ACCESS)
     if access is None:
         return None
+    if not (token.isascii() and token.isprintable()):
+        return None  # no token is (bytes that are not UTF-8 came in as surrogates: a 500)
     try:
         return await access.authenticate(token)
     except AccessUnavailable as e:

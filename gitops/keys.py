@@ -10,6 +10,7 @@ from typing import Any
 
 from gitops.pairing import ResourceKey, key_of
 from gitops.preflight import Checked
+from kube.resources import name_problem
 
 __all__ = ["desired_keys", "fingerprint", "kinds_of", "recorded_sources", "sources_of"]
 
@@ -29,7 +30,10 @@ def desired_keys(checked: Iterable[Checked], destination: str) -> list[ResourceK
         obj = c.desired or c.entry.obj
         meta = obj.get("metadata") if obj else None
         if obj and obj.get("kind") and isinstance(meta, dict) and meta.get("name"):
-            out.append(key_of(obj, destination))
+            key = key_of(obj, destination)
+            if any(name_problem(v) for v in (key.name, key.namespace) if v):
+                continue  # `.`, `..`: no object has that name (an entry error says so)
+            out.append(key)
     return out
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -108,7 +109,11 @@ class GitOpsReconciler:
         # The Manager's job caches (the job controller's own in `trainops up`), indexed by
         # tracking id.
         self.job_informers = {
-            r.kind: manager.informer(r, indexers={TRACKING_INDEX: tracking_ids})
+            r.kind: manager.informer(
+                r,
+                indexers={TRACKING_INDEX: tracking_ids},
+                transform=resources.cached_training_job,  # the controller's too: one cache
+            )
             for r in _JOB_RESOURCES
         }
         self.live_cache = InformerCache(self.job_informers.values())
@@ -226,7 +231,7 @@ class GitOpsReconciler:
             key = repo_id(obj)
             if not self._push_matches(spec.target_revision, event, key):
                 continue
-            if self.is_leader and self.settings.reconcile:
+            if self.is_leader:
                 # A round now: it fetches, and compares only if the revision or a live
                 # object changed (a push that moved nothing costs an ls-remote).
                 self.queue.add(key)
@@ -305,7 +310,15 @@ class GitOpsReconciler:
         await run_workers(self.queue, self._reconcile, self.settings.workers, logger=log)
 
     async def _reconcile(self, key: object) -> float | None:
-        requeue = await self.reconciler.reconcile(str(key))
+        started = time.perf_counter()
+        try:
+            requeue = await self.reconciler.reconcile(str(key))
+        except Exception:
+            self.metrics.rounds.labels("error").inc()
+            raise
+        finally:
+            self.metrics.round_duration.observe(time.perf_counter() - started)
+        self.metrics.rounds.labels("success").inc()
         if requeue is not None:
             # add_after, not the handler's return: the rate limiter must not stretch the wait.
             self.queue.add_after(str(key), requeue)

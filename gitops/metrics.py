@@ -1,7 +1,7 @@
 """The GitOps reconciler's Prometheus metrics, in a registry of its own (as the controller's).
 
-Syncs by result, sync duration, git fetch duration and failures, and repositories by sync and
-health status. The last is read from the JobRepository informer's cache at scrape time (a
+Rounds by result and their duration, syncs by result, sync duration, git fetch duration and
+failures, and repositories by sync and health status. The last is read from the JobRepository informer's cache at scrape time (a
 callback), so it always says what the reconciler last wrote, never a stale copy.
 """
 
@@ -44,6 +44,19 @@ class GitOpsMetrics(Collector):
         self.fetch_failures = Counter(
             "trainops_gitops_git_fetch_failures",
             "Fetches that failed (unreachable remote, unknown revision, bad credentials).",
+            registry=self.registry,
+        )
+        self.rounds = Counter(
+            "trainops_gitops_rounds",
+            "Reconcile rounds of JobRepositories (a fetch, and a comparison and sync when "
+            "something changed), by result (success, error).",
+            ("result",),
+            registry=self.registry,
+        )
+        self.round_duration = Histogram(
+            "trainops_gitops_round_duration_seconds",
+            "Time spent in one reconcile round, no-op rounds included.",
+            buckets=(0.005, *_BUCKETS),
             registry=self.registry,
         )
         self._counts: StatusCounts | None = None

@@ -321,6 +321,8 @@ class Reconciler:
         try:
             self.tenants.admit(obj, spec)
             creds = await self._credentials(obj, spec)
+            if requested_revision is not None and spec.automated:
+                await self._target_only(spec, requested_revision, creds)
             ref, commit = await self.git.fetch(spec.repo_url, revision, creds)
             if revision is None:
                 memo.head_ref = ref.ref
@@ -346,6 +348,19 @@ class Reconciler:
         finally:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
         return commit
+
+    async def _target_only(self, spec: RepoSpec, revision: str, creds: Credentials | None) -> None:
+        """An automated repository syncs only what targetRevision resolves to: the API refuses
+        another revision, and so does the leader, for a `sync-revision` annotation written with
+        kubectl (`refs/pull/7/head` must not be applied, even once). GitError otherwise."""
+        asked = await self.git.resolve(spec.repo_url, revision, creds)
+        target = await self.git.resolve(spec.repo_url, spec.target_revision, creds)
+        if not target.sha.lower().startswith(asked.sha.lower()):
+            raise GitError(
+                "not the target: the repository has an automated sync policy and follows "
+                f"{spec.target_revision or 'HEAD'}; change "
+                "spec.targetRevision, or turn automated sync off, to sync another revision"
+            )
 
     async def _credentials(self, obj: dict[str, Any], spec: RepoSpec) -> Credentials | None:
         if not spec.secret_name:

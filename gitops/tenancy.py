@@ -30,6 +30,7 @@ from typing import Any
 from gitops import kinds, names
 from gitops.giturls import GitError, normalize_repo_url, scrub, validate_url
 from gitops.preflight import Checked
+from kube.resources import name_problem
 
 __all__ = [
     "CLUSTER_SCOPED",
@@ -291,6 +292,11 @@ def check_object(
     api_version = str(obj.get("apiVersion") or "")
     kind = str(obj.get("kind") or "")
     group = kinds.group_of(api_version)
+    for field_ in ("name", "namespace"):  # `..` would be a path step in the request's URL
+        value = (obj.get("metadata") or {}).get(field_)
+        problem = name_problem(value) if isinstance(value, str) and value else None
+        if problem is not None:
+            return Violation(("metadata", field_), f"metadata.{field_} {value!r}: {problem}")
     if namespaced is None:
         namespaced = (group, kind) not in CLUSTER_SCOPED
     if not namespaced:

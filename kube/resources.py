@@ -17,6 +17,7 @@ __all__ = [
     "CRDS",
     "DEPLOYMENTS",
     "EVENTS",
+    "JOB_DEADLINE_FIELD",
     "LEASES",
     "MUTATING_WEBHOOK_CONFIGURATIONS",
     "NAMESPACES",
@@ -32,8 +33,10 @@ __all__ = [
     "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "XGBJOBS",
     "Resource",
+    "cached_training_job",
     "for_kind",
     "key_of",
+    "name_problem",
 ]
 
 
@@ -110,6 +113,39 @@ XGBJOBS = Resource(
     "batch.tensorstack.dev", "v1beta1", "xgboosttrainingjobs", "XGBoostTrainingJob", True
 )
 
+JOB_DEADLINE_FIELD = ("f:spec", "f:runPolicy", "f:activeDeadlineSeconds")
+"""The one field of a training job whose managedFields entries a reader needs: when it was
+written (the controller's deadline settle time, controller/lifecycle.py)."""
+
+
+def cached_training_job(obj: dict[str, Any]) -> dict[str, Any]:
+    """A training job as a process's one cache keeps it (the controller and GitOps share it, so
+    both ask for this transform): `metadata.managedFields` reduced to the entries that wrote
+    `spec.runPolicy.activeDeadlineSeconds`, each with only that field (changed in place: it was
+    just decoded). The rest of the managed fields — a third of a job's JSON — nobody reads."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    kept = []
+    for entry in meta.get("managedFields") or []:
+        if not isinstance(entry, dict):
+            continue
+        node: Any = entry.get("fieldsV1")
+        for name in JOB_DEADLINE_FIELD:
+            node = node.get(name) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        compact: dict[str, Any] = {}
+        for name in reversed(JOB_DEADLINE_FIELD):
+            compact = {name: compact}
+        kept.append({**{k: v for k, v in entry.items() if k != "fieldsV1"}, "fieldsV1": compact})
+    if kept:
+        meta["managedFields"] = kept
+    else:
+        meta.pop("managedFields")
+    return obj
+
+
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False)
 """Whose is a bearer token (POST only: answered, never stored)."""
 SUBJECT_ACCESS_REVIEWS = Resource(
@@ -156,5 +192,23 @@ def key_of(obj: dict[str, Any]) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be an object's name or namespace in a URL, else None: the API server's
+    rule for a path segment (apimachinery's `IsValidPathSegmentName`). `.` and `..` would
+    otherwise be resolved by the HTTP client as a path step: `DELETE …/tensorflowtrainingjobs/.`
+    becomes a DELETE of the whole collection, `…/pods/..` a GET of the namespace."""
+    if not name:
+        return "it is empty"
+    if name in (".", ".."):
+        return f"{name!r} is not a name"
+    for bad in ("/", "%"):
+        if bad in name:
+            return f"a name may not contain {bad!r}"
+    return None
+
+
 def _seg(value: str) -> str:
+    problem = name_problem(value)
+    if problem is not None:
+        raise ValueError(f"invalid name or namespace {value!r} in a URL: {problem}")
     return quote(value, safe="")

@@ -19,6 +19,13 @@ compares command/args lists bounded by `MAX_COMMAND_ITEMS` items of `MAX_ARG_LEN
 The main-container rule iterates the pod's `containers`, which Kubernetes leaves unbounded, so
 the replica template bounds them (`schema.MAX_CONTAINERS`).
 
+Runtime cost: kube-apiserver evaluates every rule on every write of a job, status writes
+included (its status strategy validates the whole object, the unchanged spec too). A rule
+costs a program planning per evaluation, and every field it reads costs a copy of the schemas
+of all properties of the object read from; so rules sit on the smallest node that holds what
+they read (the main-container rule on `containers`, not on the replica), and two cases of one
+field are one rule whose `messageExpression` (run only on failure) says which case failed.
+
 Transition rules (`oldSelf`) keep what `policies.update` freezes where the comparison is cheap:
 replica types and their order, each type's `replicas` and `restartPolicy`, the scheduler, and
 `runMode.pause.resumeSpecs`.
@@ -55,6 +62,9 @@ class Rule:
     message: str
     reason: str = "FieldValueInvalid"
     field_path: str = ""
+    message_expression: str = ""
+    """Evaluated (on the same `self`) only when the rule fails: one rule can then say which of
+    its cases failed, where two rules would cost a server two evaluations on every write."""
 
     @property
     def is_transition(self) -> bool:
@@ -64,6 +74,8 @@ class Rule:
         out = {"rule": self.rule, "message": self.message, "reason": self.reason}
         if self.field_path:
             out["fieldPath"] = self.field_path
+        if self.message_expression:
+            out["messageExpression"] = self.message_expression
         return out
 
 
@@ -100,8 +112,9 @@ def evaluate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
             for rule in entries:
                 if rule.is_transition and old_node is _MISSING:
                     continue
-                if not _passes(rule.rule, node, None if old_node is _MISSING else old_node):
-                    errors.append(_error(rule, path))
+                before = None if old_node is _MISSING else old_node
+                if not _passes(rule.rule, node, before):
+                    errors.append(_error(rule, path, _message(rule, node, before)))
     return errors
 
 
@@ -110,6 +123,7 @@ def evaluate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
 _SPEC = ("spec",)
 _REPLICAS = ("spec", "replicaSpecs")
 _REPLICA = ("spec", "replicaSpecs", ITEMS)
+_CONTAINERS = (*_REPLICA, "template", "spec", "containers")
 _REPLICA_COUNT = "(has(self.replicas) ? self.replicas : 1)"
 # The webhook's own words (policies.update), so a cluster without the webhook says the same.
 _IMMUTABLE = update.IMMUTABLE_DETAIL
@@ -127,9 +141,10 @@ def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
         _SPEC: [*_mode_type_rules(), _resume_specs_immutable(), _scheduler_immutable()],
         _REPLICAS: [_types_immutable()],
         _REPLICA: [
-            *_main_container(main),
+            _template_present(),
             *_replica_fields_immutable(_KIND_SPECS[kind].default_restart_policy),
         ],
+        _CONTAINERS: [_main_container(main)],
     }
     if kind == "TensorFlowTrainingJob":
         out[_REPLICAS].append(
@@ -141,18 +156,17 @@ def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
                 "FieldValueRequired",
             )
         )
+        # One rule for both types (each rule costs a server an evaluation per replica type on
+        # every write, status writes included); the message says which type failed.
         out[_REPLICA].append(
             Rule(
-                f"self.type != 'chief' || {_REPLICA_COUNT} == 1",
+                f"self.type == 'chief' ? {_REPLICA_COUNT} == 1 : "
+                f"(self.type != 'evaluator' || {_REPLICA_COUNT} <= 1)",
                 "chief must have exactly 1 replica: it is the master of the job",
                 field_path=".replicas",
-            )
-        )
-        out[_REPLICA].append(
-            Rule(
-                f"self.type != 'evaluator' || {_REPLICA_COUNT} <= 1",
-                "evaluator may have at most 1 replica",
-                field_path=".replicas",
+                message_expression="self.type == 'chief' ? "
+                "'chief must have exactly 1 replica: it is the master of the job' : "
+                "'evaluator may have at most 1 replica'",
             )
         )
     else:
@@ -173,24 +187,36 @@ def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
     return {k: tuple(v) for k, v in out.items() if v}
 
 
-def _main_container(name: str) -> list[Rule]:
-    containers = "self.template.spec.containers"
-    present = f"has(self.template) && has(self.template.spec) && has({containers})"
-    return [
-        Rule(
-            f"{present} && {containers}.exists(c, c.name == '{name}')",
-            f'a container named "{name}" runs the training',
-            "FieldValueRequired",
-            field_path=".template.spec.containers",
-        ),
-        Rule(
-            f"!({present}) || {containers}.all(c, c.name != '{name}' || "
-            "(has(c.image) && size(c.image) > 0))",
-            f'the "{name}" container needs an image',
-            "FieldValueRequired",
-            field_path=".template.spec.containers",
-        ),
-    ]
+def _template_present() -> Rule:
+    """The replica's pod spec exists, so the main-container rule (on `containers`, which the
+    pod schema requires) runs. Reads two small objects: the replica and its template."""
+    return Rule(
+        "has(self.template) && has(self.template.spec)",
+        "a pod template for the replicas is required",
+        "FieldValueRequired",
+        field_path=".template",
+        message_expression="has(self.template) ? "
+        "'a pod template with spec.containers is required' : "
+        "'a pod template for the replicas is required'",
+    )
+
+
+def _main_container(name: str) -> Rule:
+    """On `containers` itself, not on the replica: a server builds every property of an object
+    each time a rule reads one of its fields, so reaching `containers` from the replica read the
+    40-field PodSpec on every write, status writes included. `_template_present` and the pod
+    schema (`containers` required) keep the node there; container names are unique (a
+    list-map), so "one named X with an image" is "one named X" and "every X has an image"."""
+    main = f"c.name == '{name}'"
+    return Rule(
+        f"self.exists(c, {main} && has(c.image) && size(c.image) > 0)",
+        f'a container named "{name}" runs the training',
+        "FieldValueRequired",
+        message_expression=f"size(self) == 0 ? 'at least one container, named \"{name}\"' : "
+        f"self.exists(c, {main}) ? "
+        f"'the \"{name}\" container needs an image' : "
+        f"'a container named \"{name}\" runs the training'",
+    )
 
 
 def _types_immutable() -> Rule:
@@ -305,25 +331,39 @@ def _pair(item: Any, old_list: Any) -> Any:
     return _MISSING
 
 
-def _error(rule: Rule, path: Path) -> FieldError:
+def _error(rule: Rule, path: Path, message: str) -> FieldError:
     for part in filter(None, rule.field_path.split(".")):
         path = path.child(part)
     reasons = {t.cause_reason: t for t in ErrorType}
-    return FieldError(reasons.get(rule.reason, ErrorType.INVALID), path, rule.message)
+    return FieldError(reasons.get(rule.reason, ErrorType.INVALID), path, message)
 
 
 def _passes(rule: str, node: Any, old: Any) -> bool:
     """Evaluate one rule; a CEL error is a failure, as on a server."""
+    result = _eval(rule, node, old)
+    return not isinstance(result, Exception) and result is not None and bool(result)
+
+
+def _message(rule: Rule, node: Any, old: Any) -> str:
+    """The failed rule's message: its messageExpression's value (as a server: `message` when
+    the expression fails or is not a string)."""
+    if not rule.message_expression:
+        return rule.message
+    result = _eval(rule.message_expression, node, old)
+    return str(result) if isinstance(result, str) and result else rule.message
+
+
+def _eval(expression: str, node: Any, old: Any) -> Any:
+    """Evaluate one expression on `self` (and `oldSelf`); None when cel-python raises."""
     from celpy.adapter import json_to_cel  # slow to load: only tests and tools evaluate rules
 
     activation = {"self": json_to_cel(node)}
     if old is not None:
         activation["oldSelf"] = json_to_cel(old)
     try:
-        result = _program(rule).evaluate(activation)
+        return _program(expression).evaluate(activation)
     except Exception:  # cel-python raises assorted errors for no-such-key and overloads
-        return False
-    return not isinstance(result, Exception) and bool(result)
+        return None
 
 
 @cache

@@ -152,8 +152,25 @@ async def test_the_controller_serves_readiness_and_metrics(
         await aeventually(ready, timeout=20)
         async with http.get("/healthz") as r:
             assert r.status == 200
-        async with http.get("/metrics") as r:
-            text = await r.text()
+
+        async def reconciled() -> bool:
+            # The pods exist before the reconcile that created them ends (it writes the
+            # job's first status after the creates): wait for the counter, not the pods.
+            async with http.get("/metrics") as r:
+                metrics.append(await r.text())
+            return (
+                re.search(
+                    r'^trainops_controller_jobs\{kind="TensorFlowTrainingJob",phase="Pending"\} '
+                    r"[1-9]",
+                    metrics[-1],
+                    re.M,
+                )
+                is not None
+            )
+
+        metrics: list[str] = []
+        await aeventually(reconciled, timeout=20)
+        text = metrics[-1]
     reconciles = re.findall(
         r'^trainops_controller_reconciles_total\{kind="TensorFlowTrainingJob",result="(\w+)"\} '
         r"(\S+)$",

@@ -201,3 +201,32 @@ async def test_the_controllers_pod_and_service_caches_keep_metadata_and_status_o
     # The API server still has the whole pod: only the cache is lean.
     live = await kclient.get(resources.PODS, pods[0]["metadata"]["name"], namespace)
     assert live["spec"]["containers"]
+
+
+async def test_a_jobs_first_status_is_written_once_with_the_pods_it_created(
+    kclient: Client, controller: Controller, namespace: str
+) -> None:
+    """The first reconcile creates, then writes one status planned with what it created: no
+    "Creating" status without pod uids is ever stored (each status write costs the API server
+    every CEL rule of the CRD; docs/CONTROLLER.md)."""
+    listed = await kclient.list(TF, namespace)
+    version = listed["metadata"]["resourceVersion"]
+    job = copy.deepcopy(tf_job(replica("chief"), replica("worker", 2), name="first-write"))
+    job["metadata"]["namespace"] = namespace
+    await kclient.create(TF, job)
+    statuses: list[dict[str, Any]] = []
+
+    async def first_status() -> None:
+        async for kind, obj in kclient.watch(TF, namespace, resource_version=version):
+            if kind == "MODIFIED" and obj.get("status"):
+                statuses.append(obj["status"])
+                return
+
+    await asyncio.wait_for(first_status(), timeout=30)
+    (status,) = statuses
+    replicas = [r for task in status["tasks"] for r in task["replicas"]]
+    assert len(replicas) == 3
+    assert all(r.get("uid") and r["phase"] == "Pending" for r in replicas), replicas
+    assert status["aggregate"].get("creating", 0) == 0
+    initialized = [c for c in status["conditions"] if c["type"] == "Initialized"]
+    assert initialized and initialized[0]["status"] == "True"

@@ -106,7 +106,7 @@ def rule_violations(node: dict[str, Any], rule: dict[str, str], path: str) -> li
     out = [
         f"{path}: rule keyword {k}"
         for k in rule
-        if k not in {"rule", "message", "reason", "fieldPath"}
+        if k not in {"rule", "message", "messageExpression", "reason", "fieldPath"}
     ]
     if rule.get("reason") not in {
         "FieldValueInvalid",
@@ -122,11 +122,14 @@ def rule_violations(node: dict[str, Any], rule: dict[str, str], path: str) -> li
         if not target:
             out.append(f"{path}: fieldPath {rule['fieldPath']} names no field")
             break
-    try:
-        env = celpy.Environment()
-        env.program(env.compile(rule["rule"]))
-    except Exception as e:
-        out.append(f"{path}: rule does not compile: {e}")
+    for key in ("rule", "messageExpression"):
+        if key not in rule:
+            continue
+        try:
+            env = celpy.Environment()
+            env.program(env.compile(rule[key]))
+        except Exception as e:
+            out.append(f"{path}: {key} does not compile: {e}")
     return out
 
 
@@ -169,6 +172,9 @@ def test_the_replica_template_embeds_the_derived_pod_schema() -> None:
     ]
     containers = template["properties"]["spec"]["properties"]["containers"]
     assert containers.pop("maxItems") == 64  # the one tightening: bounds the CEL rule's cost
+    # ... and that rule itself, on `containers` (cheap there: policies/cel.py _main_container)
+    (rule,) = containers.pop("x-kubernetes-validations")
+    assert "xgboost" in rule["rule"]
     assert template["properties"] == pod_template_spec()["properties"]
     container = containers["items"]
     assert container["properties"]["resources"]["properties"]["limits"]["additionalProperties"] == {

@@ -88,6 +88,43 @@ def test_cel_rules_refuse_a_chief_with_two_replicas(
     assert "chief must have exactly 1 replica" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (
+            lambda r: r["template"]["spec"]["containers"][0].update(image=""),
+            "spec.replicaSpecs[0].template.spec.containers",
+            'the "tensorflow" container needs an image',
+        ),
+        (
+            lambda r: r["template"]["spec"]["containers"][0].update(name="main"),
+            "spec.replicaSpecs[0].template.spec.containers",
+            'a container named "tensorflow" runs the training',
+        ),
+        (
+            lambda r: r.pop("template"),
+            "spec.replicaSpecs[0].template",
+            "a pod template for the replicas is required",
+        ),
+        (
+            lambda r: r.update(template={"metadata": {"labels": {"a": "b"}}}),
+            "spec.replicaSpecs[0].template",
+            "a pod template with spec.containers is required",
+        ),
+    ],
+    ids=["main container without image", "no main container", "no template", "no pod spec"],
+)
+def test_cel_rules_say_which_case_of_the_pod_template_rules_failed(
+    cluster: Cluster, crds: None, namespace: str, change: Any, field: str, message: str
+) -> None:
+    job = tf_job(f"template-{abs(hash(message)) % 10000}")
+    change(job["spec"]["replicaSpecs"][0])
+    done = create(cluster, namespace, job)
+    assert done.returncode != 0
+    assert field in done.stderr
+    assert message in done.stderr
+
+
 def test_cel_rules_refuse_an_xgboost_job_without_a_master(
     cluster: Cluster, crds: None, namespace: str
 ) -> None:

@@ -320,7 +320,7 @@ async def test_a_client_that_leaves_mid_body_logs_no_error_and_the_api_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     gone = "POST /api/v1/webhooks/git: the client closed the connection mid-body"
-    app = api.create_app(FakeHub(), token=None, webhook_secret="s3cret", allow_remote_writes=False)
+    app = api.create_app(FakeHub(), token=None, webhook_secret=b"s3cret", allow_remote_writes=False)
     runner, port = await api.serve(app, "127.0.0.1", 0)
     try:
         with caplog.at_level(logging.DEBUG):

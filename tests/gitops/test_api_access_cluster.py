@@ -12,6 +12,7 @@ FakeHub (tests/gitops/test_api.py): what is under test is who may reach it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -141,7 +142,12 @@ async def test_the_login_form_checks_the_token_and_follows_only_local_next_paths
         assert response.status == 401
         assert "does not accept this token" in await response.text()
         assert "Set-Cookie" not in response.headers
-        for target, expected in [("/repositories/default/jobs", None), ("//evil.example/", "/")]:
+        for target, expected in [
+            ("/repositories/default/jobs", None),
+            ("//evil.example/", "/"),
+            ("/\t/evil.example/", "/"),  # a browser drops the tab: //evil.example
+            ("/\r\nSet-Cookie: x=1", "/"),  # was no answer at all, and a traceback
+        ]:
             response = await site.post(
                 "/login",
                 data={"token": cluster.token, "next": target},
@@ -363,3 +369,26 @@ async def test_the_rights_of_deploy_gitops_are_enough_to_review_tokens_and_acces
         for doc in docs:
             if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
                 cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], check=False)
+
+
+async def test_a_token_of_bytes_that_are_no_text_is_401_not_a_500(
+    cluster: Cluster, admin: Client
+) -> None:
+    """Raw bytes, as curl -H $'Authorization: Bearer \\xff\\xfe' sends them (aiohttp's client
+    would encode them): they came in as surrogates, which the TokenReview could not encode."""
+    async with site_for(FakeHub(), admin) as site:
+        port = site.port
+        assert port is not None
+        for header in (b"Authorization: Bearer \xff\xfe", b"Cookie: trainops-token=\xff\xfe"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                b"GET /api/v1/repositories HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + header
+                + b"\r\nConnection: close\r\n\r\n"
+            )
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 401 "), answer
+            assert body == b'{"error":"the token is not valid"}'

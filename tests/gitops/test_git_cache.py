@@ -19,7 +19,7 @@ import pytest
 from gitops import gittree
 from gitops.git import Git
 from gitops.giturls import GitError
-from tests.gitops.conftest import Remote
+from tests.gitops.conftest import GIT_ENV, Remote
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{v: '{v}'}}\n"
 
@@ -303,13 +303,19 @@ async def test_a_branch_that_did_not_move_costs_one_ls_remote(tmp_path: Path) ->
     assert commands(log) == ["ls-remote"]
 
 
-async def test_a_commit_whose_ref_was_dropped_is_read_again_not_trusted(tmp_path: Path) -> None:
+async def test_a_commit_whose_ref_was_dropped_is_read_again_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     remote = Remote(tmp_path / "remote")
+    # One second apart: the cache drops the oldest by committer time (ties in the same second
+    # would leave which one goes to the shas' order).
+    monkeypatch.setitem(GIT_ENV, "GIT_COMMITTER_DATE", "1700000000 +0000")
     first = remote.commit("c0", {"cm.yaml": CM.format(name="x", v="0")})
     git, log = logging_git(tmp_path)
     client = Git(tmp_path / "cache", timeout=20, git=git)
     await client.fetch(remote.url, first)
     for i in range(1, gittree.KEEP_COMMITS + 2):  # more commits than the cache keeps
+        monkeypatch.setitem(GIT_ENV, "GIT_COMMITTER_DATE", f"{1700000000 + i} +0000")
         await client.fetch(
             remote.url, remote.commit(f"c{i}", {"cm.yaml": CM.format(name="x", v=i)})
         )

@@ -203,6 +203,15 @@ async def test_the_started_service_carries_out_a_sync_asked_through_its_api(
         assert st["sync"]["status"] == "Synced"
         assert st["operationState"]["phase"] == "Succeeded"
         assert await get_or_none(client, resources.TFJOBS, "a", namespace) is not None
+        # Its rounds are counted and timed (a no-op round included: it writes nothing else).
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.get(f"http://127.0.0.1:{port}/metrics") as response,
+        ):
+            text = await response.text()
+        rounds = re.search(r'^trainops_gitops_rounds_total\{result="success"\} (\S+)$', text, re.M)
+        assert rounds is not None and float(rounds.group(1)) >= 2  # the first round, the sync
+        assert "trainops_gitops_round_duration_seconds_bucket" in text
     finally:
         process.send_signal(signal.SIGTERM)
         async with asyncio.timeout(20):

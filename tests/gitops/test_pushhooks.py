@@ -106,6 +106,19 @@ BAD = {
     ),
     "gitea without a signature": ({"X-Gitea-Event": "push"}, GITEA),
     "generic without a token": ({}, b'{"repository": "https://h/r"}'),
+    # Raw bytes that are not UTF-8 reach aiohttp's headers as surrogates (was a 500).
+    "github with a signature of bytes": (
+        {"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=\udcff"},
+        GITHUB,
+    ),
+    "gitlab with a token of bytes": (
+        {"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": "\udcff"},
+        GITLAB,
+    ),
+    "gitea with a signature of bytes": (
+        {"X-Gitea-Event": "push", "X-Gitea-Signature": "\udcff"},
+        GITEA,
+    ),
 }
 
 

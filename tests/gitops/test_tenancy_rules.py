@@ -157,6 +157,20 @@ OBJECTS = {
         Boundaries(allow_cluster_resources=frozenset({"*"})),
         None,
     ),
+    # A path step as a name: `…/configmaps/..` is the Namespace's URL, `…/jobs/.` the
+    # collection's (the round failed with an internal error once kube refused such URLs).
+    "a name that is a path step, whatever is allowed": (
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ".."}},
+        True,
+        Boundaries.unrestricted(),
+        (("metadata", "name"), "metadata.name '..': '..' is not a name"),
+    ),
+    "a namespace that is a path step": (
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "."}},
+        True,
+        Boundaries.unrestricted(),
+        (("metadata", "namespace"), "metadata.namespace '.': '.' is not a name"),
+    ),
 }
 
 

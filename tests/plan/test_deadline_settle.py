@@ -5,12 +5,14 @@ so an edit that GitOps self-heal reverts within a second does not fail the job f
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime
 from typing import Any
 
 import pytest
 
 from controller.lifecycle import DEADLINE_SETTLE, deadline_settle_left
+from kube.resources import cached_training_job
 from tests.plan.builders import T0, World, at, condition, stamp, workers
 
 OWNS_DEADLINE = {"f:spec": {"f:runPolicy": {"f:activeDeadlineSeconds": {}}}}
@@ -51,6 +53,29 @@ def test_a_passed_deadline_waits_only_when_it_was_just_changed(
 ) -> None:
     assert deadline_settle_left(job, at(now)) == expected
     assert DEADLINE_SETTLE == 10.0
+    # The shared job cache keeps managedFields only where this reads them: the same answer.
+    assert deadline_settle_left(cached_training_job(copy.deepcopy(job)), at(now)) == expected
+
+
+def test_the_job_cache_keeps_only_the_deadlines_writers_each_with_that_field_alone() -> None:
+    big = {"f:spec": {"f:runPolicy": {"f:activeDeadlineSeconds": {}, "f:backoffLimit": {}},
+                      "f:replicaSpecs": {}}, "f:metadata": {"f:labels": {}}}  # fmt: skip
+    job = job_with(
+        entry("git", T0, big),
+        entry("kubectl", at(5), OWNS_OTHER),
+        entry("ctl", at(6), {"f:status": {"f:phase": {}}}, subresource="status"),
+        entry("kubectl-edit", at(9), OWNS_DEADLINE),
+    )
+    job["spec"] = {"runPolicy": {"activeDeadlineSeconds": 5}}
+    cached = cached_training_job(job)
+    assert cached["metadata"]["managedFields"] == [
+        entry("git", T0, OWNS_DEADLINE),
+        entry("kubectl-edit", at(9), OWNS_DEADLINE),
+    ]
+    assert cached["spec"] == {"runPolicy": {"activeDeadlineSeconds": 5}}
+    none = cached_training_job(job_with(entry("kubectl", at(5), OWNS_OTHER)))
+    assert "managedFields" not in none["metadata"]
+    assert cached_training_job({"metadata": {"name": "x"}}) == {"metadata": {"name": "x"}}
 
 
 def _edit(job: dict[str, Any], seconds: int, moment: datetime, manager: str) -> None:

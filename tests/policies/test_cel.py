@@ -167,6 +167,16 @@ DENIED: dict[str, tuple[Job, Job | None]] = {
         None,
     ),
     "TF no template": (edit(tf(), lambda j: j["spec"]["replicaSpecs"][0].pop("template")), None),
+    "TF template without spec": (
+        edit(tf(), lambda j: j["spec"]["replicaSpecs"][0].update(template={})),
+        None,
+    ),
+    "TF no containers": (
+        edit(
+            tf(), lambda j: j["spec"]["replicaSpecs"][0]["template"]["spec"].update(containers=[])
+        ),
+        None,
+    ),
     "TF empty replica specs": (edit(tf(), lambda j: j["spec"].update(replicaSpecs=[])), None),
     "bad clean-up policy": (tf(runPolicy={"cleanUpPolicy": "Some"}), None),
     "negative backoff limit": (tf(runPolicy={"backoffLimit": -1}), None),
@@ -317,6 +327,60 @@ def test_every_rule_message_and_reason_is_what_the_python_rule_says() -> None:
     (python,) = [e for e in policies.admit(job).errors]
     (server,) = cel.evaluate("TensorFlowTrainingJob", policies.admit(job).obj)
     assert (server.field, server.type, server.detail) == (python.field, python.type, python.detail)
+
+
+ONE_RULE_TWO_MESSAGES: dict[str, tuple[Job, str, str]] = {
+    "chief with 2 replicas": (
+        tf(replica("chief", 2)),
+        "spec.replicaSpecs[0].replicas",
+        "chief must have exactly 1 replica: it is the master of the job",
+    ),
+    "evaluator with 2 replicas": (
+        tf(replica("worker"), replica("evaluator", 2)),
+        "spec.replicaSpecs[1].replicas",
+        "evaluator may have at most 1 replica",
+    ),
+    "no main container": (
+        tf(replica("worker", main="main")),
+        "spec.replicaSpecs[0].template.spec.containers",
+        'a container named "tensorflow" runs the training',
+    ),
+    "main container without image": (
+        edit(
+            tf(),
+            lambda j: j["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0].update(
+                image=""
+            ),
+        ),
+        "spec.replicaSpecs[0].template.spec.containers",
+        'the "tensorflow" container needs an image',
+    ),
+    "no template": (
+        edit(tf(), lambda j: j["spec"]["replicaSpecs"][0].pop("template")),
+        "spec.replicaSpecs[0].template",
+        "a pod template for the replicas is required",
+    ),
+    "no containers": (
+        edit(
+            tf(), lambda j: j["spec"]["replicaSpecs"][0]["template"]["spec"].update(containers=[])
+        ),
+        "spec.replicaSpecs[0].template.spec.containers",
+        'at least one container, named "tensorflow"',
+    ),
+    "template without spec": (
+        edit(tf(), lambda j: j["spec"]["replicaSpecs"][0].update(template={})),
+        "spec.replicaSpecs[0].template",
+        "a pod template with spec.containers is required",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("obj", "field", "message"), ONE_RULE_TWO_MESSAGES.values(), ids=ONE_RULE_TWO_MESSAGES.keys()
+)
+def test_a_rule_with_two_cases_says_which_one_failed(obj: Job, field: str, message: str) -> None:
+    errors = cel.evaluate(obj["kind"], policies.admit(obj).obj)
+    assert [(e.field, e.detail) for e in errors] == [(field, message)]
 
 
 @pytest.mark.parametrize("kind", policies.KINDS)
