@@ -8,21 +8,24 @@ directly); results go to docs/PERFORMANCE.md, section "GitOps on a large reposit
 A bare repository holds N manifests, one file each, 100 per directory under `cms/` — paused
 TensorFlowTrainingJobs (default: the kind the reconciler reads from its informer cache) or
 ConfigMaps (a kind it lists) — and as many unrelated files under `docs/` (not under `path`:
-the sparse checkout skips them). The API server is `trainops apiserver` in its own process (so
-its CPU does not share this process's GIL); the GitOps reconciler (`gitops.manager.
+the reconciler lists only `path`'s files). The API server is `trainops apiserver` in its own
+process (so its CPU does not share this process's GIL); the GitOps reconciler (`gitops.manager.
 GitOpsReconciler`, no leader election, its workers running) is in this process's event loop
 beside a heartbeat task that sleeps 10 ms and records how late it wakes: the loop's largest
 stall while the reconciler works. Every round is timed by wrapping `Reconciler.reconcile`.
 
-Measured, on one prepared repository: the first sync (fetch, checkout, load, pre-flight,
+Measured, on one prepared repository: the first sync (fetch, read, pre-flight,
 compare, N applies, status), forced refreshes (a full comparison of N resources with nothing to
-apply; done when the status write changes the resourceVersion), no-op poll rounds (the key
+apply, only what changed since the last one is diffed; done when the status write changes
+the resourceVersion), no-op poll rounds (the key
 added to the work queue, as the interval does: until that round ends, and the round's own
 time and CPU), no-op push triggers (`GitOpsReconciler.push` of a push to the branch that moved
 nothing: until that round ends), push → applied for a one-file change (a commit changing one
 job's `backoffLimit`, pushed, then the push trigger: until the job in the API server has the
 new value, and until that round ends), the stored status's size as JSON, the entries the hub
 serves, and this process's RSS (the reconciler; git and the API server are other processes).
+The reconciler's Manager runs `kube.gcfreeze` as `trainops gitops` does
+(`TRAINOPS_BENCH_GC_FREEZE=0`: without it, the interpreter's own full collections).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from gitops.reconciler import JOB_REPOSITORIES  # noqa: E402
 from gitops.tenancy import Boundaries  # noqa: E402
 from kube import resources  # noqa: E402
 from kube.client import Client  # noqa: E402
+from kube.gcfreeze import GcFreeze  # noqa: E402
 from kube.manager import LeaderElection, Manager  # noqa: E402
 from trainops.commands.crds import all_crds  # noqa: E402
 
@@ -75,6 +79,11 @@ spec:
               command: ["true"]
 """
 TEMPLATES = {"jobs": JOB, "configmaps": CM}
+GC_FREEZE: GcFreeze | None = (
+    None if os.environ.get("TRAINOPS_BENCH_GC_FREEZE") == "0" else GcFreeze()
+)
+"""As `trainops gitops` runs (its Manager's `kube.gcfreeze` loop); TRAINOPS_BENCH_GC_FREEZE=0:
+the interpreter's own collections (the "before" of that change)."""
 
 
 class Heartbeat:
@@ -254,7 +263,7 @@ async def bench(
     beat = Heartbeat()
     beat.start()
     running = GitOpsReconciler(
-        Manager(client, leader_election=LeaderElection(enabled=False)),
+        Manager(client, leader_election=LeaderElection(enabled=False), gc_freeze=GC_FREEZE),
         tmp / "cache",
         GitOpsSettings(
             namespace="default",

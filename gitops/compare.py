@@ -20,14 +20,21 @@ Decisions (docs/GITOPS.md has the why):
 - prune candidates do not count towards the repository's health (they are on their way out);
 - fields the live object holds by hand (annotation `gitops.trainops.dev/held-fields`,
   gitops/handheld.py) are neither compared nor applied, and its message says so.
+
+Compared once per change: a resource's state depends only on its desired object, its live
+object and the repository's settings, so `compare` takes the previous comparison's
+`Comparison.reuse` and keeps the state of every resource whose desired object is the same
+(`is`, or equal) and whose live object has the same uid and resourceVersion (or is missing
+both times) — a commit changing one file of 10,000 diffs one resource, not 10,000.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import json
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -37,7 +44,14 @@ from gitops.diff import diff, pointers_for
 from gitops.pairing import CLUSTER_SCOPED, ResourceKey, key_of
 from gitops.preflight import Checked
 
-__all__ = ["Comparison", "ResourceState", "apply_body", "compare", "replace_requested"]
+__all__ = [
+    "Comparison",
+    "ResourceState",
+    "Reuse",
+    "apply_body",
+    "compare",
+    "replace_requested",
+]
 
 SYNCED, OUT_OF_SYNC, UNKNOWN = "Synced", "OutOfSync", "Unknown"
 
@@ -66,10 +80,23 @@ class ResourceState:
 
 
 @dataclass(frozen=True)
+class Reuse:
+    """What a comparison's per-resource states were computed from, for the next `compare`."""
+
+    settings: tuple[str, str, str, str]
+    """(repository, destination, repository uid, ignoreDifferences): any change, no reuse."""
+    states: Mapping[ResourceKey, tuple[dict[str, Any], tuple[str, str] | None, ResourceState]]
+    """Per key: the desired object (the pre-flight's), the live (uid, resourceVersion) or None
+    when missing, and the state compared from them."""
+
+
+@dataclass(frozen=True)
 class Comparison:
     resources: tuple[ResourceState, ...]
     prune_blocked: str | None
     """Why prune must not run now (a file could not be read), or None."""
+    reuse: Reuse | None = field(default=None, compare=False, repr=False)
+    """For the next `compare(previous=...)`."""
 
     @property
     def synced(self) -> bool:
@@ -95,14 +122,19 @@ def compare(
     cluster_scoped: Collection[tuple[str, str]] = CLUSTER_SCOPED,
     sources: Mapping[ResourceKey, str] | None = None,
     repository_uid: str = "",
+    previous: Reuse | None = None,
 ) -> Comparison:
     """Compare `checked` (the pre-flight's output, in file order) with `live` (every live
     object of interest by key); `tracked` are the keys of live objects carrying this
     repository's tracking annotation; `sources` the file each object came from, as the last
     status recorded it (an object of a file in error is kept, not pruned); `repository_uid`
     the tracking id written beside the name (gitops/ownership.py). Fields the live object
-    holds by hand (gitops/handheld.py) are neither compared nor applied."""
+    holds by hand (gitops/handheld.py) are neither compared nor applied. `previous`: the
+    last comparison's `reuse`, whose states are kept where nothing they depend on changed."""
     rules = list(ignore_differences)
+    settings = (repository, destination, repository_uid, _settings_text(rules))
+    before = previous.states if previous is not None and previous.settings == settings else {}
+    states: dict[ResourceKey, tuple[dict[str, Any], tuple[str, str] | None, ResourceState]] = {}
     out: list[ResourceState] = []
     first: dict[ResourceKey, str] = {}
     unreadable: list[str] = []
@@ -142,6 +174,20 @@ def compare(
         if c.error is not None or c.desired is None:
             out.append(_failed(c, key, current, c.error or "not an object"))
             continue
+        version = _version(current)
+        old = before.get(key)
+        if (
+            old is not None
+            and old[1] == version
+            and (version is not None or current is None)
+            and (old[0] is c.desired or old[0] == c.desired)
+        ):
+            state = old[2]
+            if (state.file, state.line) != (c.file, c.line):
+                state = replace(state, file=c.file, line=c.line)
+            states[key] = (c.desired, version, state)
+            out.append(state)
+            continue
         body = handheld.without_held(
             apply_body(c.desired, key, repository, repository_uid), current
         )
@@ -151,19 +197,19 @@ def compare(
         message = "" if current is not None else "missing"
         if held:
             message = handheld.held_message(held)
-        out.append(
-            ResourceState(
-                key,
-                c.file,
-                c.line,
-                body,
-                current,
-                status,
-                health.assess(current),
-                message,
-                diff_text=_text(result.live_norm, result.desired_norm) if result.modified else "",
-            )
+        state = ResourceState(
+            key,
+            c.file,
+            c.line,
+            body,
+            current,
+            status,
+            health.assess(current),
+            message,
+            diff_text=_text(result.live_norm, result.desired_norm) if result.modified else "",
         )
+        states[key] = (c.desired, version, state)
+        out.append(state)
     files = sources or {}
     for key in sorted(set(tracked) - first.keys()):
         current = live.get(key)
@@ -186,7 +232,7 @@ def compare(
     blocked = None
     if unreadable:
         blocked = "prune skipped: " + ", ".join(unreadable) + " could not be read"
-    return Comparison(tuple(out), blocked)
+    return Comparison(tuple(out), blocked, Reuse(settings, states))
 
 
 def apply_body(
@@ -213,6 +259,19 @@ def replace_requested(obj: Mapping[str, Any] | None) -> bool:
     meta = (obj or {}).get("metadata") or {}
     options = str((meta.get("annotations") or {}).get(names.SYNC_OPTIONS_ANNOTATION, ""))
     return any(o.strip().lower() == "replace=true" for o in options.split(","))
+
+
+def _version(live: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(uid, resourceVersion) of a live object: what tells that it did not change. None when
+    missing — and for an object without a resourceVersion, which is then never reused."""
+    meta = (live or {}).get("metadata") or {}
+    if not meta.get("resourceVersion"):
+        return None
+    return str(meta.get("uid") or ""), str(meta["resourceVersion"])
+
+
+def _settings_text(rules: list[Mapping[str, Any]]) -> str:
+    return json.dumps(rules, sort_keys=True, default=str)
 
 
 def _failed(c: Checked, key: ResourceKey, live: dict[str, Any] | None, error: str) -> ResourceState:

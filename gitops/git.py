@@ -257,7 +257,55 @@ class Git:
                 os.unlink(index)
         return root
 
+    async def files(self, url: str, sha: str, *, path: str = ".") -> list[gittree.TreeEntry]:
+        """The files of commit `sha` (already in the cache: `fetch`) under `path` (taken
+        literally; the whole tree for the root, or a path with `..`), with their blob shas and
+        sizes, from one `git ls-tree -r -l -z`: no checkout."""
+        repo, sha = self.clone_dir(validate_url(url)), self._full_sha(sha)
+        parts = gittree.path_parts(path)
+        spec = ["--", "/".join(parts)] if parts else []
+        args = ["--literal-pathspecs", "--git-dir", str(repo), "ls-tree", "-r", "-l", "-z"]
+        async with self._repo(repo):
+            out = await self._run_bytes(
+                [*args, "--full-tree", sha, *spec],
+                what="list the files of a commit",
+            )
+        return await asyncio.to_thread(gittree.parse_ls_tree, out)  # 10,000s of records
+
+    async def blobs(self, url: str, shas: list[str]) -> dict[str, bytes]:
+        """The content of each blob in `shas` (of a commit in the cache), read by one
+        `git cat-file --batch`; a blob that is not there is left out."""
+        repo = self.clone_dir(validate_url(url))
+        if not shas:
+            return {}
+        data = "".join(self._full_sha(s) + "\n" for s in shas).encode()
+        async with self._repo(repo):
+            out = await self._run_bytes(
+                ["--git-dir", str(repo), "cat-file", "--batch"],
+                what="read the files of a commit",
+                input=data,
+            )
+        return await asyncio.to_thread(gittree.parse_cat_file, out)
+
     # --- internals ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _full_sha(sha: str) -> str:
+        if not FULL_SHA.match(sha):
+            raise GitError(f"cannot read {quote(sha)}: not a full sha")
+        return sha
+
+    async def _run_bytes(self, args: list[str], *, what: str, input: bytes | None = None) -> bytes:
+        return await gitproc.run_bytes(
+            args,
+            git=self.git,
+            timeout=self.timeout,
+            extra_env=self.extra_env,
+            known_hosts=self.cache_dir / "known_hosts",
+            killed=self._killed,
+            what=what,
+            input=input,
+        )
 
     def _remember(self, repo: Path, commit: Commit) -> None:
         known = self._commits.setdefault(str(repo), {})

@@ -25,7 +25,7 @@ from pathlib import Path
 from gitops import gitmessages
 from gitops.giturls import Credentials, GitError, scrub, shown
 
-__all__ = ["config_args", "environment", "run"]
+__all__ = ["config_args", "environment", "run", "run_bytes"]
 
 ENV_PASSTHROUGH = (
     "PATH",
@@ -64,6 +64,37 @@ async def run(
     what: str,
     input: bytes | None = None,
 ) -> str:
+    """`run_bytes`, its output decoded (UTF-8, undecodable bytes replaced)."""
+    out = await run_bytes(
+        args,
+        git=git,
+        timeout=timeout,
+        extra_env=extra_env,
+        known_hosts=known_hosts,
+        killed=killed,
+        url=url,
+        creds=creds,
+        env=env,
+        what=what,
+        input=input,
+    )
+    return out.decode("utf-8", "replace")
+
+
+async def run_bytes(
+    args: list[str],
+    *,
+    git: str,
+    timeout: float,
+    extra_env: Mapping[str, str],
+    known_hosts: Path,
+    killed: set[str],
+    url: str | None = None,
+    creds: Credentials | None = None,
+    env: Mapping[str, str] | None = None,
+    what: str,
+    input: bytes | None = None,
+) -> bytes:
     """git's stdout for `git <args>`, or GitError (scrubbed and explained) on failure or after
     `timeout` seconds. `extra_env` adds to the environment (ours wins), `env` to this call's;
     `known_hosts` is the file ssh records hosts in; the `--git-dir` of a git killed on
@@ -101,7 +132,7 @@ async def run(
     if proc.returncode != 0:
         text = scrub(err.decode("utf-8", "replace"), secrets)
         raise GitError(gitmessages.explain(text, what, f" {shown(url)}" if url else ""))
-    return out.decode("utf-8", "replace")
+    return out
 
 
 def config_args(url: str | None) -> list[str]:

@@ -10,6 +10,8 @@
   command on that clone forever);
 - `refs_to_drop`: which of the cache's `refs/trainops/<sha>` refs (one per fetched commit) to
   delete so that the clone does not keep every commit ever fetched;
+- `parse_ls_tree`, `parse_cat_file`: a commit's files (blob sha and size of each) and blob
+  contents, for reading a commit without a checkout (`gitops.incremental`);
 - `clones_to_evict`: which cached clones to delete, least recently used first, when the cache
   is over its size cap (a clone deleted is cloned again at its repository's next fetch).
 """
@@ -18,13 +20,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 __all__ = [
+    "GITLINK_MODE",
     "KEEP_COMMITS",
     "SYMLINK_MODE",
+    "TreeEntry",
     "clones_to_evict",
+    "parse_cat_file",
     "parse_ls_files",
+    "parse_ls_tree",
+    "path_parts",
     "refs_to_drop",
     "sparse_selection",
     "stale_locks",
@@ -36,6 +44,56 @@ KEEP_COMMITS = 8
 """Commits kept per cached clone (the newest fetched): the one in use, and a few recent ones a
 requested sync may go back to without fetching again."""
 _COMMIT_REF = re.compile(r"^refs/trainops/[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One file of a commit, from `git ls-tree -r -l`."""
+
+    mode: str
+    sha: str
+    """The blob's sha (a commit's for a submodule)."""
+    size: int | None
+    """Bytes; None for a submodule (`-`)."""
+    path: str
+    """Relative to the repository root, posix."""
+
+
+def parse_ls_tree(out: bytes) -> list[TreeEntry]:
+    """Every record of `git ls-tree -r -l -z` output (`<mode> <type> <sha> <size>\\t<path>`)."""
+    entries = []
+    for record in out.split(b"\0"):
+        meta, sep, path = record.partition(b"\t")
+        if not sep:
+            continue
+        fields = meta.decode("ascii", "replace").split()
+        if len(fields) != 4:
+            continue
+        mode, _type, sha, size = fields
+        entries.append(
+            TreeEntry(
+                mode, sha, int(size) if size.isdigit() else None, path.decode("utf-8", "replace")
+            )
+        )
+    return entries
+
+
+def parse_cat_file(out: bytes) -> dict[str, bytes]:
+    """The content of every blob in `git cat-file --batch` output (`<sha> <type> <size>\\n
+    <content>\\n` each; `<name> missing` for one that is not there: left out)."""
+    blobs: dict[str, bytes] = {}
+    at = 0
+    while at < len(out):
+        end = out.index(b"\n", at)
+        header = out[at:end].decode("ascii", "replace").split()
+        at = end + 1
+        if len(header) != 3:  # `<name> missing` (or ambiguous): no content follows
+            continue
+        sha, _type, size = header
+        n = int(size)
+        blobs[sha] = out[at : at + n]
+        at += n + 1
+    return blobs
 
 
 def parse_ls_files(out: str) -> list[tuple[str, str]]:
@@ -57,7 +115,7 @@ def sparse_selection(entries: Iterable[tuple[str, str]], path: str) -> list[str]
     None when `path` is the root (`.`, ``, `./`), has `..` or is absolute (`gitops.sources`
     judges it on the whole tree), or when a symlink is under `path` or is one of its parent directories.
     Submodules (gitlinks) are never checked out."""
-    parts = _parts(path)
+    parts = path_parts(path)
     if parts is None or not parts:
         return None
     prefix = "/".join(parts)
@@ -123,7 +181,7 @@ def clones_to_evict(
     return out
 
 
-def _parts(path: str) -> list[str] | None:
+def path_parts(path: str) -> list[str] | None:
     """The components of a relative posix path; None when it is absolute or has `..`."""
     if path.startswith("/"):
         return None

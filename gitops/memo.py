@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gitops import status, triggers
-from gitops.compare import Comparison
+from gitops.compare import Comparison, Reuse
 from gitops.git import Commit
 from gitops.pairing import ResourceKey
 from gitops.preflight import Checked
@@ -34,6 +34,9 @@ class Memo:
     generation: int | None = None
     checked_for: tuple[str, str, bool, str] | None = None
     checked: list[Checked] = field(default_factory=list)
+    blobs: dict[str, list[Checked]] = field(default_factory=dict)
+    """The parsed and pre-checked entries of each blob of the commit last read, by blob sha
+    (`gitops.incremental`): a new commit reads only the blobs not in here."""
     desired: list[ResourceKey] = field(default_factory=list)
     """The keys `checked` defines (`keys.desired_keys`), computed once per commit."""
     git_kinds: set[tuple[str, str]] = field(default_factory=set)
@@ -44,6 +47,8 @@ class Memo:
     retry_at: float | None = None
     kinds: set[tuple[str, str]] = field(default_factory=set)
     comparison: Comparison | None = None
+    reuse: Reuse | None = None
+    """The last comparison's `Comparison.reuse`: the next compares only what changed."""
     claimed: bool = False
     """Whether `comparison` kept off another repository's object (`ownership.claimed`)."""
     refresh: bool = False

@@ -6,7 +6,8 @@ polling `interval`, or sooner for a retry). Per repository, a `Memo` in memory k
 last round saw, so a round where neither the revision, the spec nor any of its own live
 objects changed (`gitops.livestate`'s stamp) does no work at all — only `git ls-remote`, O(1)
 reads of the shared cache, and a list by the uid label per kind it keeps outside the cache;
-the checkout and pre-flight of a commit are done once per commit.
+a commit is read and pre-checked once, and only its blobs not read before
+(`gitops.incremental`); `compare` diffs only what changed since the last comparison.
 
 When to sync (docs/GITOPS.md, "Sync semantics"): always when asked (`request_sync`); with an
 automated policy, once per new revision (history gets an entry), and — with `selfHeal` — again
@@ -30,15 +31,23 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from gitops import guards, keys, operations, ownership, report, sources, status, tenancy, triggers
+from gitops import (
+    guards,
+    keys,
+    operations,
+    ownership,
+    reading,
+    report,
+    sources,
+    status,
+    tenancy,
+    triggers,
+)
 from gitops.acting import Tenants
 from gitops.compare import Comparison, compare
 from gitops.discovery import Discovery
@@ -49,7 +58,6 @@ from gitops.livestate import State
 from gitops.memo import Memo
 from gitops.metrics import GitOpsMetrics
 from gitops.pairing import ResourceKey
-from gitops.preflight import Checked, preflight
 from gitops.redact import redact_value
 from gitops.spec import RepoSpec, read_spec, repo_id
 from gitops.sync import PRUNED, SYNCED, SyncEngine
@@ -320,7 +328,8 @@ class Reconciler:
                 memo.head_ref = ref.ref
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.checked_for != wanted:
-                memo.checked = await self.tenants.bounded(obj, spec, await self._load(spec, commit))
+                loaded, memo.blobs = await reading.load(self.git, spec, commit.sha, memo.blobs)
+                memo.checked = await self.tenants.bounded(obj, spec, loaded)
                 memo.desired, memo.git_kinds = await asyncio.to_thread(
                     lambda: (
                         keys.desired_keys(memo.checked, spec.destination),
@@ -352,22 +361,6 @@ class Reconciler:
                 f"{spec.target_revision or 'HEAD'}; change "
                 "spec.targetRevision, or turn automated sync off, to sync another revision"
             )
-
-    async def _load(self, spec: RepoSpec, commit: Commit) -> list[Checked]:
-        """The checked manifests of `commit` — the fetched sha, never the branch resolved
-        again: a push since the fetch must not apply another commit than status records."""
-        scratch = Path(self.git.cache_dir) / "checkouts"
-        scratch.mkdir(parents=True, exist_ok=True)
-        tmp = await asyncio.to_thread(tempfile.mkdtemp, dir=scratch)
-        try:
-            root = await self.git.export(
-                spec.repo_url, commit.sha, Path(tmp, "tree"), path=spec.path
-            )
-            return await asyncio.to_thread(
-                lambda: preflight(sources.load_directory(root, spec.path, recurse=spec.recurse))
-            )
-        finally:  # removing a big checkout must not block the event loop
-            await asyncio.to_thread(shutil.rmtree, tmp, True)
 
     async def _credentials(self, obj: dict[str, Any], spec: RepoSpec) -> Credentials | None:
         if not spec.secret_name:
@@ -414,8 +407,10 @@ class Reconciler:
                 ignore_differences=spec.ignore_differences,
                 sources=sources_of,
                 repository_uid=uid,
+                previous=memo.reuse,
             )
         )
+        memo.reuse = comparison.reuse
         desired = [r.key for r in comparison.resources if r.key is not None and not r.prune]
         foreign = await ownership.foreign_claims(live, desired, key, uid, self._repository_uid)
         comparison = ownership.mark_foreign(comparison, foreign)

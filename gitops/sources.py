@@ -34,6 +34,7 @@ __all__ = [
     "entries_from_text",
     "entry_problem",
     "load_directory",
+    "too_big_message",
 ]
 
 MAX_FILE_BYTES = manifests.MAX_DOCUMENT_BYTES
@@ -90,7 +91,7 @@ def load_directory(
 def entries_from_bytes(file: str, data: bytes) -> list[ManifestEntry]:
     """Entries of one file given its bytes (pure)."""
     if len(data) > MAX_FILE_BYTES:
-        return [ManifestEntry(file, 1, None, _too_big(len(data)))]
+        return [ManifestEntry(file, 1, None, too_big_message(len(data)))]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -169,7 +170,7 @@ def _read(base: Path, file: Path) -> list[ManifestEntry]:
     try:
         size = file.stat().st_size
         if size > MAX_FILE_BYTES:
-            return [ManifestEntry(rel, 1, None, _too_big(size))]
+            return [ManifestEntry(rel, 1, None, too_big_message(size))]
         data = file.read_bytes()
     except OSError as e:
         return [ManifestEntry(rel, 1, None, f"cannot read: {e.strerror}")]
@@ -230,7 +231,8 @@ def _relative(base: Path, file: Path) -> str:
     return str(PurePosixPath(*rel.parts)) if rel.parts else "."
 
 
-def _too_big(size: int) -> str:
+def too_big_message(size: int) -> str:
+    """Why a file of `size` bytes is refused unread."""
     return f"file is {size} bytes, over the {MAX_FILE_BYTES}-byte (3 MiB) limit"
 
 

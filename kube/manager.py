@@ -17,6 +17,9 @@ one of each:
   that Lease: one `LeaderElector` per lease name, all with the process's one identity and the
   settings of `LeaderElection`; the loops of a lease start when it is won and are cancelled
   when it is lost (then the elector campaigns again). Leader election off: loops just run.
+- `gc_freeze`: garbage collection without long loop stalls (`kube.gcfreeze`: young
+  collections and a `gc.freeze()` every 10 s, one full collection an hour), a loop like the
+  others (the commands' Manager has it: `trainops.commands.runtime.new_manager`);
 - `problems()`: crashed loops and unsynced caches — what `/readyz` reports (`kube.probes`);
   `metrics`: a Prometheus registry with each cache's size, relists and watches, and which
   leases are held.
@@ -40,6 +43,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from kube.client import Client
+from kube.gcfreeze import GcFreeze
 from kube.informer import IndexFunc, Informer, Transform, callable_name, unsynced, wait_synced
 from kube.leader import LeaderElector
 from kube.resources import Resource
@@ -85,6 +89,7 @@ class Manager:
         leader_election: LeaderElection = LeaderElection(),
         supervisor: Supervisor | None = None,
         logger: logging.Logger | None = None,
+        gc_freeze: GcFreeze | None = None,
     ) -> None:
         self.client = client
         self.leader_election = leader_election
@@ -100,6 +105,9 @@ class Manager:
         self._electors: dict[str, LeaderElector] = {}
         self._held: dict[str, list[str]] = {}  # lease -> the loops running in this term
         self._on_stop: list[Callable[[], object]] = []
+        self.gc_freeze = gc_freeze
+        """The process's garbage collection without long loop stalls (`kube.gcfreeze`), run
+        as one of its loops; None: left to the interpreter (tests build many Managers)."""
         self._started = False
         self._stopped = False
         self.metrics = CollectorRegistry()
@@ -201,6 +209,8 @@ class Manager:
         if self._started:
             raise RuntimeError("the manager is already started")
         self._started = True
+        if self.gc_freeze is not None:
+            self.supervisor.start("gc-freeze", self.gc_freeze.run)
         for informer in self._informers.values():
             self._run_informer(informer)
         for name, fn, lease in self._loops:

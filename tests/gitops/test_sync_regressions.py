@@ -20,6 +20,7 @@ from kube.client import Client
 from kube.manager import Manager
 from tests.gitops.conftest import (
     ALONE,
+    BAD_JOB,
     UNRESTRICTED,
     Remote,
     create_repository,
@@ -349,3 +350,20 @@ async def test_deleting_a_repository_removes_the_object_and_leaves_its_jobs(
     assert await get_or_none(kclient, TF, "a", namespace) is not None
     with pytest.raises(UnknownRepository):
         await gitops.delete(namespace, "nope")
+
+
+async def test_a_denied_file_moved_unchanged_is_reported_at_its_new_path_and_same_line(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    first = remote.commit("bad", {"bad.yaml": BAD_JOB, "a.yaml": tf_job_yaml("a")})
+    await create_repository(kclient, repository(namespace, remote.url))
+    st = await wait_status(kclient, namespace, lambda s: s.get("sync", {}).get("revision") == first)
+    bad = resource_entry(st, "bad")
+    assert (bad["file"], bad["line"]) == ("bad.yaml", 15)
+    # The same blob under another path: read from the memo, not parsed again.
+    moved = remote.commit("move", {"bad.yaml": None, "jobs/moved.yaml": BAD_JOB})
+    st = await wait_status(kclient, namespace, lambda s: s.get("sync", {}).get("revision") == moved)
+    bad = resource_entry(st, "bad")
+    assert (bad["status"], bad["file"], bad["line"]) == ("OutOfSync", "jobs/moved.yaml", 15)
+    assert "denied the request" in bad["message"]
+    assert "jobs/moved.yaml:15: admission webhook" in st["operationState"]["message"]

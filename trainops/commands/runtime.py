@@ -47,9 +47,11 @@ def new_manager(
     lease_namespace: str = "kube-system",
     identity: str | None = None,
 ) -> Manager:
-    """The process's one Manager (lease timings: controller-runtime's defaults)."""
+    """The process's one Manager (lease timings: controller-runtime's defaults), with the
+    garbage-collection loop of `kube.gcfreeze`."""
     import logging
 
+    from kube.gcfreeze import GcFreeze
     from kube.manager import LeaderElection, Manager
 
     return Manager(
@@ -58,6 +60,7 @@ def new_manager(
             enabled=leader_elect, namespace=lease_namespace, identity=identity
         ),
         logger=logging.getLogger("trainops.manager"),
+        gc_freeze=GcFreeze(),  # no multi-second full collections on the loop (kube.gcfreeze)
     )
 
 

@@ -1,0 +1,144 @@
+"""compare(previous=...) keeps the states of resources whose desired and live objects did not
+change, and gives exactly what a full comparison gives (gitops/compare.py, table-tested)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gitops.compare import Comparison, compare
+from gitops.pairing import ResourceKey
+from gitops.preflight import Checked, preflight
+from gitops.sources import entries_from_text
+
+REPO, UID, NS = "ns/cms", "uid-r", "ns"
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: '{v}'\n"
+NAMES = ["a", "b", "c", "d"]
+
+
+def key(name: str) -> ResourceKey:
+    return ResourceKey("", "ConfigMap", NS, name)
+
+
+def checked(
+    values: dict[str, str] | None = None, files: dict[str, str] | None = None
+) -> list[Checked]:
+    values, files = values or {}, files or {}
+    out: list[Checked] = []
+    for n in NAMES:
+        file = files.get(n, f"cms/{n}.yaml")
+        out += preflight(entries_from_text(file, CM.format(name=n, v=values.get(n, "1"))))
+    return out
+
+
+def live(
+    rv: dict[str, str] | None = None, data: dict[str, str] | None = None
+) -> dict[ResourceKey, dict[str, Any]]:
+    rv, data = rv or {}, data or {}
+    out = {}
+    for n in NAMES:
+        if n == "d":
+            continue  # never applied: missing
+        out[key(n)] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": n,
+                "namespace": NS,
+                "uid": f"u-{n}",
+                "resourceVersion": rv.get(n, "1"),
+                "labels": {
+                    "gitops.trainops.dev/managed": "true",
+                    "gitops.trainops.dev/repository-uid": UID,
+                },
+                "annotations": {
+                    "gitops.trainops.dev/repository": REPO,
+                    "gitops.trainops.dev/repository-uid": UID,
+                },
+            },
+            "data": {"v": data.get(n, "1")},
+        }
+    return out
+
+
+def run(
+    c: list[Checked], lv: dict[ResourceKey, dict[str, Any]], previous: Any = None, **kw: Any
+) -> Comparison:
+    options: dict[str, Any] = {"repository": REPO, "destination": NS, "repository_uid": UID, **kw}
+    return compare(c, lv, set(lv), previous=previous, **options)
+
+
+Change = Callable[
+    [list[Checked], dict[ResourceKey, dict[str, Any]]],
+    tuple[list[Checked], dict[ResourceKey, dict[str, Any]], dict[str, Any]],
+]
+
+CASES: dict[str, tuple[Change, set[str]]] = {
+    "nothing changed (the same entries)": (lambda c, lv: (c, lv, {}), set()),
+    "entries parsed again, equal": (lambda c, lv: (checked(), lv, {}), set()),
+    "one live object written since (new resourceVersion, drifted)": (
+        lambda c, lv: (c, live(rv={"b": "7"}, data={"b": "9"}), {}),
+        {"b"},
+    ),
+    "one file's content changed": (lambda c, lv: (checked(values={"c": "2"}), lv, {}), {"c"}),
+    "the missing object now exists": (
+        lambda c, lv: (
+            c,
+            {
+                **lv,
+                key("d"): {
+                    **live()[key("a")],
+                    "metadata": {**live()[key("a")]["metadata"], "name": "d", "uid": "u-d"},
+                    "data": {"v": "1"},
+                },
+            },
+            {},
+        ),
+        {"d"},
+    ),
+    "a file renamed, content the same": (
+        lambda c, lv: (checked(files={"a": "moved/a.yaml"}), lv, {}),
+        {"a"},
+    ),
+    "ignoreDifferences changed: nothing reused": (
+        lambda c, lv: (
+            c,
+            lv,
+            {"ignore_differences": [{"kind": "ConfigMap", "jsonPointers": ["/data"]}]},
+        ),
+        set(NAMES),
+    ),
+}
+
+
+@pytest.mark.parametrize(("change", "recomputed"), CASES.values(), ids=list(CASES))
+def test_a_comparison_reusing_the_last_equals_a_full_one_and_recomputes_only_what_changed(
+    change: Change, recomputed: set[str]
+) -> None:
+    c0, lv0 = checked(), live()
+    first = run(c0, lv0)
+    assert [r.status for r in first.resources] == ["Synced", "Synced", "Synced", "OutOfSync"]
+    c1, lv1, options = change(c0, lv0)
+    again = run(c1, lv1, previous=first.reuse, **options)
+    assert again.resources == run(c1, lv1, **options).resources
+    before = {r.key: r for r in first.resources}
+    changed = {r.key.name for r in again.resources if r.key and r is not before[r.key]}
+    assert changed == recomputed
+
+
+def test_a_live_object_without_a_resource_version_is_never_reused() -> None:
+    lv = live()
+    for obj in lv.values():
+        del obj["metadata"]["resourceVersion"]
+    first = run(checked(), lv)
+    again = run(checked(), lv, previous=first.reuse)
+    assert not any(a is b for a, b in zip(first.resources, again.resources, strict=True) if a.live)
+
+
+def test_a_renamed_file_keeps_its_state_under_the_new_path() -> None:
+    first = run(checked(), live())
+    again = run(checked(files={"a": "moved/a.yaml"}), live(), previous=first.reuse)
+    moved = next(r for r in again.resources if r.key == key("a"))
+    assert (moved.file, moved.line, moved.status) == ("moved/a.yaml", 1, "Synced")
