@@ -58,8 +58,8 @@ from gitops.livestate import State
 from gitops.memo import Memo
 from gitops.metrics import GitOpsMetrics
 from gitops.pairing import ResourceKey
-from gitops.redact import redact_value
 from gitops.spec import RepoSpec, read_spec, repo_id
+from gitops.statuswrite import write_status
 from gitops.sync import PRUNED, SYNCED, SyncEngine
 from kube import errors, resources
 from kube.client import Client
@@ -460,39 +460,17 @@ class Reconciler:
         *,
         unless_unchanged: bool = False,
     ) -> None:
-        """Replace `.status` conditional on the resourceVersion; on Conflict read and retry.
-        `unless_unchanged`: not when the new status differs from the stored one in
-        `reconciledAt` only."""
+        """`gitops.statuswrite.write_status`, recording the requests this round handles."""
         meta = obj["metadata"]
-        for _ in range(5):
-            old = dict(obj.get("status") or {})
-            # Masked (`gitops.redact`): messages echo the repository URL and its credentials.
-            # Built off the loop: a status is built from every resource of the repository.
-            new_status = await asyncio.to_thread(_masked, make, old)
-            # The requests this round was asked for, as it saw them at its start (a request
-            # written since is newer and stays pending): `gitops.triggers`.
-            memo = self.memos.get(f"{meta.get('namespace')}/{meta['name']}")
-            new_status = triggers.record_handled(new_status, memo.handling if memo else None)
-            if unless_unchanged and _without_time(new_status) == _without_time(old):
-                return
-            body = {
-                "apiVersion": obj.get("apiVersion"),
-                "kind": obj.get("kind"),
-                "metadata": {
-                    "name": meta["name"],
-                    "namespace": meta.get("namespace"),
-                    "resourceVersion": meta.get("resourceVersion"),
-                },
-                "spec": obj.get("spec"),
-                "status": new_status,
-            }
-            try:
-                await self.client.replace(JOB_REPOSITORIES, body, subresource="status")
-                return
-            except errors.Conflict:
-                obj = await self.client.get(JOB_REPOSITORIES, meta["name"], meta.get("namespace"))
-                meta = obj["metadata"]
-        raise errors.Conflict(409, "Conflict", "status kept changing; retried 5 times")
+        memo = self.memos.get(f"{meta.get('namespace')}/{meta['name']}")
+        await write_status(
+            self.client,
+            JOB_REPOSITORIES,
+            obj,
+            make,
+            handling=memo.handling if memo else None,
+            unless_unchanged=unless_unchanged,
+        )
 
     def _requeue(self, spec: RepoSpec, memo: Memo) -> float:
         if memo.retry_at is None:
@@ -509,14 +487,3 @@ def _results(operation: status.Operation) -> list[tuple[ResourceKey, dict[str, A
         elif o.status == PRUNED:
             out.append((o.key, None))
     return out
-
-
-def _without_time(st: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in st.items() if k != "reconciledAt"}
-
-
-def _masked(
-    make: Callable[[dict[str, Any]], dict[str, Any]], old: dict[str, Any]
-) -> dict[str, Any]:
-    masked: dict[str, Any] = redact_value(make(old))
-    return masked
