@@ -15,8 +15,8 @@ Measured, in this order, against `--kubeconfig` (a cluster used by nothing else)
 
 1. the floor: 10,000 server-side applies of the same objects (the tracking labels and
    annotations the reconciler adds included) from a plain `kube.Client`, in a child process,
-   `APPLY_PARALLELISM` in flight, into namespace `scale-floor`; then they are deleted (one
-   DELETE of the collection) and gone before anything else starts;
+   `APPLY_PARALLELISM` in flight, into namespace `scale-floor`; then it deletes them (one
+   DELETE of the collection) and waits until they are gone, before anything else starts;
 2. the first sync: the GitOps reconciler (`GitOpsReconciler` on a `kube.Manager` with leader
    election on, the Manager's default timings) runs in this process; from the creation of the
    JobRepositories until every one is Synced at its commit. During it: this process's CPU,
@@ -66,11 +66,13 @@ from benchmarks.bench_gitops_large import (  # noqa: E402
     until,
 )
 from benchmarks.machine import cpu_model  # noqa: E402
+from gitops import operations  # noqa: E402
 from gitops.compare import apply_body  # noqa: E402
 from gitops.manager import GitOpsReconciler, GitOpsSettings  # noqa: E402
 from gitops.operations import APPLY_PARALLELISM  # noqa: E402
 from gitops.pairing import ResourceKey  # noqa: E402
 from gitops.reconciler import JOB_REPOSITORIES  # noqa: E402
+from gitops.sync import SyncEngine  # noqa: E402
 from gitops.tenancy import Boundaries  # noqa: E402
 from kube import errors, resources  # noqa: E402
 from kube.client import Client  # noqa: E402
@@ -99,7 +101,8 @@ def floor_bodies(count: int) -> list[dict[str, Any]]:
 
 
 async def floor(kubeconfig: str, count: int) -> dict[str, float]:
-    """`count` server-side applies, APPLY_PARALLELISM at once: wall and CPU seconds."""
+    """`count` server-side applies, APPLY_PARALLELISM at once: wall and CPU seconds; then
+    the time to delete them again (here: the DELETE answers with every object deleted)."""
     client = await Client.connect(kubeconfig, timeout=60)
     try:
         await _ensure_namespace(client, FLOOR_NAMESPACE)
@@ -120,7 +123,8 @@ async def floor(kubeconfig: str, count: int) -> dict[str, float]:
 
         t0, c0 = time.perf_counter(), time.process_time()
         await asyncio.gather(*(apply(b) for b in bodies))
-        return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        return {"wall": wall, "cpu": cpu, "cleared": await clear_floor(client)}
     finally:
         await client.close()
 
@@ -238,6 +242,62 @@ async def lease_spec(client: Client, name: str) -> dict[str, Any]:
         return {}
 
 
+# -- where a sync's time goes ----------------------------------------------------------------------
+
+
+class Phases:
+    """Times every call of the async methods it wraps: (name, start, end) spans."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float]] = []
+
+    def wrap(self, owner: Any, attr: str, name: str) -> None:
+        inner = getattr(owner, attr)
+        spans = self.spans
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return await inner(*args, **kwargs)
+            finally:
+                spans.append((name, t0, time.perf_counter()))
+
+        setattr(owner, attr, timed)
+
+    def report(self, start: float, end: float) -> dict[str, str]:
+        """Per name: calls, summed and longest seconds, of the spans within [start, end]."""
+        by: dict[str, list[float]] = defaultdict(list)
+        for name, t0, t1 in self.spans:
+            if t0 >= start and t1 <= end:
+                by[name].append(t1 - t0)
+        return {
+            name: f"{len(d)} calls, {sum(d):.1f} s in all, longest {max(d):.2f} s"
+            + (f", mean {sum(d) / len(d) * 1000:.0f} ms" if len(d) > 1 else "")
+            for name, d in by.items()
+        }
+
+
+def instrument(running: GitOpsReconciler) -> Phases:
+    """The steps of a round (`gitops.reconciler.Reconciler`) and every apply."""
+    phases = Phases()
+    reconciler = running.reconciler
+    phases.wrap(reconciler, "_fetch", "fetch, checkout, load, pre-flight")
+    phases.wrap(reconciler, "_compare", "compare")
+    phases.wrap(operations, "run", "sync operation (the applies)")
+    phases.wrap(reconciler, "_write_status", "status write")
+    engine_apply = SyncEngine.apply
+
+    async def apply(self: SyncEngine, state: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await engine_apply(self, state)
+        finally:
+            phases.spans.append(("one apply (8 in flight)", t0, time.perf_counter()))
+
+    SyncEngine.apply = apply  # type: ignore[method-assign]
+    return phases
+
+
 # -- the scenario ---------------------------------------------------------------------------------
 
 
@@ -312,7 +372,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, str]:
     api1 = _cpu_seconds(args.apiserver_pid)
     if api0 is not None and api1 is not None:
         out["  kube-apiserver CPU during the floor"] = f"{api1 - api0:.1f} s"
-    out["  floor objects deleted"] = f"{await clear_floor(client):.1f} s (not counted)"
+    out["  floor objects deleted"] = f"{got['cleared']:.1f} s (not counted)"
     out["load average after the floor"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
 
     # 2. The reconciler, leader-elected with the Manager's timings.
@@ -320,6 +380,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, str]:
     manager = Manager(client, leader_election=LeaderElection())
     running = GitOpsReconciler(manager, tmp / "cache", settings)
     rounds = Rounds(running)
+    phases = instrument(running)
     beat, lease = Heartbeat(), LeaseWatch(manager, settings.lease_name)
     out["reconciler RSS before start"] = _rss()
     manager.start()
@@ -369,6 +430,8 @@ async def scenario(args: argparse.Namespace) -> dict[str, str]:
             f"leaseTransitions {spec0.get('leaseTransitions')} -> {spec1.get('leaseTransitions')}, "
             f"holder unchanged: {spec0.get('holderIdentity') == spec1.get('holderIdentity')}"
         )
+        for name, figure in phases.report(t0, t0 + first).items():
+            out[f"  {name}"] = figure
         for verb, figure in latency_report(metrics0, metrics1).items():
             out[f"  kube-apiserver latency {verb}"] = figure
         largest = max(objs, key=_status_bytes)
