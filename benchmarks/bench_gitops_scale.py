@@ -15,7 +15,8 @@ Measured, in this order, against `--kubeconfig` (a cluster used by nothing else)
 
 1. the floor: 10,000 server-side applies of the same objects (the tracking labels and
    annotations the reconciler adds included) from a plain `kube.Client`, in a child process,
-   `APPLY_PARALLELISM` in flight, into namespace `scale-floor`; then it deletes them (one
+   `APPLY_PARALLELISM` in flight, into namespace `scale-floor` (the API server's APPLY
+   latency in it from its `/metrics`, as below); then it deletes them (one
    DELETE of the collection) and waits until they are gone, before anything else starts;
 2. the first sync: the GitOps reconciler (`GitOpsReconciler` on a `kube.Manager` with leader
    election on, the Manager's default timings) runs in this process; from the creation of the
@@ -24,7 +25,9 @@ Measured, in this order, against `--kubeconfig` (a cluster used by nothing else)
    (sampled every 100 ms) and `leaseTransitions` before and after —, and the kube-apiserver's
    request latency from its `/metrics` (`apiserver_request_duration_seconds`, the delta of the
    buckets before and after; WATCH and CONNECT left out; quantiles interpolated in the bucket
-   as `histogram_quantile` does);
+   as `histogram_quantile` does); and where the time went: each step of a round (fetch,
+   checkout, load and pre-flight; compare; the sync operation; the status write) and every
+   apply, timed by wrapping them (`instrument`);
 3. the largest JobRepository `.status` as JSON;
 4. no-op poll rounds and no-op push triggers, and push → applied for a one-file change
    (`bench_gitops_large.noop_rounds` and `push_rounds`, on the repository in `default`);
@@ -68,6 +71,7 @@ from benchmarks.bench_gitops_large import (  # noqa: E402
 from benchmarks.machine import cpu_model  # noqa: E402
 from gitops import operations  # noqa: E402
 from gitops.compare import apply_body  # noqa: E402
+from gitops.livestate import LiveReader  # noqa: E402
 from gitops.manager import GitOpsReconciler, GitOpsSettings  # noqa: E402
 from gitops.operations import APPLY_PARALLELISM  # noqa: E402
 from gitops.pairing import ResourceKey  # noqa: E402
@@ -100,7 +104,7 @@ def floor_bodies(count: int) -> list[dict[str, Any]]:
     return bodies
 
 
-async def floor(kubeconfig: str, count: int) -> dict[str, float]:
+async def floor(kubeconfig: str, count: int, apiserver_pid: int | None) -> dict[str, float]:
     """`count` server-side applies, APPLY_PARALLELISM at once: wall and CPU seconds; then
     the time to delete them again (here: the DELETE answers with every object deleted)."""
     client = await Client.connect(kubeconfig, timeout=60)
@@ -121,10 +125,15 @@ async def floor(kubeconfig: str, count: int) -> dict[str, float]:
                     force=True,
                 )
 
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, api0 = time.perf_counter(), time.process_time(), _cpu_seconds(apiserver_pid)
         await asyncio.gather(*(apply(b) for b in bodies))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        return {"wall": wall, "cpu": cpu, "cleared": await clear_floor(client)}
+        wall, cpu, api1 = (
+            time.perf_counter() - t0,
+            time.process_time() - c0,
+            _cpu_seconds(apiserver_pid),
+        )
+        api = -1.0 if api0 is None or api1 is None else api1 - api0
+        return {"wall": wall, "cpu": cpu, "apiserver": api, "cleared": await clear_floor(client)}
     finally:
         await client.close()
 
@@ -264,6 +273,20 @@ class Phases:
 
         setattr(owner, attr, timed)
 
+    def wrap_class(self, cls: type, attr: str, name: str) -> None:
+        """Wrap the method `attr` of every instance of `cls`."""
+        inner = getattr(cls, attr)
+        spans = self.spans
+
+        async def timed(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return await inner(obj, *args, **kwargs)
+            finally:
+                spans.append((name, t0, time.perf_counter()))
+
+        setattr(cls, attr, timed)
+
     def report(self, start: float, end: float) -> dict[str, str]:
         """Per name: calls, summed and longest seconds, of the spans within [start, end]."""
         by: dict[str, list[float]] = defaultdict(list)
@@ -285,16 +308,9 @@ def instrument(running: GitOpsReconciler) -> Phases:
     phases.wrap(reconciler, "_compare", "compare")
     phases.wrap(operations, "run", "sync operation (the applies)")
     phases.wrap(reconciler, "_write_status", "status write")
-    engine_apply = SyncEngine.apply
-
-    async def apply(self: SyncEngine, state: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return await engine_apply(self, state)
-        finally:
-            phases.spans.append(("one apply (8 in flight)", t0, time.perf_counter()))
-
-    SyncEngine.apply = apply  # type: ignore[method-assign]
+    phases.wrap_class(LiveReader, "probe", "live state: probe")
+    phases.wrap_class(LiveReader, "complete", "live state: complete")
+    phases.wrap_class(SyncEngine, "apply", f"one apply ({APPLY_PARALLELISM} in flight)")
     return phases
 
 
@@ -356,9 +372,10 @@ async def scenario(args: argparse.Namespace) -> dict[str, str]:
         await _ensure_namespace(client, _namespace(k))
 
     # 1. The floor, in a child process (its CPU and memory are not this process's).
-    api0 = _cpu_seconds(args.apiserver_pid)
+    metrics0 = await request_buckets(client)
+    pid = ["--apiserver-pid", str(args.apiserver_pid)] if args.apiserver_pid else []
     child = subprocess.run(
-        [sys.executable, __file__, "--kubeconfig", args.kubeconfig, "--floor", str(total)],
+        [sys.executable, __file__, "--kubeconfig", args.kubeconfig, "--floor", str(total), *pid],
         capture_output=True, text=True, cwd=REPO,
     )  # fmt: skip
     if child.returncode != 0:
@@ -369,9 +386,10 @@ async def scenario(args: argparse.Namespace) -> dict[str, str]:
         f"{total} in {floor_wall:.1f} s ({total / floor_wall:.0f}/s, {APPLY_PARALLELISM} in "
         f"flight); client CPU {got['cpu']:.1f} s"
     )
-    api1 = _cpu_seconds(args.apiserver_pid)
-    if api0 is not None and api1 is not None:
-        out["  kube-apiserver CPU during the floor"] = f"{api1 - api0:.1f} s"
+    if got["apiserver"] >= 0:
+        out["  kube-apiserver CPU during the floor"] = f"{got['apiserver']:.1f} s"
+    apply_latency = latency_report(metrics0, await request_buckets(client)).get("APPLY")
+    out["  kube-apiserver latency APPLY in it"] = str(apply_latency)
     out["  floor objects deleted"] = f"{got['cleared']:.1f} s (not counted)"
     out["load average after the floor"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -506,7 +524,7 @@ def main(argv: Iterable[str] = sys.argv[1:]) -> None:
     if not Path(args.kubeconfig).is_file():
         raise SystemExit(f"bench_gitops_scale: --kubeconfig {args.kubeconfig}: no such file")
     if args.floor:
-        print(json.dumps(asyncio.run(floor(args.kubeconfig, args.floor))))
+        print(json.dumps(asyncio.run(floor(args.kubeconfig, args.floor, args.apiserver_pid))))
         return
     asyncio.run(scenario(args))
 
