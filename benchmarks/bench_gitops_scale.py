@@ -3,7 +3,7 @@
 
     hack/reference-cluster start /tmp/ref-scale &          # a fresh one per scenario
     .venv/bin/python benchmarks/bench_gitops_scale.py --kubeconfig /tmp/ref-scale/kubeconfig \
-        --scenario one|many [--pushes 5] [--noops 20] [--apiserver-pid PID]
+        --scenario one|many [--workers 2] [--pushes 5] [--noops 20] [--apiserver-pid PID]
 
 Scenario `one`: one JobRepository of 10,000 paused TensorFlowTrainingJobs (one file each, built
 by `bench_gitops_large.make_repository`, plus as many unrelated files outside `path`), in
@@ -386,6 +386,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, str]:
     out = Shown(
         machine=f"{cpu_model()}, {os.cpu_count()} cores",
         scenario=f"{repos} repositor{'y' if repos == 1 else 'ies'} of {jobs} paused jobs",
+        workers=f"{args.workers} repositories reconciled at once",
     )
     out["load average at start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     t0 = time.perf_counter()
@@ -404,7 +405,12 @@ async def scenario(args: argparse.Namespace) -> dict[str, str]:
     out["load average after the floor"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
 
     # 2. The reconciler, leader-elected with the Manager's timings.
-    settings = GitOpsSettings(namespace=None, boundaries=Boundaries.unrestricted(), git_timeout=600)
+    settings = GitOpsSettings(
+        workers=args.workers,
+        namespace=None,
+        boundaries=Boundaries.unrestricted(),
+        git_timeout=600,
+    )
     manager = Manager(client, leader_election=LeaderElection())
     running = GitOpsReconciler(manager, tmp / "cache", settings)
     rounds = Rounds(running)
@@ -530,6 +536,9 @@ def _parse(argv: Iterable[str]) -> argparse.Namespace:
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default="one")
     p.add_argument("--jobs", type=int, help="jobs per repository (a smoke run: fewer)")
+    p.add_argument(
+        "--workers", type=int, default=GitOpsSettings().workers, help="repositories at once"
+    )
     p.add_argument("--pushes", type=int, default=5)
     p.add_argument("--noops", type=int, default=20)
     p.add_argument("--apiserver-pid", type=int, help="read the kube-apiserver's CPU from /proc")
