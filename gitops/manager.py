@@ -145,6 +145,7 @@ class GitOpsReconciler:
         for informer in self.job_informers.values():
             informer.add_handler(self._on_job)
         self.metrics.repositories_by_status(self._status_counts)
+        self.metrics.parked_rounds(lambda: self.gate.parked())
         if self.settings.reconcile:
             manager.add("gitops/workers", self._work, lease=self.settings.lease_name)
         manager.add("gitops/events", self.events.run)

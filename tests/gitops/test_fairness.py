@@ -189,3 +189,18 @@ async def test_a_key_added_again_while_parked_runs_once_more_not_twice_at_once()
         queue.shut_down()
         await asyncio.wait_for(workers, 5)
     assert order == ["a/1", "a/2"]
+
+
+def test_parked_rounds_are_a_metric_read_at_scrape_time() -> None:
+    from prometheus_client import generate_latest
+
+    from gitops.metrics import GitOpsMetrics
+
+    gate = Gate(1)
+    metrics = GitOpsMetrics()
+    metrics.parked_rounds(gate.parked)
+    assert "trainops_gitops_parked_rounds 0.0" in generate_latest(metrics.registry).decode()
+    gate.admit("a/1")
+    gate.admit("a/2")
+    gate.admit("a/3")
+    assert "trainops_gitops_parked_rounds 2.0" in generate_latest(metrics.registry).decode()
