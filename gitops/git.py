@@ -104,10 +104,14 @@ class Git:
         git: str = "git",
         env: Mapping[str, str] | None = None,
         max_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        ls_remote_timeout: float | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir)
         self.max_cache_bytes = max_cache_bytes
         self.timeout = timeout
+        self.ls_remote_timeout = timeout if ls_remote_timeout is None else ls_remote_timeout
+        """`ls-remote` (a round's first, cheap step) has its own, shorter bound: a remote that
+        does not answer costs this, not the fetch's `timeout`."""
         self.git = git
         self.extra_env = dict(env or {})
         self._locks: dict[str, asyncio.Lock] = {}
@@ -128,7 +132,11 @@ class Git:
         HEAD points at (`refs/heads/main`), from `git ls-remote --symref`."""
         clean, creds = self._prepare(url, credentials)
         out = await self._run(
-            ["ls-remote", "--symref", "--", clean], url=clean, creds=creds, what="list refs of"
+            ["ls-remote", "--symref", "--", clean],
+            url=clean,
+            creds=creds,
+            what="list refs of",
+            timeout=self.ls_remote_timeout,
         )
         refs: dict[str, str] = {}
         head: str | None = None
@@ -535,12 +543,14 @@ class Git:
         env: Mapping[str, str] | None = None,
         what: str,
         input: bytes | None = None,
+        timeout: float | None = None,
     ) -> str:
-        """`gitproc.run` with this client's git, timeout, environment and known_hosts file."""
+        """`gitproc.run` with this client's git, timeout (or `timeout`), environment and
+        known_hosts file."""
         return await gitproc.run(
             args,
             git=self.git,
-            timeout=self.timeout,
+            timeout=self.timeout if timeout is None else timeout,
             extra_env=self.extra_env,
             known_hosts=self.cache_dir / "known_hosts",
             killed=self._killed,

@@ -38,7 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gitops import names, status, triggers
+from gitops import fairness, names, status, triggers
 from gitops.diff import mask_secrets, normalize_live
 from gitops.git import Git
 from gitops.giturls import GitError, normalize_repo_url, validate_revision
@@ -76,6 +76,13 @@ class GitOpsSettings:
     """The Lease only whose holder reconciles (timings and identity: the Manager's
     `kube.LeaderElection`, one per process)."""
     git_timeout: float = 60.0
+    """The longest a git call may take (a fetch of a large repository)."""
+    ls_remote_timeout: float = 15.0
+    """The longest a round's first, cheap step (`git ls-remote`, resolving the revision) may
+    take: a remote that does not answer costs this (at most `git_timeout`)."""
+    max_rounds_per_namespace: int = fairness.DEFAULT_LIMIT
+    """Rounds of one namespace in flight at once (`gitops.fairness`): one tenant's slow
+    remotes cannot hold every worker."""
     namespace: str | None = None
     """Watch JobRepositories of this namespace only (None: every namespace)."""
     reconcile: bool = True
@@ -102,8 +109,14 @@ class GitOpsReconciler:
         self.settings = settings or GitOpsSettings()
         self.metrics = metrics or GitOpsMetrics()
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        self.git = git or Git(cache_dir, timeout=self.settings.git_timeout)
+        self.git = git or Git(
+            cache_dir,
+            timeout=self.settings.git_timeout,
+            ls_remote_timeout=min(self.settings.ls_remote_timeout, self.settings.git_timeout),
+        )
         self.queue = WorkQueue(name="jobrepositories")
+        self.gate = fairness.Gate(self.settings.max_rounds_per_namespace)
+        """Rounds in flight per namespace, and the keys parked behind them."""
         ns = self.settings.namespace
         self.repos = manager.informer(JOB_REPOSITORIES, namespace=ns)
         # The Manager's job caches (the job controller's own in `trainops up`), indexed by
@@ -132,6 +145,7 @@ class GitOpsReconciler:
         for informer in self.job_informers.values():
             informer.add_handler(self._on_job)
         self.metrics.repositories_by_status(self._status_counts)
+        self.metrics.parked_rounds(lambda: self.gate.parked())
         if self.settings.reconcile:
             manager.add("gitops/workers", self._work, lease=self.settings.lease_name)
         manager.add("gitops/events", self.events.run)
@@ -305,9 +319,13 @@ class GitOpsReconciler:
     async def _work(self) -> None:
         await self.wait_synced()
         log.debug("gitops leading: reconciling with %d workers", self.settings.workers)
+        # A new term starts with no round in flight and every key queued: parked keys of an
+        # earlier term are among them.
+        self.gate = fairness.Gate(self.settings.max_rounds_per_namespace)
         for obj in self.repos.list():
             self.queue.add(repo_id(obj))
-        await run_workers(self.queue, self._reconcile, self.settings.workers, logger=log)
+        handler = fairness.gated(self.queue, self.gate, self._reconcile)
+        await run_workers(self.queue, handler, self.settings.workers, logger=log)
 
     async def _reconcile(self, key: object) -> float | None:
         started = time.perf_counter()

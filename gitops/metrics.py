@@ -1,7 +1,8 @@
 """The GitOps reconciler's Prometheus metrics, in a registry of its own (as the controller's).
 
 Rounds by result and their duration, syncs by result, sync duration, git fetch duration and
-failures, and repositories by sync and health status. The last is read from the JobRepository informer's cache at scrape time (a
+failures, repositories by sync and health status, and rounds parked behind their namespace's
+limit (`gitops.fairness`). The last two are read from the JobRepository informer's cache at scrape time (a
 callback), so it always says what the reconciler last wrote, never a stale copy.
 """
 
@@ -60,13 +61,25 @@ class GitOpsMetrics(Collector):
             registry=self.registry,
         )
         self._counts: StatusCounts | None = None
+        self._parked: Callable[[], int] | None = None
         self.registry.register(self)
 
     def repositories_by_status(self, counts: StatusCounts) -> None:
         """Report `counts()` — {(sync, health): repositories}, read at every scrape."""
         self._counts = counts
 
+    def parked_rounds(self, parked: Callable[[], int]) -> None:
+        """Report `parked()` — keys waiting for a slot of their namespace — at every scrape."""
+        self._parked = parked
+
     def collect(self) -> Iterator[Metric]:
+        if self._parked is not None:
+            yield GaugeMetricFamily(
+                "trainops_gitops_parked_rounds",
+                "Rounds waiting because their namespace has its most rounds in flight "
+                "(fairness between tenants).",
+                value=self._parked(),
+            )
         if self._counts is None:
             return
         family = GaugeMetricFamily(

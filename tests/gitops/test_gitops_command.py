@@ -49,6 +49,8 @@ def test_help_names_every_flag_and_what_the_service_serves(
         "--git-webhook-secret NAMESPACE/NAME",
         "--git-webhook-secret-file FILE",
         "--default-service-account NAME",
+        "--ls-remote-timeout SECONDS",
+        "--max-rounds-per-namespace N",
     ):
         assert flag in out, flag
     assert "default: in-cluster credentials" in out
@@ -60,6 +62,16 @@ def test_help_names_every_flag_and_what_the_service_serves(
     [
         (["--port", "99999"], 2, "argument --port: 99999 is not a port number (0-65535)"),
         (["--workers", "0"], 2, "trainops gitops: --workers must be at least 1"),
+        (
+            ["--max-rounds-per-namespace", "0"],
+            2,
+            "trainops gitops: --max-rounds-per-namespace must be at least 1",
+        ),
+        (
+            ["--ls-remote-timeout", "0"],
+            2,
+            "trainops gitops: --ls-remote-timeout must be more than 0 seconds",
+        ),
         (["--log-level", "LOUD"], 2, "trainops gitops: --log-level LOUD: use DEBUG, INFO"),
         (
             ["--git-webhook-secret", "nonamespace"],

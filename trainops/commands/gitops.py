@@ -102,6 +102,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="longest a git fetch may take (default 60)",
     )
+    parser.add_argument(
+        "--ls-remote-timeout",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="longest a round's first step, git ls-remote, may take: a remote that does not "
+        "answer costs this (default 15; at most --git-timeout)",
+    )
+    parser.add_argument(
+        "--max-rounds-per-namespace",
+        type=int,
+        default=1,
+        metavar="N",
+        help="rounds of one namespace's repositories in flight at once, so one tenant's slow "
+        "remotes cannot hold every worker (default 1)",
+    )
     secret = parser.add_mutually_exclusive_group()
     secret.add_argument(
         "--git-webhook-secret",
@@ -139,6 +155,10 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--workers must be at least 1")
     if not args.git_timeout > 0:
         return _usage("--git-timeout must be more than 0 seconds")
+    if not args.ls_remote_timeout > 0:
+        return _usage("--ls-remote-timeout must be more than 0 seconds")
+    if args.max_rounds_per_namespace < 1:
+        return _usage("--max-rounds-per-namespace must be at least 1")
     # Every line masked (`gitops.redact`): a repoURL may carry a token, and git echoes it.
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -195,6 +215,8 @@ async def _main(args: argparse.Namespace) -> int:
             GitOpsSettings(
                 workers=args.workers,
                 git_timeout=args.git_timeout,
+                ls_remote_timeout=args.ls_remote_timeout,
+                max_rounds_per_namespace=args.max_rounds_per_namespace,
                 namespace=namespace,
                 boundaries=up_gitops.boundaries(args, embedded=False),
             ),
