@@ -31,16 +31,13 @@ both times) — a commit changing one file of 10,000 diffs one resource, not 10,
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import yaml
-
 from gitops import handheld, health, kinds, names
-from gitops.diff import diff, pointers_for
+from gitops.diff import DiffResult, diff, pointers_for
 from gitops.pairing import CLUSTER_SCOPED, ResourceKey, key_of
 from gitops.preflight import Checked
 
@@ -70,9 +67,15 @@ class ResourceState:
     health: health.Health | None
     message: str = ""
     error: str | None = None
-    diff_text: str = ""
+    diff: DiffResult | None = None
+    """What differs, when desired and live differ (its text is rendered on demand)."""
     prune: bool = False
     """Live, applied by this repository, gone from Git."""
+
+    @property
+    def diff_text(self) -> str:
+        """The unified diff a diff page shows (live to desired, Secret values masked)."""
+        return self.diff.text if self.diff is not None else ""
 
     @property
     def where(self) -> str:
@@ -206,7 +209,7 @@ def compare(
             status,
             health.assess(current),
             message,
-            diff_text=_text(result.live_norm, result.desired_norm) if result.modified else "",
+            diff=result if result.modified else None,
         )
         states[key] = (c.desired, version, state)
         out.append(state)
@@ -278,17 +281,6 @@ def _failed(c: Checked, key: ResourceKey, live: dict[str, Any] | None, error: st
     return ResourceState(
         key, c.file, c.line, None, live, OUT_OF_SYNC, health.assess(live), error, error
     )
-
-
-def _text(live: dict[str, Any] | None, desired: dict[str, Any]) -> str:
-    """The unified diff the Hub shows: live (`---`) to desired (`+++`)."""
-    a = _dump(live).splitlines(keepends=True) if live is not None else []
-    b = _dump(desired).splitlines(keepends=True)
-    return "".join(difflib.unified_diff(a, b, "live", "desired"))
-
-
-def _dump(obj: Any) -> str:
-    return yaml.safe_dump(obj, sort_keys=True, default_flow_style=False, allow_unicode=True)
 
 
 def _intended_keys(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,8 +62,13 @@ class DiffResult:
     desired_norm: dict[str, Any]
     live_norm: dict[str, Any] | None
     """Live projected onto desired's fields (None when there is no live object)."""
-    text: str
-    """A unified diff of the two as YAML (`--- desired`, `+++ live`); "" when equal."""
+
+    @functools.cached_property
+    def text(self) -> str:
+        """A unified diff of the two as YAML, from live (`---`) to desired (`+++`), Secret
+        values masked; "" when equal. Rendered when first asked for, once: only a diff page
+        reads it, and YAML of 10,000 objects missing at a first sync is seconds of CPU."""
+        return _text(self.desired_norm, self.live_norm) if self.modified else ""
 
 
 def normalize_live(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,13 +134,13 @@ def diff(
     """Compare `desired` with `live` (already fetched; None when absent) as described above."""
     want = remove_pointers(_without_empty_meta(_fold_string_data(dict(desired))), ignore_pointers)
     if live is None:
-        return DiffResult(True, want, None, _text(want, None))
+        return DiffResult(True, want, None)
     have = remove_pointers(normalize_live(live), ignore_pointers)
     projected = _project(want, have)
     assert isinstance(projected, dict) or projected is None
     live_norm = projected if isinstance(projected, dict) else {}
     modified = not _equal(want, live_norm)
-    return DiffResult(modified, want, live_norm, _text(want, live_norm) if modified else "")
+    return DiffResult(modified, want, live_norm)
 
 
 # --- internals --------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def mark_foreign(comparison: Comparison, foreign: Mapping[ResourceKey, str]) -> 
                 health=health.assess(r.live),
                 message=message,
                 error=message,
-                diff_text="",
+                diff=None,
             )
         )
     return dataclasses.replace(comparison, resources=tuple(out))

@@ -142,3 +142,40 @@ def test_a_renamed_file_keeps_its_state_under_the_new_path() -> None:
     again = run(checked(files={"a": "moved/a.yaml"}), live(), previous=first.reuse)
     moved = next(r for r in again.resources if r.key == key("a"))
     assert (moved.file, moved.line, moved.status) == ("moved/a.yaml", 1, "Synced")
+
+
+def test_a_missing_objects_diff_is_rendered_only_when_asked_for() -> None:
+    first = run(checked(), live())
+    missing = first.resources[3]
+    assert (missing.status, missing.message) == ("OutOfSync", "missing")
+    assert missing.diff is not None
+    assert "text" not in vars(missing.diff)  # nothing rendered by the comparison itself
+    text = missing.diff_text
+    assert text.startswith("--- live\n+++ desired\n")
+    assert "+  v: '1'" in text.splitlines()
+    assert vars(missing.diff)["text"] is text  # rendered once
+    assert first.resources[0].diff is None and first.resources[0].diff_text == ""
+
+
+def test_a_secrets_diff_shows_neither_the_value_in_git_nor_the_live_one() -> None:
+    import base64
+
+    secret = (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  token: from-git-7\n"
+    )
+    c = preflight(entries_from_text("s.yaml", secret))
+    old = base64.b64encode(b"live-value-3").decode()
+    lv = {
+        ResourceKey("", "Secret", NS, "s"): {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s", "namespace": NS, "uid": "u-s", "resourceVersion": "4"},
+            "data": {"token": old},
+        }
+    }
+    (state,) = run(c, lv).resources
+    assert state.status == "OutOfSync"
+    text = state.diff_text
+    assert "token:" in text
+    for leaked in ("from-git-7", base64.b64encode(b"from-git-7").decode(), old, "live-value-3"):
+        assert leaked not in text
