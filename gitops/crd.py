@@ -17,8 +17,19 @@ from __future__ import annotations
 from typing import Any
 
 from gitops import names
+from kube.resources import Resource
 
-__all__ = ["DURATION_PATTERN", "HEALTH_STATUSES", "SYNC_STATUSES", "build_crd", "file_name"]
+__all__ = [
+    "DURATION_PATTERN",
+    "HEALTH_STATUSES",
+    "JOB_REPOSITORIES",
+    "SYNC_STATUSES",
+    "build_crd",
+    "file_name",
+]
+
+JOB_REPOSITORIES = Resource(names.GROUP, names.VERSION, "jobrepositories", names.KIND, True)
+"""The JobRepository resource (`gitops.reconciler` re-exports it, as its users import it)."""
 
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 """A Go-style duration of positive parts: `30s`, `3m`, `1h30m`, `500ms`."""

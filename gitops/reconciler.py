@@ -50,6 +50,7 @@ from gitops import (
 )
 from gitops.acting import Tenants
 from gitops.compare import Comparison, compare
+from gitops.crd import JOB_REPOSITORIES
 from gitops.discovery import Discovery
 from gitops.git import Commit, Git
 from gitops.giturls import Credentials, GitError
@@ -63,14 +64,10 @@ from gitops.statuswrite import write_status
 from gitops.sync import PRUNED, SYNCED, SyncEngine
 from kube import errors, resources
 from kube.client import Client
-from kube.resources import Resource
 from kube.workqueue import default_rate_limiter
 
 __all__ = ["DEFAULT_KINDS", "JOB_REPOSITORIES", "LEGACY_KINDS", "LOGGER", "Emit", "Reconciler"]
 
-JOB_REPOSITORIES = Resource(
-    "gitops.trainops.dev", "v1alpha1", "jobrepositories", "JobRepository", True
-)
 LOGGER = "trainops.gitops"
 """The logger of syncs, denials and admissions (`trainops up` shows it at INFO)."""
 log = logging.getLogger(LOGGER)
@@ -465,7 +462,6 @@ class Reconciler:
         memo = self.memos.get(f"{meta.get('namespace')}/{meta['name']}")
         await write_status(
             self.client,
-            JOB_REPOSITORIES,
             obj,
             make,
             handling=memo.handling if memo else None,

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from gitops import triggers
+from gitops.crd import JOB_REPOSITORIES
 from gitops.redact import redact_value
 from kube import errors
 from kube.client import Client
-from kube.resources import Resource
 
 __all__ = ["ATTEMPTS", "write_status"]
 
@@ -25,14 +25,13 @@ ATTEMPTS = 5
 
 async def write_status(
     client: Client,
-    resource: Resource,
     obj: dict[str, Any],
     make: Callable[[dict[str, Any]], dict[str, Any]],
     *,
     handling: triggers.Pending | None,
     unless_unchanged: bool = False,
 ) -> None:
-    """Replace `obj`'s (a `resource`: JobRepositories) `.status` with `make(old status)`, conditional on the resourceVersion;
+    """Replace `obj`'s (a JobRepository) `.status` with `make(old status)`, conditional on the resourceVersion;
     on Conflict read the object again and retry. The status is masked (`gitops.redact`:
     messages echo the repository URL and its credentials) and built off the loop (it is built
     from every resource of the repository); `handling` — the requests this round was asked
@@ -58,10 +57,10 @@ async def write_status(
             "status": new_status,
         }
         try:
-            await client.replace(resource, body, subresource="status")
+            await client.replace(JOB_REPOSITORIES, body, subresource="status")
             return
         except errors.Conflict:
-            obj = await client.get(resource, meta["name"], meta.get("namespace"))
+            obj = await client.get(JOB_REPOSITORIES, meta["name"], meta.get("namespace"))
             meta = obj["metadata"]
     raise errors.Conflict(409, "Conflict", f"status kept changing; retried {ATTEMPTS} times")
 

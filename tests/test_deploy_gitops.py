@@ -14,6 +14,7 @@ Deployment's arguments with the ServiceAccount's token on a real kube-apiserver.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,9 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
     ),
     # A fresh read of a repository per round; its status replaced (update), never patched.
     ("gitops/reconciler.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
-    ("gitops/reconciler.py", frozenset({"replace"}), ("JOB_REPOSITORIES",), "status"),
+    # Its status replaced (update), never patched; read again after a conflict.
+    ("gitops/statuswrite.py", frozenset({"replace"}), ("JOB_REPOSITORIES",), "status"),
+    ("gitops/statuswrite.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
     # After the user's own review: DELETE /api/v1/repositories/NS/NAME, and a sync or refresh
     # asked of any replica, a merge patch of its annotations that the leader carries out
     # (gitops/triggers.py).
@@ -111,8 +114,10 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
     ("gitops/discovery.py", frozenset({"request"}), (), None),
 )
 GITOPS_IMPERSONATED = {
-    # gitops/acting.py: the engine and the secretRef read on `client.impersonating(...)`.
-    "gitops/sync.py": frozenset({"get", "list", "patch", "delete"}),
+    # gitops/acting.py: the engine (its applies, prunes and the live reads of kinds outside the
+    # job caches) and the secretRef read on `client.impersonating(...)`.
+    "gitops/sync.py": frozenset({"get", "patch", "delete"}),
+    "gitops/livestate.py": frozenset({"get", "list"}),
     "gitops/acting.py": frozenset({"get"}),
 }
 # `request` and `stream_lines` are a GET of a subresource here (pods/log).
@@ -172,7 +177,9 @@ def test_the_gitops_engine_acts_only_through_impersonating_clients() -> None:
     rules let act as the reconciler (off unless --allow-reconciler-identity)."""
     acting = (ROOT / "gitops" / "acting.py").read_text()
     assert "client.impersonating(identity.user, identity.groups)" in acting
-    assert "SyncEngine(client, self.discovery)" in acting
+    assert re.search(r"SyncEngine\(\s*client, self\.discovery", acting)
+    sync = (ROOT / "gitops" / "sync.py").read_text()
+    assert "self.reader = LiveReader(client, discovery, cache)" in sync  # the same client
 
 
 def test_the_gitops_cluster_role_grants_exactly_what_the_code_needs(

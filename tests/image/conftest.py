@@ -98,6 +98,17 @@ def podman() -> Iterator[Podman]:
     tool = Podman(binary, runc, Path(conf))
     if tool("image", "exists", IMAGE, check=False).returncode != 0:
         pytest.skip(f"no {IMAGE} in podman's image store: build it with hack/image")
+    built_from = tool(
+        "image", "inspect", "--format", '{{index .Labels "dev.trainops.tree"}}', IMAGE
+    ).stdout.strip()
+    tree = subprocess.run(
+        [str(HACK_IMAGE), "tree-id"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout.strip()
+    if built_from != tree:
+        pytest.skip(
+            f"{IMAGE} was built from another tree ({built_from or 'unlabelled'}, this one is "
+            f"{tree}): hack/image rebuilds it (hack/image-tests builds, then runs this tier)"
+        )
     probe = tool.run(entrypoint="/bin/true")
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or ["no message"])[-1]
