@@ -108,9 +108,26 @@ class Clones:
         input: bytes | None = None,
         timeout: float | None = None,
     ) -> str:
-        """`gitproc.run` with this client's git, timeout (or `timeout`), environment and
+        """`_run_bytes`, its output decoded (UTF-8, undecodable bytes replaced)."""
+        out = await self._run_bytes(
+            args, url=url, creds=creds, env=env, what=what, input=input, timeout=timeout
+        )
+        return out.decode("utf-8", "replace")
+
+    async def _run_bytes(
+        self,
+        args: list[str],
+        *,
+        url: str | None = None,
+        creds: Credentials | None = None,
+        env: Mapping[str, str] | None = None,
+        what: str,
+        input: bytes | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """`gitproc.run_bytes` with this client's git, timeout (or `timeout`), environment and
         known_hosts file."""
-        return await gitproc.run(
+        return await gitproc.run_bytes(
             args,
             git=self.git,
             timeout=self.timeout if timeout is None else timeout,
@@ -120,18 +137,6 @@ class Clones:
             url=url,
             creds=creds,
             env=env,
-            what=what,
-            input=input,
-        )
-
-    async def _run_bytes(self, args: list[str], *, what: str, input: bytes | None = None) -> bytes:
-        return await gitproc.run_bytes(
-            args,
-            git=self.git,
-            timeout=self.timeout,
-            extra_env=self.extra_env,
-            known_hosts=self.cache_dir / "known_hosts",
-            killed=self._killed,
             what=what,
             input=input,
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 from gitops import gitmessages
 from gitops.giturls import Credentials, GitError, scrub, shown
 
-__all__ = ["config_args", "environment", "run", "run_bytes"]
+__all__ = ["config_args", "environment", "run_bytes"]
 
 ENV_PASSTHROUGH = (
     "PATH",
@@ -48,37 +48,6 @@ case "$1" in
   *) printf '%s\\n' "$TRAINOPS_GIT_PASSWORD" ;;
 esac
 """
-
-
-async def run(
-    args: list[str],
-    *,
-    git: str,
-    timeout: float,
-    extra_env: Mapping[str, str],
-    known_hosts: Path,
-    killed: set[str],
-    url: str | None = None,
-    creds: Credentials | None = None,
-    env: Mapping[str, str] | None = None,
-    what: str,
-    input: bytes | None = None,
-) -> str:
-    """`run_bytes`, its output decoded (UTF-8, undecodable bytes replaced)."""
-    out = await run_bytes(
-        args,
-        git=git,
-        timeout=timeout,
-        extra_env=extra_env,
-        known_hosts=known_hosts,
-        killed=killed,
-        url=url,
-        creds=creds,
-        env=env,
-        what=what,
-        input=input,
-    )
-    return out.decode("utf-8", "replace")
 
 
 async def run_bytes(

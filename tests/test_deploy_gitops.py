@@ -31,6 +31,7 @@ from tests.test_deploy import (
     _render,
     _resource_constants,
     _rule_set,
+    modules_with_their_kube,
 )
 
 GITOPS = "trainops-gitops"
@@ -133,21 +134,7 @@ def _gitops_resource(name: str) -> Any:
 
 def _gitops_modules() -> dict[str, ast.Module]:
     """gitops/*.py, dashboard/*.py (served by the same process) and the kube modules they import."""
-    trees: dict[str, ast.Module] = {}
-    todo = sorted(
-        str(p.relative_to(ROOT)) for d in ("gitops", "dashboard") for p in (ROOT / d).glob("*.py")
-    )
-    while todo:
-        path = todo.pop()
-        if path in trees or not (ROOT / path).is_file():
-            continue
-        tree = trees[path] = ast.parse((ROOT / path).read_text(), path)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "kube":
-                todo += [f"kube/{alias.name}.py" for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kube."):
-                todo.append(node.module.replace(".", "/") + ".py")  # type: ignore[union-attr]
-    return trees
+    return modules_with_their_kube("gitops", "dashboard")
 
 
 def _names_used(tree: ast.Module) -> set[str]:
