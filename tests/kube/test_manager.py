@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from prometheus_client.exposition import generate_latest
 
 from kube import Client, LeaderElection, Manager, resources
 from kube.informer import strip_managed_fields
+from tests.kube.test_leader import Workload
 from tests.support.cluster import aeventually
 
 ALONE = LeaderElection(enabled=False)
@@ -207,25 +208,10 @@ async def _forever() -> None:
     await asyncio.Event().wait()
 
 
-class Runs:
-    """Loops that record which Manager runs them now."""
+class Runs(Workload):
+    """Loops that record which Manager runs them now (test_leader's `Workload`)."""
 
-    def __init__(self) -> None:
-        self.running: set[str] = set()
-        self.most_at_once = 0
-        self.started: dict[str, float] = {}
-
-    def loop(self, who: str) -> Callable[[], Awaitable[None]]:
-        async def run() -> None:
-            self.running.add(who)
-            self.started[who] = time.monotonic()
-            self.most_at_once = max(self.most_at_once, len(self.running))
-            try:
-                await asyncio.Event().wait()
-            finally:
-                self.running.discard(who)
-
-        return run
+    loop = Workload.work
 
 
 @pytest.mark.parametrize("dies", [False, True], ids=["stops", "dies"])
