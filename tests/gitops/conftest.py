@@ -140,6 +140,25 @@ def remote(tmp_path: Path) -> Remote:
 
 
 ALONE = LeaderElection(enabled=False)
+
+
+async def started_reconciler(
+    client: Client, namespace: str, cache: Path, boundaries: Boundaries, *, reconcile: bool = True
+) -> GitOpsReconciler:
+    """A GitOps reconciler of `namespace`'s JobRepositories on its own Manager (no leader
+    election), started and synced; `reconcile=False`: the test drives its rounds."""
+    running = GitOpsReconciler(
+        Manager(client, leader_election=ALONE),
+        cache,
+        GitOpsSettings(
+            namespace=namespace, git_timeout=20, boundaries=boundaries, reconcile=reconcile
+        ),
+    )
+    running.manager.start()
+    await running.wait_synced(timeout=20)
+    return running
+
+
 """A test's one reconciler: no Lease to win."""
 
 

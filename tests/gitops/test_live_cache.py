@@ -19,20 +19,19 @@ import pytest
 import yaml
 
 from gitops.giturls import normalize_repo_url
-from gitops.manager import GitOpsReconciler, GitOpsSettings
+from gitops.manager import GitOpsReconciler
 from gitops.pushhooks import PushEvent
 from gitops.reconciler import JOB_REPOSITORIES
 from gitops.tenancy import Boundaries
 from kube import errors, resources
 from kube.client import Client
-from kube.manager import Manager
 from kube.resources import Resource
 from tests.gitops.conftest import (
-    ALONE,
     Remote,
     create_repository,
     get_or_none,
     repository,
+    started_reconciler,
     tf_job_yaml,
 )
 from tests.support.cluster import Cluster, aeventually
@@ -67,19 +66,7 @@ async def rclient(cluster: Cluster, crds: None) -> AsyncIterator[RecordingClient
 async def driven(
     client: Client, namespace: str, cache: Path, boundaries: Boundaries
 ) -> GitOpsReconciler:
-    running = GitOpsReconciler(
-        Manager(client, leader_election=ALONE),
-        cache,
-        GitOpsSettings(
-            namespace=namespace,
-            git_timeout=20,
-            boundaries=boundaries,
-            reconcile=False,
-        ),
-    )
-    running.manager.start()
-    await running.wait_synced(timeout=20)
-    return running
+    return await started_reconciler(client, namespace, cache, boundaries, reconcile=False)
 
 
 @pytest.fixture

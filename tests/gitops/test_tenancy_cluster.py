@@ -31,11 +31,11 @@ from kube.client import Client
 from kube.manager import LeaderElection, Manager
 from kube.resources import Resource
 from tests.gitops.conftest import (
-    ALONE,
     Remote,
     create_repository,
     get_or_none,
     repository,
+    started_reconciler,
     tf_job_yaml,
     wait_status,
 )
@@ -127,14 +127,7 @@ async def team_b(kclient: Client) -> AsyncIterator[str]:
 async def reconciler(
     client: Client, namespace: str, cache: Path, boundaries: Boundaries
 ) -> GitOpsReconciler:
-    running = GitOpsReconciler(
-        Manager(client, leader_election=ALONE),
-        cache,
-        GitOpsSettings(namespace=namespace, git_timeout=20, boundaries=boundaries),
-    )
-    running.manager.start()
-    await running.wait_synced(timeout=20)
-    return running
+    return await started_reconciler(client, namespace, cache, boundaries)
 
 
 @pytest.fixture
