@@ -7,7 +7,8 @@ memory a full collection took up to 4.6 s on two loaded cores (16 of them, 18.6 
 during one first sync of 10,000 jobs: docs/PERFORMANCE.md); they come whenever enough new
 long-lived containers accumulate, i.e. exactly when the process works hardest.
 
-Policy: every `period` seconds, collect the young generations (cheap: the cyclic garbage
+Policy: at start, the young generations' threshold raised (JSON parsing allocates in bursts)
+and a full collection before the first freeze; then every `period` seconds, collect the young generations (cheap: the cyclic garbage
 among recent objects goes) and `gc.freeze()` what survives: the permanent generation is
 never traversed, so later full collections visit only what was allocated since the last
 freeze. Frozen objects that die are still freed at once by reference counting (API objects,
@@ -44,13 +45,18 @@ class GcFreeze:
 
     period: float = PERIOD
     full_every: float = FULL_EVERY
+    threshold: tuple[int, int, int] | None = (10_000, 10, 10)
+    """Set at start (None: left alone): young collections every 10,000 allocations instead of
+    every 700 — a reconcile or a round parses JSON, which allocates in bursts."""
     clock: Callable[[], float] = time.monotonic
     freezes: int = 0
     full: int = 0
 
     async def run(self) -> None:
+        if self.threshold is not None:
+            gc.set_threshold(*self.threshold)
         last_full = self.clock()
-        self.once("freeze")
+        self.once("full")  # what start-up loaded (modules, schemas) out of the collector's sight
         while True:
             await asyncio.sleep(self.period)
             now = self.clock()

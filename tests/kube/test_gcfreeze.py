@@ -63,17 +63,34 @@ async def test_the_loop_freezes_every_period_and_collects_fully_on_its_clock(
     unfrozen: None,
 ) -> None:
     now = [0.0]
-    freezer = GcFreeze(period=0.01, full_every=100.0, clock=lambda: now[0])
+    # threshold None: the suite's own collector settings stay as they are.
+    freezer = GcFreeze(period=0.01, full_every=100.0, clock=lambda: now[0], threshold=None)
     task = asyncio.create_task(freezer.run())
     try:
         async with asyncio.timeout(10):
             while freezer.freezes < 3:
                 await asyncio.sleep(0.01)
-            assert freezer.full == 0
+            assert freezer.full == 1  # at start only: what start-up loaded
             now[0] = 150.0
-            while freezer.full < 1:
+            while freezer.full < 2:
                 await asyncio.sleep(0.01)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert gc.get_freeze_count() > 0
+
+
+async def test_the_loop_sets_the_young_generations_threshold_at_start(unfrozen: None) -> None:
+    before = gc.get_threshold()
+    freezer = GcFreeze(period=3600.0, threshold=(12_345, 10, 10))
+    task = asyncio.create_task(freezer.run())
+    try:
+        async with asyncio.timeout(10):
+            while freezer.freezes < 1:
+                await asyncio.sleep(0.01)
+        assert gc.get_threshold() == (12_345, 10, 10)
+        assert freezer.full == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        gc.set_threshold(*before)

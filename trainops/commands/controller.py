@@ -106,7 +106,6 @@ async def _main(args: argparse.Namespace) -> int:
             "controller serving /metrics, /healthz, /readyz on %s:%s", args.bind, port
         )
         manager.start()
-        runtime.settle_garbage_collector()
         await stopping.wait()
     finally:
         await manager.stop()

@@ -23,7 +23,6 @@ __all__ = [
     "add_leader_arguments",
     "new_manager",
     "serve_probes",
-    "settle_garbage_collector",
 ]
 
 
@@ -73,16 +72,3 @@ async def serve_probes(
 
     app = probes.create_app([manager.metrics, *registries], manager.problems)
     return await probes.serve(app, bind, port)
-
-
-def settle_garbage_collector() -> None:
-    """Keep the collector's pauses off the reaction time (docs/PERFORMANCE.md): what is loaded
-    by now (modules, kubernetes_asyncio's ~800 model classes: ~90k objects, a 50 ms full
-    collection) is moved out of the collector's sight, and young collections run every 10,000
-    allocations instead of every 700 — a reconcile parses JSON, which allocates in bursts.
-    Reference counting still frees everything as soon as it is unused."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
