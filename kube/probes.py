@@ -18,7 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
-__all__ = ["create_app", "metrics_body", "serve"]
+__all__ = ["add_routes", "create_app", "metrics_body", "serve"]
 
 
 def metrics_body(registries: Iterable[CollectorRegistry]) -> bytes:
@@ -30,11 +30,24 @@ def metrics_body(registries: Iterable[CollectorRegistry]) -> bytes:
 def create_app(
     registries: Iterable[CollectorRegistry], problems: Callable[[], dict[str, str]]
 ) -> web.Application:
+    """An app of its own with the three routes (`add_routes`)."""
     served = list(registries)
+    app = web.Application()
+    add_routes(app, lambda: served, problems)
+    return app
+
+
+def add_routes(
+    app: web.Application,
+    registries: Callable[[], Iterable[CollectorRegistry]],
+    problems: Callable[[], dict[str, str]],
+) -> None:
+    """`/metrics` (every registry `registries()` gives at scrape time), `/healthz`, `/readyz`
+    on `app`, named `metrics`, `healthz` and `readyz` (another app's access rules name them)."""
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(
-            body=metrics_body(served), headers={"Content-Type": CONTENT_TYPE_LATEST}
+            body=metrics_body(registries()), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
 
     async def healthz(_: web.Request) -> web.Response:
@@ -47,11 +60,9 @@ def create_app(
         lines = [f"[-] {name}: {why}" for name, why in sorted(found.items())]
         return web.Response(status=503, text="\n".join([*lines, "readyz check failed"]) + "\n")
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    return app
+    app.router.add_get("/metrics", metrics, name="metrics")
+    app.router.add_get("/healthz", healthz, name="healthz")
+    app.router.add_get("/readyz", readyz, name="readyz")
 
 
 async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:

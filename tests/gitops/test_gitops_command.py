@@ -151,7 +151,9 @@ async def test_a_started_service_serves_probes_the_login_page_and_the_authentica
 
             async def ready() -> bool:
                 async with http.get(f"{base}/readyz") as response:
-                    return response.status == 200 and await response.text() == "ok\n"
+                    return (
+                        response.status == 200 and await response.text() == "ok"
+                    )  # as kube-apiserver and the controller answer
 
             await aeventually(ready, timeout=20)
             async with http.get(f"{base}/healthz") as response:

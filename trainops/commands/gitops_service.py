@@ -75,27 +75,10 @@ def component(
 def _add_probes(
     app: web.Application, manager: Manager, reconciler: GitOpsReconciler, more: Sequence[Any]
 ) -> None:
-    from aiohttp import web
-    from prometheus_client import CONTENT_TYPE_LATEST
+    from kube import probes
 
-    from kube.probes import metrics_body
-
-    async def metrics(_: web.Request) -> web.Response:
+    def registries() -> list[Any]:
         own = [manager.metrics, reconciler.metrics.registry]
-        registries = [*own, *(r for r in more if r is not None and r not in own)]
-        body = metrics_body(registries)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return [*own, *(r for r in more if r is not None and r not in own)]
 
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
-
-    async def readyz(_: web.Request) -> web.Response:
-        found = manager.problems()
-        if not found:
-            return web.Response(text="ok\n")
-        lines = [f"[-] {name}: {why}" for name, why in sorted(found.items())]
-        return web.Response(status=503, text="\n".join([*lines, "readyz check failed"]) + "\n")
-
-    app.router.add_get("/metrics", metrics, name="metrics")
-    app.router.add_get("/healthz", healthz, name="healthz")
-    app.router.add_get("/readyz", readyz, name="readyz")
+    probes.add_routes(app, registries, manager.problems)
