@@ -236,22 +236,30 @@ async def _wait_service_account(client: Client, namespace: str) -> None:
 
 async def _apiserver_requests(client: Client) -> dict[tuple[str, str], float]:
     """kube-apiserver's `apiserver_request_total`, summed by (verb, resource[/subresource])."""
+    return (await _apiserver_metrics(client, ("apiserver_request_total",)))[
+        "apiserver_request_total"
+    ]
+
+
+async def _apiserver_metrics(
+    client: Client, families: tuple[str, ...]
+) -> dict[str, dict[tuple[str, str], float]]:
+    """kube-apiserver's counters `families` (e.g. `apiserver_request_duration_seconds_sum`),
+    each summed by (verb, resource[/subresource]), from one scrape."""
     text = (await client.request("GET", "/metrics", raw=True)).decode()
-    totals: dict[tuple[str, str], float] = {}
+    totals: dict[str, dict[tuple[str, str], float]] = {family: {} for family in families}
     for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
+        family, brace, rest = line.partition("{")
+        if not brace or family not in totals:
             continue
-        labels_text, _, value = line.rpartition(" ")
-        labels = dict(
-            part.split("=", 1)
-            for part in labels_text[len("apiserver_request_total{") : -1].split(",")
-        )
+        labels_text, _, value = rest.rpartition(" ")
+        labels = dict(part.split("=", 1) for part in labels_text.rstrip("}").split(",") if part)
         clean = {k: v.strip('"') for k, v in labels.items()}
         resource = clean.get("resource", "") + (
             "/" + clean["subresource"] if clean.get("subresource") else ""
         )
         key = (clean.get("verb", ""), resource)
-        totals[key] = totals.get(key, 0.0) + float(value)
+        totals[family][key] = totals[family].get(key, 0.0) + float(value)
     return totals
 
 
