@@ -1,12 +1,12 @@
 """The write pipeline for create, update (PUT), patch and server-side apply.
 
-Order, as in kube-apiserver and docs/LOCALCLUSTER.md: decode → (patch) → status-subresource
-rules and server-owned metadata → defaults → mutating admission → status rules again and
-schema/semantic validation → metadata.generation → validating admission → managedFields →
-no-op check (`unchanged`) → store (unless dry-run) → watchers. Generation and the no-op check
-see the object as it will be stored, so defaults a webhook puts back are no change. Warnings
-from every step are collected and returned with the result so the handler can send `Warning`
-headers.
+Order, as in kube-apiserver and docs/LOCALCLUSTER.md: decode (`decoding.py`) → (patch) →
+status-subresource rules and server-owned metadata → defaults → mutating admission → status
+rules again and schema/semantic validation → metadata.generation → validating admission →
+managedFields → no-op check (`unchanged`) → store (unless dry-run) → watchers. Generation and
+the no-op check see the object as it will be stored, so defaults a webhook puts back are no
+change. Warnings from every step are collected and returned with the result so the handler
+can send `Warning` headers.
 
 Updates are compare-and-swap on the resourceVersion the pipeline read; a PATCH retries on a
 lost race (the client did not ask for a precondition), a PUT reports 409 Conflict.
@@ -18,13 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localcluster.api import apierrors
-from localcluster.api.jsonyaml import YAMLError, load_yaml
 from localcluster.api.registry import CRD_RESOURCE, crd_status, resource_id
 from localcluster.api.types import AdmissionAttributes, ApiError, ResourceInfo
 from localcluster.schema import crdschema
 from localcluster.store import storage
 from localcluster.store.storage import clone
-from localcluster.write import applycheck, defaults, objectmeta, patching, plugins, validation
+from localcluster.write import (
+    applycheck,
+    decoding,
+    defaults,
+    objectmeta,
+    patching,
+    plugins,
+    validation,
+)
 from localcluster.write.state import Server
 
 __all__ = [
@@ -58,90 +65,6 @@ class WriteResult:
     obj: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     created: bool = False
-
-
-# ObjectMeta fields and the JSON types the Go decoder accepts for them.
-_META_TYPES: dict[str, tuple[type, str]] = {
-    "name": (str, "string"),
-    "generateName": (str, "string"),
-    "namespace": (str, "string"),
-    "labels": (dict, "map[string]string"),
-    "annotations": (dict, "map[string]string"),
-    "finalizers": (list, "[]string"),
-    "ownerReferences": (list, "[]v1.OwnerReference"),
-}
-
-
-def _undecodable(kind: str, detail: str) -> ApiError:
-    return apierrors.bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: {detail}')
-
-
-def _as_object(body: Any, kind: str = "object") -> dict[str, Any]:
-    """The body as an object, with ObjectMeta field types checked as Go's decoder would."""
-    if not isinstance(body, dict):
-        raise apierrors.bad_request("the request body must be a JSON object")
-    meta = body.get("metadata", {})
-    if meta is None:
-        return body
-    if not isinstance(meta, dict):
-        raise _undecodable(
-            kind,
-            f"json: cannot unmarshal {_json_type(meta)} into Go struct field {kind}.metadata of type v1.ObjectMeta",
-        )
-    for name, (_, go_type) in _META_TYPES.items():
-        value = meta.get(name)
-        if value is not None and not _meta_value_ok(name, value):
-            raise _undecodable(
-                kind,
-                f"json: cannot unmarshal {_json_type(value)} into Go struct field "
-                f"ObjectMeta.metadata.{name} of type {go_type}",
-            )
-    return body
-
-
-def _meta_value_ok(name: str, value: Any) -> bool:
-    if not isinstance(value, _META_TYPES[name][0]):
-        return False
-    if isinstance(value, dict):  # labels, annotations
-        return all(isinstance(v, str) for v in value.values())
-    if isinstance(value, list):
-        wanted = dict if name == "ownerReferences" else str
-        return all(isinstance(v, wanted) for v in value)
-    return True
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def _check_type(info: ResourceInfo, obj: dict[str, Any]) -> None:
-    kind, api_version = obj.get("kind"), obj.get("apiVersion")
-    if kind and kind != info.kind:
-        raise apierrors.bad_request(
-            f'{kind} in version "{info.version}" cannot be handled as a {info.kind}: '
-            f"the kind in the body ({kind}) does not match the expected kind ({info.kind})"
-        )
-    if api_version and api_version != info.api_version:
-        raise apierrors.bad_request(
-            f"the API version in the data ({api_version}) does not match the expected API "
-            f"version ({info.api_version})"
-        )
-
-
-def _check_body_namespace(info: ResourceInfo, obj: dict[str, Any], namespace: str) -> None:
-    body_ns = (obj.get("metadata") or {}).get("namespace")
-    if info.namespaced and body_ns and body_ns != namespace:
-        raise apierrors.bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request"
-        )
 
 
 def _check_namespace_open(srv: Server, info: ResourceInfo, namespace: str, name: str) -> None:
@@ -281,9 +204,9 @@ async def create(
     applied: bool = False,
 ) -> WriteResult:
     """POST: a new object (`applied`: `body` came out of server-side apply already)."""
-    obj = _as_object(body if applied else clone(body), info.kind)
-    _check_type(info, obj)
-    _check_body_namespace(info, obj, namespace)
+    obj = decoding.as_object(body if applied else clone(body), info.kind)
+    decoding.check_type(info, obj)
+    decoding.check_body_namespace(info, obj, namespace)
     objectmeta.prepare_create(
         info, obj, namespace=namespace, now=srv.now(), uid=srv.new_uid(), suffix=srv.name_suffix()
     )
@@ -329,15 +252,15 @@ async def update(
     subresource: str = "",
 ) -> WriteResult:
     """PUT: replace an object; a stale metadata.resourceVersion is a 409 Conflict."""
-    obj = _as_object(clone(body), info.kind)
-    _check_type(info, obj)
+    obj = decoding.as_object(clone(body), info.kind)
+    decoding.check_type(info, obj)
     meta = obj.setdefault("metadata", {})
     if meta.get("name") and meta["name"] != name:
         raise apierrors.bad_request(
             f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
         )
     meta["name"] = name
-    _check_body_namespace(info, obj, namespace)
+    decoding.check_body_namespace(info, obj, namespace)
     old = srv.get(info, namespace, name)
     if old is None:
         raise apierrors.not_found(info, name)
@@ -365,16 +288,6 @@ async def update(
         raise apierrors.not_found(info, name) from None
 
 
-def _decode_apply(body: bytes) -> dict[str, Any]:
-    try:
-        applied = load_yaml(body.decode("utf-8"))
-    except (UnicodeDecodeError, YAMLError) as e:
-        raise apierrors.bad_request(f"error decoding YAML: {e}") from None
-    if not isinstance(applied, dict):
-        raise apierrors.bad_request("the apply configuration must be an object")
-    return applied
-
-
 async def patch(
     srv: Server,
     info: ResourceInfo,
@@ -392,7 +305,7 @@ async def patch(
     if is_apply:
         if not opts.field_manager:
             raise apierrors.bad_request("fieldManager is required for apply requests")
-        applied = _decode_apply(body)
+        applied = decoding.decode_apply(body)
         applied_name = (applied.get("metadata") or {}).get("name")
         if applied_name and applied_name != name:
             raise apierrors.bad_request(
@@ -427,7 +340,7 @@ async def patch(
             )
             if strict_errors and opts.field_validation == "Strict":
                 raise patching.strict_patch_error(obj, strict_errors)
-        obj = _as_object(obj, info.kind)
+        obj = decoding.as_object(obj, info.kind)
         meta = obj.setdefault("metadata", {})
         want = meta.get("resourceVersion")
         if want and want != old["metadata"]["resourceVersion"]:
