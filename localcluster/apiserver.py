@@ -23,7 +23,8 @@ from localcluster.controllers.manager import Controllers
 from localcluster.http import subresources
 from localcluster.http.app import create_app
 from localcluster.store import storage, watch
-from localcluster.store.storage import Storage, clone
+from localcluster.store.records import clone
+from localcluster.store.storage import Storage
 from localcluster.write import writes
 from localcluster.write.state import Server
 

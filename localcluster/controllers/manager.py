@@ -27,7 +27,7 @@ from localcluster.controllers import (
     serviceaccounts,
 )
 from localcluster.controllers.namespaces import NS_RID
-from localcluster.store.storage import Event
+from localcluster.store.records import Event
 from localcluster.store.watch import Subscription, WatchFilter
 from localcluster.write.state import Server
 

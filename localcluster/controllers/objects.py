@@ -13,7 +13,7 @@ from typing import Any
 
 from localcluster.api.types import ApiError
 from localcluster.store import storage
-from localcluster.store.storage import clone
+from localcluster.store.records import clone
 from localcluster.write import deletion, writes
 from localcluster.write.state import Server
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from localcluster.api.types import ApiError
 from localcluster.store import storage
-from localcluster.store.storage import clone
+from localcluster.store.records import clone
 from localcluster.write import patching, writes
 from localcluster.write.state import Server
 

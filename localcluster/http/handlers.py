@@ -31,7 +31,7 @@ from localcluster.http.routing import Target, parse_path
 from localcluster.http.watches import serve_watch
 from localcluster.store import storage
 from localcluster.store.listing import list_records, parse_selector
-from localcluster.store.storage import Record, dumps
+from localcluster.store.records import Record, dumps
 from localcluster.write import deletion, writes
 from localcluster.write.state import Server
 

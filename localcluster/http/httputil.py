@@ -13,7 +13,7 @@ from localcluster.api import apierrors
 from localcluster.api.fielderrors import FieldError, invalid_error
 from localcluster.api.jsonyaml import YAMLError, load_json, load_yaml
 from localcluster.http import protobuf
-from localcluster.store.storage import dumps
+from localcluster.store.records import dumps
 from localcluster.write.writes import WriteOptions
 
 __all__ = [

@@ -27,7 +27,7 @@ from localcluster.http import httputil, streaming
 from localcluster.http.httputil import decode_body, json_response
 from localcluster.http.routing import Target
 from localcluster.store import storage
-from localcluster.store.storage import clone
+from localcluster.store.records import clone
 from localcluster.write import patching, writes
 from localcluster.write.state import Server
 

@@ -27,8 +27,9 @@ from localcluster.api.types import ApiError, ResourceInfo
 from localcluster.http import tables
 from localcluster.http.httputil import Accept, flag
 from localcluster.store.listing import parse_resource_version
+from localcluster.store.records import Event, dumps
 from localcluster.store.selectors import Selector
-from localcluster.store.storage import Event, TooOld, dumps
+from localcluster.store.storage import TooOld
 from localcluster.store.watch import Subscription, WatchFilter
 from localcluster.write.state import Server
 

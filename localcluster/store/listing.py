@@ -18,13 +18,14 @@ from typing import Any
 
 from localcluster.api import apierrors
 from localcluster.api.types import ApiError, ResourceInfo
+from localcluster.store.records import Record, dumps
 from localcluster.store.selectors import (
     Selector,
     SelectorError,
     parse_field_selector,
     parse_label_selector,
 )
-from localcluster.store.storage import Record, Storage, TooOld, dumps
+from localcluster.store.storage import Storage, TooOld
 
 __all__ = [
     "ListResult",

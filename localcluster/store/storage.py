@@ -19,7 +19,7 @@ logged with its traceback and the next listener still runs: the write is committ
 its caller gets its result either way.
 
 Objects handed out are shared, never copied: callers must treat them as read-only and build new
-dicts for writes (`clone`).
+dicts for writes (`records.clone`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-import functools
 import json
 import logging
 import sqlite3
@@ -38,18 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from localcluster import datadir
+from localcluster.store.records import Event, Record, dumps
 
 __all__ = [
     "Conflict",
-    "Event",
     "Exists",
     "Missing",
-    "Record",
     "Storage",
     "StorageError",
     "TooOld",
-    "clone",
-    "dumps",
 ]
 
 Key = tuple[str, str, str]  # (resource id "group/plural", namespace, name)
@@ -98,90 +94,6 @@ class TooOld(Exception):
         super().__init__(f"too old resource version: {requested} ({oldest})")
         self.requested = requested
         self.oldest = oldest
-
-
-def dumps(obj: Any) -> bytes:
-    """Compact JSON; an API object's keys in kube-apiserver's order (Go struct order: kind,
-    apiVersion, metadata as ObjectMeta declares its fields, then the rest as given)."""
-    return json.dumps(_api_order(obj), separators=(",", ":"), ensure_ascii=False).encode()
-
-
-_META_ORDER = (
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-)
-
-
-def _api_order(obj: Any) -> Any:
-    if not isinstance(obj, dict) or "kind" not in obj:
-        return obj
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return obj
-    ordered_meta = {k: meta[k] for k in _META_ORDER if k in meta}
-    if len(ordered_meta) != len(meta):
-        ordered_meta.update(meta)
-    out: dict[str, Any] = {"kind": obj["kind"]}
-    if "apiVersion" in obj:
-        out["apiVersion"] = obj["apiVersion"]
-    out["metadata"] = ordered_meta
-    out.update(obj)  # the remaining keys, in their order (the first three keep their places)
-    out["metadata"] = ordered_meta
-    return out
-
-
-def clone(obj: Any) -> Any:
-    """A deep copy of a JSON value (faster than copy.deepcopy for plain JSON)."""
-    return json.loads(json.dumps(obj))
-
-
-_PARTIAL_HEAD = b'{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":'
-
-
-@dataclass(frozen=True)
-class Record:
-    obj: dict[str, Any]
-    raw: bytes  # the JSON encoding of obj, reused by list responses
-
-    @functools.cached_property
-    def partial_raw(self) -> bytes:
-        """The object as a PartialObjectMetadata (what Table rows embed by default), encoded
-        once per stored version: metadata with managedFields dominates a large Table."""
-        return _PARTIAL_HEAD + dumps(self.obj.get("metadata", {})) + b"}"
-
-    @property
-    def rv(self) -> int:
-        return int(self.obj["metadata"]["resourceVersion"])
-
-
-@dataclass(frozen=True)
-class Event:
-    rv: int
-    type: str  # ADDED, MODIFIED, DELETED
-    resource: str
-    namespace: str
-    name: str
-    obj: dict[str, Any]
-    old: dict[str, Any] | None
-    raw: bytes
-    old_size: int = 0  # JSON size of `old` (what it adds to the event log's byte count)
-
-    @property
-    def size(self) -> int:
-        return len(self.raw) + self.old_size
 
 
 @dataclass

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from localcluster.store.records import Event
 from localcluster.store.selectors import Selector
-from localcluster.store.storage import Event
 
 __all__ = ["Hub", "Subscription", "WatchFilter", "translate"]
 

@@ -18,7 +18,7 @@ from localcluster.api import apierrors
 from localcluster.api.registry import resource_id
 from localcluster.api.types import AdmissionAttributes, ResourceInfo
 from localcluster.store import storage
-from localcluster.store.storage import clone
+from localcluster.store.records import clone
 from localcluster.write import objectmeta
 from localcluster.write.state import Server
 

@@ -17,7 +17,8 @@ from typing import Any, Literal
 from localcluster.admission.chain import AdmissionChain
 from localcluster.api.registry import CRD_RESOURCE, NAMESPACES, Registry, resource_id
 from localcluster.api.types import ResourceInfo
-from localcluster.store.storage import Event, Storage
+from localcluster.store.records import Event
+from localcluster.store.storage import Storage
 from localcluster.store.watch import Hub
 from localcluster.write import objectmeta
 

@@ -22,7 +22,7 @@ from localcluster.api.registry import CRD_RESOURCE, crd_status, resource_id
 from localcluster.api.types import AdmissionAttributes, ApiError, ResourceInfo
 from localcluster.schema import crdschema
 from localcluster.store import storage
-from localcluster.store.storage import clone
+from localcluster.store.records import clone
 from localcluster.write import (
     applycheck,
     decoding,

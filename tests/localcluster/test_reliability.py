@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.store.storage import Event
+from localcluster.store.records import Event
 from tests.localcluster._http import Http, Reply
 from tests.support.cluster import BackgroundApiServer, Cluster, eventually
 

@@ -11,7 +11,7 @@ import pytest
 from localcluster.api.registry import BUILTINS
 from localcluster.http.handlers import table_bytes
 from localcluster.http.tables import to_table
-from localcluster.store.storage import Record, dumps
+from localcluster.store.records import Record, dumps
 
 POD = next(i for i in BUILTINS if i.kind == "Pod")
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
