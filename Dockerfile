@@ -33,15 +33,15 @@ COPY localcluster/ localcluster/
 COPY kube/ kube/
 COPY dashboard/ dashboard/
 # kubernetes-validate ships the JSON schemas of every Kubernetes version (~100 MB); the image
-# reads one (localcluster.schema.openapi.SCHEMA_VERSION, for `trainops up`/`apiserver`), so the
-# others go. pip and setuptools go too: nothing installs into the image at run time.
+# reads one (localcluster.schema.builtindefs.SCHEMA_VERSION, for `trainops up`/`apiserver`), so
+# the others go. pip and setuptools go too: nothing installs into the image at run time.
 RUN --mount=type=secret,id=pip-cert \
     if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
     && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
         -c constraints.txt . \
-    && /opt/trainops/bin/python -c 'import pathlib, shutil, kubernetes_validate; from localcluster.schema.openapi import SCHEMA_VERSION as v; [shutil.rmtree(d) for d in (pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir() if d.name not in (v + "-local", v + "-local-strict")]' \
+    && /opt/trainops/bin/python -c 'import pathlib, shutil, kubernetes_validate; from localcluster.schema.builtindefs import SCHEMA_VERSION as v; [shutil.rmtree(d) for d in (pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir() if d.name not in (v + "-local", v + "-local-strict")]' \
     && /opt/trainops/bin/pip uninstall -y --disable-pip-version-check pip setuptools \
-    && /opt/trainops/bin/python -c 'from localcluster.schema.openapi import builtin_definitions as d; assert d() and d(strict=True)'
+    && /opt/trainops/bin/python -c 'from localcluster.schema.builtindefs import builtin_definitions as d; assert d() and d(strict=True)'
 
 # -- runtime -----------------------------------------------------------------------------------
 FROM debian:bookworm-slim

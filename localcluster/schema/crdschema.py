@@ -31,7 +31,7 @@ from typing import Any
 
 from localcluster.api.fielderrors import FieldError, invalid_error, render_path
 from localcluster.api.types import ApiError, ResourceInfo
-from localcluster.schema import celrules, openapi, structural
+from localcluster.schema import builtindefs, celrules, structural
 from localcluster.schema.celk8s import Quantity
 from localcluster.schema.crdvalidation import validate_crd
 
@@ -59,7 +59,7 @@ _BLOCKING = frozenset(
 
 @functools.cache
 def _meta_fields() -> frozenset[str]:
-    return frozenset(openapi.builtin_definitions()[_OBJECT_META]["properties"])
+    return frozenset(builtindefs.builtin_definitions()[_OBJECT_META]["properties"])
 
 
 def _mode(field_validation: str) -> str:
@@ -179,8 +179,8 @@ def validate_builtin(
     from `obj` in place, as decoding into Go structs drops them on a real server. Kinds
     kubernetes-validate does not know pass unchecked."""
     mode = _mode(field_validation)
-    defs = openapi.builtin_definitions()
-    root = openapi.definition_name(info)
+    defs = builtindefs.builtin_definitions()
+    root = builtindefs.definition_name(info)
     if root not in defs:
         return _report(info, mode, (), duplicates)
     unknown: list[str] = []

@@ -13,10 +13,10 @@ kubectl v1.32 reads `GET /openapi/v3` and the per-group-version document for thr
 * `kubectl explain` (the descriptions).
 
 Built-in schemas come from the JSON schemas shipped in `kubernetes-validate` (Kubernetes v1.32),
-converted to OpenAPI 3.0 form (`#/components/schemas/...` references, single `type`s,
-`int-or-string`); custom resources get their CRD version's `openAPIV3Schema` plus the standard
-`apiVersion`/`kind`/`metadata` properties, named the way the real server names them
-(`dev.tensorstack.batch.v1beta1.TensorFlowTrainingJob`). Documents are pure functions of the
+converted to OpenAPI 3.0 form by `builtindefs.py` (`#/components/schemas/...` references,
+single `type`s, `int-or-string`); custom resources get their CRD version's `openAPIV3Schema`
+plus the standard `apiVersion`/`kind`/`metadata` properties, named the way the real server
+names them (`dev.tensorstack.batch.v1beta1.TensorFlowTrainingJob`). Documents are pure functions of the
 served resources and are memoised; the `hash` in the index is the SHA-512 of the document, so it
 changes exactly when the document does and kubectl's disk cache stays correct.
 """
@@ -24,31 +24,24 @@ changes exactly when the document does and kubectl's disk cache stays correct.
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
-from importlib import resources as importlib_resources
+from collections.abc import Sequence
 from typing import Any
 
 from localcluster.api.types import ResourceInfo
+from localcluster.schema import builtindefs
 
 __all__ = [
-    "SCHEMA_VERSION",
-    "builtin_definitions",
-    "definition_name",
     "document_hash",
     "openapi_v2",
     "openapi_v3_document",
     "openapi_v3_index",
 ]
 
-SCHEMA_VERSION = "v1.32.0"
 _V3_PREFIX = "#/components/schemas/"
 _V2_PREFIX = "#/definitions/"
 _DEFS_PREFIX = "#/$defs/"
-_INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
-_QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _LIST_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
 _STATUS = "io.k8s.apimachinery.pkg.apis.meta.v1.Status"
@@ -63,115 +56,6 @@ _PATCH_CONTENT_TYPES = (
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
 )
-
-
-# --------------------------------------------------------------------------- definitions
-
-
-@functools.cache
-def builtin_definitions(strict: bool = False) -> dict[str, Any]:
-    """The JSON-schema definitions of every built-in type (`$defs`), as kubernetes-validate
-    ships them; `strict` adds `additionalProperties: false` to every struct."""
-    folder = f"{SCHEMA_VERSION}-local-strict" if strict else f"{SCHEMA_VERSION}-local"
-    ref = (
-        importlib_resources.files("kubernetes_validate")
-        .joinpath("kubernetes-json-schema")
-        .joinpath(folder)
-        .joinpath("_definitions.json")
-    )
-    defs: dict[str, Any] = json.loads(ref.read_text())["$defs"]
-    return defs
-
-
-@functools.cache
-def _gvk_index() -> dict[tuple[str, str, str], str]:
-    out: dict[tuple[str, str, str], str] = {}
-    for name, schema in builtin_definitions().items():
-        for gvk in schema.get("x-kubernetes-group-version-kind", []):
-            out.setdefault((gvk["group"], gvk["version"], gvk["kind"]), name)
-    return out
-
-
-def definition_name(info: ResourceInfo, *, list_kind: bool = False) -> str:
-    """The component name of a kind: the built-in definition name, or for custom resources the
-    reversed group followed by version and kind (as the real server names them)."""
-    kind = (info.list_kind or f"{info.kind}List") if list_kind else info.kind
-    if not info.is_custom:
-        found = _gvk_index().get((info.group, info.version, kind))
-        if found:
-            return found
-    group = ".".join(reversed(info.group.split("."))) if info.group else "io.k8s.api.core"
-    return f"{group}.{info.version}.{kind}"
-
-
-def _convert(node: Any, prefix: str) -> Any:
-    """A kubernetes-validate JSON schema node in OpenAPI form (refs under `prefix`)."""
-    if isinstance(node, list):
-        return [_convert(n, prefix) for n in node]
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == "type" and isinstance(value, list):
-            types = [t for t in value if t != "null"]
-            out["type"] = types[0] if len(types) == 1 else value
-        elif key == "$ref":
-            continue
-        elif key == "properties":
-            out[key] = {k: _convert(_without_kind_enum(k, v), prefix) for k, v in value.items()}
-        elif key == "patternProperties":
-            out[key] = {k: _convert(v, prefix) for k, v in value.items()}
-        else:
-            out[key] = _convert(value, prefix)
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        target = prefix + ref.rsplit("/", 1)[-1]
-        # The real documents wrap a reference that has siblings in allOf.
-        out = {"allOf": [{"$ref": target}], **out} if out else {"$ref": target}
-    return out
-
-
-def _without_kind_enum(name: str, node: Any) -> Any:
-    """kubernetes-validate pins `apiVersion` and `kind` with an `enum`; the real documents do
-    not (kubectl explain would print `enum: v1`)."""
-    if name in ("apiVersion", "kind") and isinstance(node, dict) and "enum" in node:
-        return {k: v for k, v in node.items() if k != "enum"}
-    return node
-
-
-@functools.cache
-def _converted(name: str, prefix: str) -> dict[str, Any]:
-    if name == _INT_OR_STRING:
-        # As kube-apiserver publishes it (no `type`: kubectl explain then prints the
-        # referencing field as <IntOrString>, not <string>).
-        return {"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}]}
-    if name == _QUANTITY:
-        return {"oneOf": [{"type": "string"}, {"type": "number"}]}
-    result: dict[str, Any] = _convert(builtin_definitions()[name], prefix)
-    return result
-
-
-def _refs(node: Any) -> Iterable[str]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "$ref" and isinstance(value, str):
-                yield value.rsplit("/", 1)[-1]
-            else:
-                yield from _refs(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _refs(item)
-
-
-def _closure(roots: Iterable[str], prefix: str, into: dict[str, Any]) -> None:
-    pending = [r for r in roots if r not in into]
-    defs = builtin_definitions()
-    while pending:
-        name = pending.pop()
-        if name in into or name not in defs:
-            continue
-        into[name] = _converted(name, prefix)
-        pending.extend(r for r in _refs(into[name]) if r not in into)
 
 
 # --------------------------------------------------------------------------- schemas
@@ -205,7 +89,10 @@ def _list_schema(info: ResourceInfo, prefix: str) -> dict[str, Any]:
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "items": {"type": "array", "items": {"$ref": prefix + definition_name(info)}},
+            "items": {
+                "type": "array",
+                "items": {"$ref": prefix + builtindefs.definition_name(info)},
+            },
             "metadata": {"allOf": [{"$ref": prefix + _LIST_META}]},
         },
         "x-kubernetes-group-version-kind": _gvk_ext(info, info.list_kind or f"{info.kind}List"),
@@ -216,11 +103,11 @@ def _schemas(resources: Sequence[ResourceInfo], prefix: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     roots = [_OBJECT_META, _LIST_META, _STATUS, _PATCH, _DELETE_OPTIONS]
     for info in resources:
-        name = definition_name(info)
-        list_name = definition_name(info, list_kind=True)
-        if not info.is_custom and name in builtin_definitions():
+        name = builtindefs.definition_name(info)
+        list_name = builtindefs.definition_name(info, list_kind=True)
+        if not info.is_custom and name in builtindefs.builtin_definitions():
             roots.append(name)
-            if list_name in builtin_definitions():
+            if list_name in builtindefs.builtin_definitions():
                 roots.append(list_name)
             else:
                 out[list_name] = _list_schema(info, prefix)
@@ -235,11 +122,13 @@ def _schemas(resources: Sequence[ResourceInfo], prefix: str) -> dict[str, Any]:
                 "x-kubernetes-group-version-kind": _gvk_ext(info, info.kind),
             }
             out[list_name] = _list_schema(info, prefix)
-    _closure(roots, prefix, out)
+    builtindefs.closure(roots, prefix, out)
     for info in resources:
         # Fields of CRD schemas may reference nothing; the built-in closure covers the rest.
         if info.is_custom:
-            _closure(_refs(out[definition_name(info)]), prefix, out)
+            builtindefs.closure(
+                builtindefs.refs(out[builtindefs.definition_name(info)]), prefix, out
+            )
     return dict(sorted(out.items()))
 
 
@@ -319,8 +208,8 @@ def _paths(resources: Sequence[ResourceInfo], prefix: str, *, v2: bool) -> dict[
             if info.namespaced
             else f"{base}/{info.plural}"
         )
-        ref = prefix + definition_name(info)
-        list_ref = prefix + definition_name(info, list_kind=True)
+        ref = prefix + builtindefs.definition_name(info)
+        list_ref = prefix + builtindefs.definition_name(info, list_kind=True)
         scope = "Namespaced" if info.namespaced else ""
         kind = info.kind
         cam = _camel(info)
@@ -449,7 +338,7 @@ def _v3(group_version: str, members: Sequence[ResourceInfo]) -> tuple[dict[str, 
         return hit
     doc = {
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": SCHEMA_VERSION},
+        "info": {"title": "Kubernetes", "version": builtindefs.SCHEMA_VERSION},
         "paths": _paths(members, _V3_PREFIX, v2=False),
         "components": {
             "schemas": _schemas(members, _V3_PREFIX),
@@ -517,7 +406,7 @@ def openapi_v2(resources: Sequence[ResourceInfo]) -> dict[str, Any]:
         return hit
     doc = {
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": SCHEMA_VERSION},
+        "info": {"title": "Kubernetes", "version": builtindefs.SCHEMA_VERSION},
         "paths": _paths(resources, _V2_PREFIX, v2=True),
         "definitions": _schemas(resources, _V2_PREFIX),
         "securityDefinitions": {

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from localcluster.api.types import ResourceInfo
-from localcluster.schema import openapi
+from localcluster.schema import builtindefs
 
 __all__ = ["ListSemantics", "SchemaCursor", "cursor_for"]
 
@@ -170,8 +170,8 @@ def _resolve(node: dict[str, Any] | None, defs: dict[str, Any] | None) -> dict[s
 @functools.cache
 def _builtin_root(group: str, version: str, kind: str) -> str | None:
     info = ResourceInfo(group, version, kind, "", "", True)
-    name = openapi.definition_name(info)
-    return name if name in openapi.builtin_definitions() else None
+    name = builtindefs.definition_name(info)
+    return name if name in builtindefs.builtin_definitions() else None
 
 
 def cursor_for(info: ResourceInfo) -> SchemaCursor:
@@ -180,7 +180,7 @@ def cursor_for(info: ResourceInfo) -> SchemaCursor:
         schema = ((info.crd_version or {}).get("schema") or {}).get("openAPIV3Schema")
         return _CustomRoot(schema)
     name = _builtin_root(info.group, info.version, info.kind)
-    defs = openapi.builtin_definitions()
+    defs = builtindefs.builtin_definitions()
     return SchemaCursor(defs[name] if name else None, defs)
 
 
@@ -194,6 +194,6 @@ class _CustomRoot(SchemaCursor):
 
     def field(self, name: str) -> SchemaCursor:
         if name == "metadata":
-            defs = openapi.builtin_definitions()
+            defs = builtindefs.builtin_definitions()
             return SchemaCursor(defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"], defs)
         return super().field(name)
