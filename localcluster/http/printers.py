@@ -4,16 +4,17 @@ One row function per kind, mirroring the real API server's printers (kubernetes
 `pkg/printers/internalversion`): the pod STATUS reason logic (init containers, waiting and
 terminated reasons, Terminating), RESTARTS with the time of the last restart, service ports as
 `80:30080/TCP`, node roles from `node-role.kubernetes.io/*` labels, events of both event APIs.
-Cells are rendered here (AGE as `5m2s`), so kubectl prints them as they are. Columns with
-priority 1 are the `-o wide` ones. Pure: `now` is a parameter.
+Cells are rendered here (AGE as `5m2s`, by `cells.py`), so kubectl prints them as they are.
+Columns with priority 1 are the `-o wide` ones. Pure: `now` is a parameter.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from localcluster.http import cells
 
 __all__ = [
     "BUILTIN_PRINTERS",
@@ -21,125 +22,11 @@ __all__ = [
     "NAME_COLUMN",
     "Column",
     "RowFn",
-    "human_duration",
-    "label_selector",
-    "parse_time",
 ]
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int, str]  # name, type, priority, format
 RowFn = Callable[[Obj, datetime], list[Any]]
-
-
-def human_duration(seconds: float) -> str:
-    """kubectl's age rendering (`5s`, `3m2s`, `5h`, `2d3h`, `1y20d`)."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        rem = s % 60
-        return f"{minutes}m{rem}s" if rem else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        rem = minutes % 60
-        return f"{hours}h{rem}m" if rem else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rem = hours % 24
-        return f"{hours // 24}d{rem}h" if rem else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
-    return f"{hours // 24 // 365}y"
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp (None when absent or malformed)."""
-    if not isinstance(value, str) or not value:
-        return None
-    return _parse_time(value)
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_time(value: str) -> datetime | None:
-    # Objects created together share timestamps: a cache makes 10k-row tables cheap.
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _since(value: Any, now: datetime) -> str:
-    when = parse_time(value)
-    if when is None:
-        return "<unknown>"
-    return human_duration((now - when).total_seconds())
-
-
-def _age(obj: Obj, now: datetime) -> str:
-    return _since(obj.get("metadata", {}).get("creationTimestamp"), now)
-
-
-def _name(obj: Obj) -> str:
-    return str(obj.get("metadata", {}).get("name", ""))
-
-
-def _get(obj: Any, *path: str | int) -> Any:
-    cur = obj
-    for p in path:
-        if isinstance(p, int):
-            if not isinstance(cur, list) or p >= len(cur):
-                return None
-            cur = cur[p]
-        else:
-            if not isinstance(cur, dict):
-                return None
-            cur = cur.get(p)
-    return cur
-
-
-def _or_none(value: Any) -> str:
-    return str(value) if value not in (None, "", []) else "<none>"
-
-
-def _selector(sel: dict[str, Any] | None) -> str:
-    if not sel:
-        return "<none>"
-    return ",".join(f"{k}={v}" for k, v in sorted(sel.items()))
-
-
-def label_selector(sel: dict[str, Any] | None) -> str:
-    """A LabelSelector as kubectl prints it (`app=web,tier in (a,b)`), `<none>` when empty."""
-    if not sel:
-        return "<none>"
-    parts = [f"{k}={v}" for k, v in sorted((sel.get("matchLabels") or {}).items())]
-    for expr in sel.get("matchExpressions") or []:
-        op = expr.get("operator", "")
-        key = expr.get("key", "")
-        values = ",".join(expr.get("values") or [])
-        if op == "In":
-            parts.append(f"{key} in ({values})")
-        elif op == "NotIn":
-            parts.append(f"{key} notin ({values})")
-        elif op == "Exists":
-            parts.append(key)
-        elif op == "DoesNotExist":
-            parts.append(f"!{key}")
-    return ",".join(parts) or "<none>"
 
 
 # --------------------------------------------------------------------------- built-in printers
@@ -209,12 +96,12 @@ def _pod_row(pod: Obj, now: datetime) -> list[Any]:
     for cs in [*(status.get("initContainerStatuses") or []), *statuses]:
         restarts += int(cs.get("restartCount") or 0)
         terminated = (cs.get("lastState") or {}).get("terminated")
-        finished = parse_time(terminated.get("finishedAt")) if terminated else None
+        finished = cells.parse_time(terminated.get("finishedAt")) if terminated else None
         if finished and (last_restart is None or finished > last_restart):
             last_restart = finished
     restarts_cell = str(restarts)
     if restarts and last_restart is not None:
-        ago = human_duration((now - last_restart).total_seconds())
+        ago = cells.human_duration((now - last_restart).total_seconds())
         restarts_cell = f"{restarts} ({ago} ago)"
     gates = spec.get("readinessGates") or []
     if gates:
@@ -224,14 +111,14 @@ def _pod_row(pod: Obj, now: datetime) -> list[Any]:
     else:
         gates_cell = "<none>"
     return [
-        _name(pod),
+        cells.name(pod),
         f"{ready}/{total}",
         _pod_status(pod),
         restarts_cell,
-        _age(pod, now),
-        _or_none(status.get("podIP")),
-        _or_none(spec.get("nodeName")),
-        _or_none(status.get("nominatedNodeName")),
+        cells.age(pod, now),
+        cells.or_none(status.get("podIP")),
+        cells.or_none(spec.get("nodeName")),
+        cells.or_none(status.get("nominatedNodeName")),
         gates_cell,
     ]
 
@@ -241,7 +128,7 @@ def _service_row(svc: Obj, now: datetime) -> list[Any]:
     typ = spec.get("type") or "ClusterIP"
     external: str
     if typ == "LoadBalancer":
-        ingress = _get(svc, "status", "loadBalancer", "ingress") or []
+        ingress = cells.get(svc, "status", "loadBalancer", "ingress") or []
         ips = [i.get("ip") or i.get("hostname") for i in ingress] + list(
             spec.get("externalIPs") or []
         )
@@ -258,13 +145,13 @@ def _service_row(svc: Obj, now: datetime) -> list[Any]:
         else:
             ports.append(f"{p.get('port')}/{proto}")
     return [
-        _name(svc),
+        cells.name(svc),
         typ,
-        _or_none(spec.get("clusterIP")),
+        cells.or_none(spec.get("clusterIP")),
         external,
         ",".join(ports) or "<none>",
-        _age(svc, now),
-        _selector(spec.get("selector")),
+        cells.age(svc, now),
+        cells.map_selector(spec.get("selector")),
     ]
 
 
@@ -272,32 +159,32 @@ def _deployment_row(dep: Obj, now: datetime) -> list[Any]:
     spec = dep.get("spec") or {}
     status = dep.get("status") or {}
     desired = spec.get("replicas", 1)
-    containers = _get(spec, "template", "spec", "containers") or []
+    containers = cells.get(spec, "template", "spec", "containers") or []
     return [
-        _name(dep),
+        cells.name(dep),
         f"{status.get('readyReplicas', 0)}/{desired}",
         int(status.get("updatedReplicas", 0)),
         int(status.get("availableReplicas", 0)),
-        _age(dep, now),
+        cells.age(dep, now),
         ",".join(c.get("name", "") for c in containers),
         ",".join(c.get("image", "") for c in containers),
-        label_selector(spec.get("selector")),
+        cells.label_selector(spec.get("selector")),
     ]
 
 
 def _replica_set_row(rs: Obj, now: datetime) -> list[Any]:
     spec = rs.get("spec") or {}
     status = rs.get("status") or {}
-    containers = _get(spec, "template", "spec", "containers") or []
+    containers = cells.get(spec, "template", "spec", "containers") or []
     return [
-        _name(rs),
+        cells.name(rs),
         int(spec.get("replicas", 1)),
         int(status.get("replicas", 0)),
         int(status.get("readyReplicas", 0)),
-        _age(rs, now),
+        cells.age(rs, now),
         ",".join(c.get("name", "") for c in containers),
         ",".join(c.get("image", "") for c in containers),
-        label_selector(spec.get("selector")),
+        cells.label_selector(spec.get("selector")),
     ]
 
 
@@ -307,10 +194,10 @@ def _node_row(node: Obj, now: datetime) -> list[Any]:
     for cond in status.get("conditions") or []:
         if cond.get("type") == "Ready":
             ready = "Ready" if cond.get("status") == "True" else "NotReady"
-    if _get(node, "spec", "unschedulable"):
+    if cells.get(node, "spec", "unschedulable"):
         ready += ",SchedulingDisabled"
     prefix = "node-role.kubernetes.io/"
-    labels = _get(node, "metadata", "labels") or {}
+    labels = cells.get(node, "metadata", "labels") or {}
     roles = sorted(k[len(prefix) :] for k in labels if k.startswith(prefix) and k != prefix)
     info = status.get("nodeInfo") or {}
     addresses = status.get("addresses") or []
@@ -319,16 +206,16 @@ def _node_row(node: Obj, now: datetime) -> list[Any]:
         return next((a["address"] for a in addresses if a.get("type") == kind), "<none>")
 
     return [
-        _name(node),
+        cells.name(node),
         ready,
         ",".join(roles) or "<none>",
-        _age(node, now),
+        cells.age(node, now),
         str(info.get("kubeletVersion", "")),
         addr("InternalIP"),
         addr("ExternalIP"),
-        _or_none(info.get("osImage")),
-        _or_none(info.get("kernelVersion")),
-        _or_none(info.get("containerRuntimeVersion")),
+        cells.or_none(info.get("osImage")),
+        cells.or_none(info.get("kernelVersion")),
+        cells.or_none(info.get("containerRuntimeVersion")),
     ]
 
 
@@ -338,27 +225,27 @@ def _event_row(ev: Obj, now: datetime) -> list[Any]:
     last = (
         ev.get("lastTimestamp")
         or ev.get("deprecatedLastTimestamp")
-        or _get(ev, "series", "lastObservedTime")
+        or cells.get(ev, "series", "lastObservedTime")
         or ev.get("eventTime")
-        or _get(ev, "metadata", "creationTimestamp")
+        or cells.get(ev, "metadata", "creationTimestamp")
     )
     first = ev.get("firstTimestamp") or ev.get("deprecatedFirstTimestamp") or ev.get("eventTime")
     source = ev.get("source") or ev.get("deprecatedSource") or {}
     src = source.get("component") or ev.get("reportingController") or ""
     if source.get("host"):
         src = f"{src}, {source['host']}"
-    count = ev.get("count") or ev.get("deprecatedCount") or _get(ev, "series", "count") or 1
+    count = ev.get("count") or ev.get("deprecatedCount") or cells.get(ev, "series", "count") or 1
     return [
-        _since(last, now),
+        cells.since(last, now),
         str(ev.get("type", "")),
         str(ev.get("reason", "")),
         f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
         str(obj.get("fieldPath", "")),
         src,
         str(ev.get("message") or ev.get("note") or "").strip(),
-        _since(first, now) if first else "<unknown>",
+        cells.since(first, now) if first else "<unknown>",
         int(count),
-        _name(ev),
+        cells.name(ev),
     ]
 
 
@@ -375,18 +262,18 @@ def _endpoints_row(ep: Obj, now: datetime) -> list[Any]:
     text = ",".join(items[:3]) if items else "<none>"
     if len(items) > 3:
         text += f" + {len(items) - 3} more..."
-    return [_name(ep), text, _age(ep, now)]
+    return [cells.name(ep), text, cells.age(ep, now)]
 
 
-def _simple(*cells: Callable[[Obj], Any]) -> RowFn:
+def _simple(*cell_fns: Callable[[Obj], Any]) -> RowFn:
     def row(obj: Obj, now: datetime) -> list[Any]:
-        return [_name(obj), *(fn(obj) for fn in cells), _age(obj, now)]
+        return [cells.name(obj), *(fn(obj) for fn in cell_fns), cells.age(obj, now)]
 
     return row
 
 
 def _created_at(obj: Obj, now: datetime) -> list[Any]:
-    return [_name(obj), _get(obj, "metadata", "creationTimestamp")]
+    return [cells.name(obj), cells.get(obj, "metadata", "creationTimestamp")]
 
 
 _S = "string"
@@ -464,7 +351,7 @@ BUILTIN_PRINTERS: dict[tuple[str, str], tuple[list[Column], RowFn]] = {
     ),
     ("", "Namespace"): (
         [_NAME, ("Status", _S, 0, ""), _AGE],
-        _simple(lambda o: _get(o, "status", "phase") or "Active"),
+        _simple(lambda o: cells.get(o, "status", "phase") or "Active"),
     ),
     ("", "ConfigMap"): (
         [_NAME, ("Data", "integer", 0, ""), _AGE],
@@ -484,7 +371,7 @@ BUILTIN_PRINTERS: dict[tuple[str, str], tuple[list[Column], RowFn]] = {
     ("", "Endpoints"): ([_NAME, ("Endpoints", _S, 0, ""), _AGE], _endpoints_row),
     ("coordination.k8s.io", "Lease"): (
         [_NAME, ("Holder", _S, 0, ""), _AGE],
-        _simple(lambda o: _get(o, "spec", "holderIdentity") or ""),
+        _simple(lambda o: cells.get(o, "spec", "holderIdentity") or ""),
     ),
     ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"): (
         [_NAME, ("Webhooks", "integer", 0, ""), _AGE],

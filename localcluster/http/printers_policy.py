@@ -14,7 +14,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from localcluster.http.printers import Column, RowFn, human_duration, label_selector, parse_time
+from localcluster.http.cells import human_duration, label_selector, parse_time
+from localcluster.http.printers import Column, RowFn
 
 __all__ = ["POLICY_PRINTERS"]
 

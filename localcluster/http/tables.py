@@ -19,14 +19,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from localcluster.api.types import PrinterColumn, ResourceInfo
+from localcluster.http.cells import human_duration, parse_time
 from localcluster.http.printers import (
     BUILTIN_PRINTERS,
     CREATED_AT_PRINTER,
     NAME_COLUMN,
     Column,
     RowFn,
-    human_duration,
-    parse_time,
 )
 from localcluster.http.printers_policy import POLICY_PRINTERS
 from localcluster.schema.jsonpath import jsonpath_values
