@@ -48,7 +48,6 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -64,64 +63,21 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import bench_controller as bc  # noqa: E402
 from benchmarks import bench_gitops as bg  # noqa: E402
+from benchmarks.flux_sides import (  # noqa: E402
+    Flux,
+    Side,
+    Trainops,
+    flux_crds,
+    flux_peer,
+    flux_versions,
+    until,
+)
 from benchmarks.machine import cpu_model  # noqa: E402
-from gitops.reconciler import JOB_REPOSITORIES  # noqa: E402
 from kube import errors, resources  # noqa: E402
 from kube.client import Client  # noqa: E402
 from tests.support.githttp import serve_git_http  # noqa: E402
 
-GIT_REPOSITORIES = resources.Resource(
-    "source.toolkit.fluxcd.io", "v1", "gitrepositories", "GitRepository", True
-)
-KUSTOMIZATIONS = resources.Resource(
-    "kustomize.toolkit.fluxcd.io", "v1", "kustomizations", "Kustomization", True
-)
-REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
-WEBHOOK_CONFIGURATION = "trainops-webhook"  # webhook.configurations.CONFIGURATION_NAME
-NAME = "jobs"
-INTERVAL = "10m"
-LOGS = Path(tempfile.gettempdir()) / "bench-flux-logs"
 PUSHES = itertools.count()
-
-
-def flux_versions() -> str:
-    return _flux_peer("versions")
-
-
-def _flux_peer(*args: str) -> str:
-    done = subprocess.run(
-        [str(REPO / "hack" / "flux-peer"), *args], capture_output=True, text=True, timeout=3600
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"hack/flux-peer {' '.join(args)}: {done.stderr.strip()[-2000:]}")
-    return done.stdout.strip()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _rss_mib(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of `pid`, MiB."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) / 1024
-    return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
-
-
-async def until(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> float:
-    """Poll `check` every 20 ms until it is true; the perf_counter time it was first seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if await check():
-            return time.perf_counter()
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 class Counting:
@@ -151,285 +107,6 @@ async def requests_total(client: Any) -> float:
     calls = client.calls
     served = sum((await bc._apiserver_requests(client)).values())
     return served - calls
-
-
-# --- the two sides ------------------------------------------------------------------------
-
-
-@dataclass
-class Side:
-    """One GitOps implementation under test: processes, objects, triggers and their ends."""
-
-    client: Any  # Counting
-    kubeconfig: Path
-    url: str
-    work: Path
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    title = ""
-
-    def cpu(self) -> float:
-        return sum(bc._cpu_seconds(p.pid) for p in self.procs)
-
-    def rss(self) -> tuple[float, float]:
-        pairs = [_rss_mib(p.pid) for p in self.procs]
-        return sum(a for a, _ in pairs), sum(b for _, b in pairs)
-
-    def check_alive(self) -> None:
-        for p in self.procs:
-            if p.poll() is not None:
-                raise SystemExit(
-                    f"{self.title}: {p.args!r} exited with {p.returncode} (logs {LOGS})"
-                )
-
-    async def start(self) -> None:
-        raise NotImplementedError
-
-    async def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
-
-    async def create(self, ns: str) -> None:
-        raise NotImplementedError
-
-    async def at(self, ns: str, sha: str) -> bool:
-        """Whether the repository object reports `sha` applied."""
-        raise NotImplementedError
-
-    async def push_trigger(self, ns: str) -> Callable[[], Awaitable[bool]]:
-        """Trigger a fetch as a push webhook would; a check that is true once it was handled."""
-        raise NotImplementedError
-
-    async def full_trigger(self, ns: str) -> Callable[[], Awaitable[bool]]:
-        """Force a full reconcile (nothing changed); a check that is true once it was handled."""
-        raise NotImplementedError
-
-
-class Flux(Side):
-    title = "Flux"
-
-    async def start(self) -> None:
-        LOGS.mkdir(exist_ok=True)
-        base = Path(_flux_peer("bin"))
-        source, kustomize = _flux_binaries(base)
-        storage = Path(tempfile.mkdtemp(prefix="bench-flux-storage-"))
-        self.storage = storage
-        port = _free_port()
-        self.health = [_free_port(), _free_port()]
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "RUNTIME_NAMESPACE": "default"}
-        common = ["--events-addr=", "--log-level=info"]
-        self.procs = [
-            subprocess.Popen(
-                [
-                    str(source),
-                    f"--storage-path={storage}",
-                    f"--storage-addr=127.0.0.1:{port}",
-                    f"--storage-adv-addr=127.0.0.1:{port}",
-                    f"--metrics-addr=127.0.0.1:{_free_port()}",
-                    f"--health-addr=127.0.0.1:{self.health[0]}",
-                    *common,
-                ],
-                env=env,
-                stdout=(LOGS / "source-controller.log").open("ab"),
-                stderr=subprocess.STDOUT,
-            ),
-            subprocess.Popen(
-                [
-                    str(kustomize),
-                    f"--metrics-addr=127.0.0.1:{_free_port()}",
-                    f"--health-addr=127.0.0.1:{self.health[1]}",
-                    *common,
-                ],
-                env=env,
-                stdout=(LOGS / "kustomize-controller.log").open("ab"),
-                stderr=subprocess.STDOUT,
-            ),
-        ]
-        import aiohttp
-
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-
-            async def ready() -> bool:
-                self.check_alive()
-                for port in self.health:
-                    try:
-                        async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
-                            if r.status != 200:
-                                return False
-                    except aiohttp.ClientError:
-                        return False
-                return True
-
-            await until(ready, 120, "the Flux controllers' /readyz")
-
-    async def stop(self) -> None:
-        await super().stop()
-        shutil.rmtree(self.storage, ignore_errors=True)
-
-    async def create(self, ns: str) -> None:
-        meta = {"name": NAME, "namespace": ns}
-        await self.client.create(
-            GIT_REPOSITORIES,
-            {
-                "apiVersion": "source.toolkit.fluxcd.io/v1",
-                "kind": "GitRepository",
-                "metadata": meta,
-                "spec": {"url": self.url, "ref": {"branch": "main"}, "interval": INTERVAL},
-            },
-            ns,
-        )
-        await self.client.create(
-            KUSTOMIZATIONS,
-            {
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-                "kind": "Kustomization",
-                "metadata": meta,
-                "spec": {
-                    "interval": INTERVAL,
-                    "path": "./jobs",
-                    "prune": True,
-                    "targetNamespace": ns,
-                    "sourceRef": {"kind": "GitRepository", "name": NAME},
-                },
-            },
-            ns,
-        )
-
-    async def at(self, ns: str, sha: str) -> bool:
-        st = (await self.client.get(KUSTOMIZATIONS, NAME, ns)).get("status") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in st.get("conditions") or []
-        )
-        return ready and str(st.get("lastAppliedRevision", "")).endswith(sha)
-
-    async def _annotate(
-        self, resource: resources.Resource, ns: str
-    ) -> Callable[[], Awaitable[bool]]:
-        token = str(time.time_ns())
-        patch = {"metadata": {"annotations": {REQUESTED_AT: token}}}
-        await self.client.patch(resource, NAME, patch, ns)
-
-        async def handled() -> bool:
-            st = (await self.client.get(resource, NAME, ns)).get("status") or {}
-            return bool(st.get("lastHandledReconcileAt") == token)
-
-        return handled
-
-    async def push_trigger(self, ns: str) -> Callable[[], Awaitable[bool]]:
-        return await self._annotate(GIT_REPOSITORIES, ns)
-
-    async def full_trigger(self, ns: str) -> Callable[[], Awaitable[bool]]:
-        return await self._annotate(KUSTOMIZATIONS, ns)
-
-
-def _flux_binaries(base: Path) -> tuple[Path, Path]:
-    versions = dict(zip(*[iter(flux_versions().split())] * 2, strict=True))
-    source = base / f"source-controller-{versions['source-controller']}" / "source-controller"
-    kustomize = (
-        base / f"kustomize-controller-{versions['kustomize-controller']}" / "kustomize-controller"
-    )
-    return source, kustomize
-
-
-def flux_crds() -> list[Path]:
-    base = Path(_flux_peer("bin"))
-    source, kustomize = _flux_binaries(base)
-    return sorted((source.parent / "crds").glob("*.yaml")) + sorted(
-        (kustomize.parent / "crds").glob("*.yaml")
-    )
-
-
-class Trainops(Side):
-    title = "trainops"
-
-    async def start(self) -> None:
-        self.tmp = Path(tempfile.mkdtemp(prefix="bench-flux-up-"))
-        self.up = bg.Up(
-            self.tmp,
-            None,
-            False,
-            kubeconfig=self.kubeconfig,
-            flags=["--no-controller", "--no-node", "--allow-reconciler-identity"],
-        )
-        self.procs = [self.up.proc]
-        await self.up.wait_banner()
-
-    async def stop(self) -> None:
-        await self.up.stop()
-        with contextlib.suppress(OSError):
-            LOGS.mkdir(exist_ok=True)
-            shutil.copy(self.up.stderr, LOGS / "trainops-up.log")
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        for kind in (
-            resources.MUTATING_WEBHOOK_CONFIGURATIONS,
-            resources.VALIDATING_WEBHOOK_CONFIGURATIONS,
-        ):
-            with contextlib.suppress(errors.NotFound):
-                await self.client.delete(kind, WEBHOOK_CONFIGURATION)
-
-    async def create(self, ns: str) -> None:
-        await self.client.create(
-            JOB_REPOSITORIES,
-            {
-                "apiVersion": JOB_REPOSITORIES.api_version,
-                "kind": JOB_REPOSITORIES.kind,
-                "metadata": {"name": NAME, "namespace": ns},
-                "spec": {
-                    "repoURL": self.url,
-                    "path": "jobs",
-                    "interval": INTERVAL,
-                    "syncPolicy": {"automated": {"prune": True, "selfHeal": True}},
-                },
-            },
-            ns,
-        )
-
-    async def at(self, ns: str, sha: str) -> bool:
-        st = (await self.client.get(JOB_REPOSITORIES, NAME, ns)).get("status") or {}
-        sync = st.get("sync") or {}
-        return sync.get("status") == "Synced" and sync.get("revision") == sha
-
-    async def _written_after(
-        self, ns: str, send: Callable[[], Awaitable[Any]]
-    ) -> Callable[[], Awaitable[bool]]:
-        rv = (await self.client.get(JOB_REPOSITORIES, NAME, ns))["metadata"]["resourceVersion"]
-        await send()
-
-        async def written() -> bool:
-            obj = await self.client.get(JOB_REPOSITORIES, NAME, ns)
-            return bool(obj["metadata"]["resourceVersion"] != rv)
-
-        return written
-
-    async def push_trigger(self, ns: str) -> Callable[[], Awaitable[bool]]:
-        """A push that moved nothing: a round that writes nothing, so its end is the round
-        counter (`trainops_gitops_rounds_total`, as Flux's is its status) going up."""
-        rounds = 'trainops_gitops_rounds_total{result="success"}'
-        before = (await self.up.metrics()).get(rounds, 0.0)
-        hook = await self.up.post(
-            "/api/v1/webhooks/git", {"repository": self.url, "ref": "refs/heads/main"}
-        )
-        if f"{ns}/{NAME}" not in (hook.get("refreshed") or []):
-            raise SystemExit(f"the push webhook refreshed {hook}, not {ns}/{NAME}")
-
-        async def handled() -> bool:
-            return (await self.up.metrics()).get(rounds, 0.0) > before
-
-        return handled
-
-    async def full_trigger(self, ns: str) -> Callable[[], Awaitable[bool]]:
-        async def send() -> None:
-            await self.up.post(f"/api/v1/repositories/{ns}/{NAME}/refresh")
-
-        return await self._written_after(ns, send)
 
 
 # --- one measurement ------------------------------------------------------------------------
@@ -665,7 +342,7 @@ async def reference_cluster(kubeconfig: Path | None) -> Any:
 async def main_async(args: argparse.Namespace) -> None:
     names = tuple(args.only.split(",")) if args.only else ("trainops", "flux")
     if "flux" in names:
-        _flux_peer("build")
+        flux_peer("build")
     versions = flux_versions()
     tmp = Path(tempfile.mkdtemp(prefix="bench-flux-"))
     try:
