@@ -313,7 +313,11 @@ class Reconciler:
     async def _write_status(
         self, resource: Resource, job: dict[str, Any], status: dict[str, Any]
     ) -> dict[str, Any]:
-        """Replace `.status`, conditional on the resourceVersion read (Conflict → retry)."""
+        """Replace `.status`, conditional on the resourceVersion read (Conflict → retry).
+
+        The body carries no `spec`: the status subresource keeps the stored one whatever the
+        body says, and a job's spec (pod templates) is most of what the API server would decode
+        and prune on every status write for nothing."""
         body = {
             "apiVersion": job.get("apiVersion"),
             "kind": job.get("kind"),
@@ -322,7 +326,6 @@ class Reconciler:
                 "namespace": job["metadata"].get("namespace"),
                 "resourceVersion": job["metadata"].get("resourceVersion"),
             },
-            "spec": job.get("spec"),
             "status": status,
         }
         written = await self.client.replace(resource, body, subresource="status")
