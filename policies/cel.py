@@ -38,6 +38,7 @@ Not expressible here (webhook only): quantities (limits >= requests), the derive
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -45,8 +46,6 @@ from typing import Any
 from policies import schema as schema_mod
 from policies import update
 from policies.fieldpath import ErrorType, FieldError, Path
-from policies.tensorflow import TENSORFLOW
-from policies.xgboost import XGBOOST
 
 __all__ = ["Rule", "evaluate", "rules", "schema_with_rules"]
 
@@ -104,8 +103,13 @@ def evaluate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
     What an API server does with the CRD's rules, for tests and offline checks: a rule runs
     on every node of its location that exists (transition rules only where the old object
     has the node too; list-map items pair up by key). An evaluation error counts as a
-    failure, as it does on a server.
+    failure, as it does on a server. Both objects get the schema's defaults first, as on a
+    server (it defaults the request and the old object it reads from etcd alike), so rules
+    read defaulted fields (`replicas`, `restartPolicy`) without `has()`.
     """
+    schema = schema_mod.openapi_schema(kind)
+    obj = _with_defaults(schema, obj)
+    old = None if old is None else _with_defaults(schema, old)
     errors: list[FieldError] = []
     for location, entries in rules(kind).items():
         for path, node, old_node in _nodes(obj, old, location):
@@ -124,89 +128,102 @@ _SPEC = ("spec",)
 _REPLICAS = ("spec", "replicaSpecs")
 _REPLICA = ("spec", "replicaSpecs", ITEMS)
 _CONTAINERS = (*_REPLICA, "template", "spec", "containers")
-_REPLICA_COUNT = "(has(self.replicas) ? self.replicas : 1)"
 # The webhook's own words (policies.update), so a cluster without the webhook says the same.
 _IMMUTABLE = update.IMMUTABLE_DETAIL
 _IMMUTABLE_RESUME = update.RESUME_IMMUTABLE_DETAIL
 _IMMUTABLE_TYPES = update.TYPES_IMMUTABLE_DETAIL
-_KIND_SPECS = {k.kind: k for k in (TENSORFLOW, XGBOOST)}
+
+
+def _quote(text: str) -> str:
+    """`text` as a CEL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _pick(cases: list[tuple[str, str]], last: str) -> str:
+    """A messageExpression: the message of the first failing case (`ok`, message), else `last`."""
+    out = _quote(last)
+    for ok, message in reversed(cases):
+        out = f"!({ok}) ? {_quote(message)} : {out}"
+    return out
 
 
 @cache
 def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
     if kind not in schema_mod.KIND_REPLICA_TYPES:
         raise ValueError(f"unknown training-job kind {kind!r}")
-    main = schema_mod.MAIN_CONTAINERS[kind]
-    out: dict[Location, list[Rule]] = {
-        _SPEC: [*_mode_type_rules(), _resume_specs_immutable(), _scheduler_immutable()],
-        _REPLICAS: [_types_immutable()],
-        _REPLICA: [
-            _template_present(),
-            *_replica_fields_immutable(_KIND_SPECS[kind].default_restart_policy),
-        ],
-        _CONTAINERS: [_main_container(main)],
+    frozen = Rule("self == oldSelf", _IMMUTABLE, "FieldValueForbidden")
+    return {
+        _SPEC: (_mode_types(), _spec_immutable()),
+        _REPLICAS: (
+            _replicas_required(kind),
+            _replica_counts(kind),
+            Rule(
+                "self.map(r, r.type) == oldSelf.map(r, r.type)",
+                _IMMUTABLE_TYPES,
+                "FieldValueForbidden",
+            ),
+        ),
+        # On the scalar itself: no field read at all (items pair up by `type` on a server).
+        (*_REPLICA, "replicas"): (frozen,),
+        (*_REPLICA, "restartPolicy"): (frozen,),
+        _CONTAINERS: (_main_container(schema_mod.MAIN_CONTAINERS[kind]),),
     }
+
+
+def _replicas_required(kind: str) -> Rule:
+    """What the list must hold: the master type, and a pod template with a spec in every
+    replica (the pod schema then requires `containers`, where `_main_container` runs)."""
     if kind == "TensorFlowTrainingJob":
-        out[_REPLICAS].append(
-            Rule(
-                "size(self) == 0 || self.exists(r, r.type == 'chief') || "
-                f"self.exists(r, r.type == 'worker' && {_REPLICA_COUNT.replace('self', 'r')} > 0)",
-                "a chief (1 replica) or at least 1 worker replica is required: "
-                "the chief, else worker 0, is the master",
-                "FieldValueRequired",
-            )
+        master = (
+            "self.exists(r, r.type == 'chief') || "
+            "self.exists(r, r.type == 'worker' && r.replicas > 0)"
         )
-        # One rule for both types (each rule costs a server an evaluation per replica type on
-        # every write, status writes included); the message says which type failed.
-        out[_REPLICA].append(
-            Rule(
-                f"self.type == 'chief' ? {_REPLICA_COUNT} == 1 : "
-                f"(self.type != 'evaluator' || {_REPLICA_COUNT} <= 1)",
-                "chief must have exactly 1 replica: it is the master of the job",
-                field_path=".replicas",
-                message_expression="self.type == 'chief' ? "
-                "'chief must have exactly 1 replica: it is the master of the job' : "
-                "'evaluator may have at most 1 replica'",
-            )
+        master_message = (
+            "a chief (1 replica) or at least 1 worker replica is required: "
+            "the chief, else worker 0, is the master"
         )
     else:
-        out[_REPLICAS].append(
-            Rule(
-                "size(self) == 0 || self.exists(r, r.type == 'master')",
-                'a replica spec of type "master" with 1 replica is required',
-                "FieldValueRequired",
-            )
-        )
-        out[_REPLICA].append(
-            Rule(
-                f"self.type != 'master' || {_REPLICA_COUNT} == 1",
-                "master must have exactly 1 replica: it is the master of the job",
-                field_path=".replicas",
-            )
-        )
-    return {k: tuple(v) for k, v in out.items() if v}
-
-
-def _template_present() -> Rule:
-    """The replica's pod spec exists, so the main-container rule (on `containers`, which the
-    pod schema requires) runs. Reads two small objects: the replica and its template."""
+        master = "self.exists(r, r.type == 'master')"
+        master_message = 'a replica spec of type "master" with 1 replica is required'
+    has_master = f"size(self) == 0 || {master}"
     return Rule(
-        "has(self.template) && has(self.template.spec)",
-        "a pod template for the replicas is required",
+        f"({has_master}) && self.all(r, has(r.template) && has(r.template.spec))",
+        master_message,
         "FieldValueRequired",
-        field_path=".template",
-        message_expression="has(self.template) ? "
-        "'a pod template with spec.containers is required' : "
-        "'a pod template for the replicas is required'",
+        message_expression=_pick(
+            [
+                (has_master, master_message),
+                ("self.all(r, has(r.template))", "a pod template for the replicas is required"),
+            ],
+            "a pod template with spec.containers is required",
+        ),
+    )
+
+
+def _replica_counts(kind: str) -> Rule:
+    """The master type's count (TensorFlow: chief exactly 1, evaluator at most 1)."""
+    if kind == "TensorFlowTrainingJob":
+        chief = "chief must have exactly 1 replica: it is the master of the job"
+        return Rule(
+            "self.all(r, r.type == 'chief' ? r.replicas == 1 : "
+            "(r.type != 'evaluator' || r.replicas <= 1))",
+            chief,
+            message_expression=_pick(
+                [("self.all(r, r.type != 'chief' || r.replicas == 1)", chief)],
+                "evaluator may have at most 1 replica",
+            ),
+        )
+    return Rule(
+        "self.all(r, r.type != 'master' || r.replicas == 1)",
+        "master must have exactly 1 replica: it is the master of the job",
     )
 
 
 def _main_container(name: str) -> Rule:
-    """On `containers` itself, not on the replica: a server builds every property of an object
-    each time a rule reads one of its fields, so reaching `containers` from the replica read the
-    40-field PodSpec on every write, status writes included. `_template_present` and the pod
-    schema (`containers` required) keep the node there; container names are unique (a
-    list-map), so "one named X with an image" is "one named X" and "every X has an image"."""
+    """On `containers` itself, not on the list or the replica: reading `containers` through a
+    replica makes a server copy PodSpec's 40 property schemas per replica. Container names
+    are unique (a list-map), so "one named X with an image" is "one named X" and "every X has
+    an image"."""
     main = f"c.name == '{name}'"
     return Rule(
         f"self.exists(c, {main} && has(c.image) && size(c.image) > 0)",
@@ -219,82 +236,55 @@ def _main_container(name: str) -> Rule:
     )
 
 
-def _types_immutable() -> Rule:
-    return Rule(
-        "self.map(r, r.type) == oldSelf.map(r, r.type)",
-        _IMMUTABLE_TYPES,
-        "FieldValueForbidden",
-    )
-
-
-def _replica_fields_immutable(default_restart_policy: str) -> list[Rule]:
-    """Per replica type (list-map items pair up by `type`): count and restart policy.
-
-    Both sides are compared as defaulted: a job stored before a default existed (or while the
-    mutating webhook was down) must not count as changed when an UPDATE adds that default.
-    """
-    count = "(has({0}.replicas) ? {0}.replicas : 1)"
-    restart = f"(has({{0}}.restartPolicy) ? {{0}}.restartPolicy : '{default_restart_policy}')"
-    return [
-        Rule(
-            f"{count.format('self')} == {count.format('oldSelf')}",
-            _IMMUTABLE,
-            "FieldValueForbidden",
-            field_path=".replicas",
-        ),
-        Rule(
-            f"{restart.format('self')} == {restart.format('oldSelf')}",
-            _IMMUTABLE,
-            "FieldValueForbidden",
-            field_path=".restartPolicy",
-        ),
-    ]
-
-
-def _scheduler_immutable() -> Rule:
-    def present(root: str) -> str:
-        return f"(has({root}.scheduler) && has({root}.scheduler.t9kScheduler))"
-
-    return Rule(
-        f"{present('self')} == {present('oldSelf')} && (!{present('self')} || "
-        "self.scheduler.t9kScheduler == oldSelf.scheduler.t9kScheduler)",
-        _IMMUTABLE,
-        "FieldValueForbidden",
-        field_path=".scheduler",
-    )
-
-
-def _mode_type_rules() -> list[Rule]:
-    out = []
+def _mode_types() -> Rule:
+    """Every debug/resume spec names a replica type of the job; one rule for both lists."""
+    cases = []
     for section, key in (("debug", "replicaSpecs"), ("pause", "resumeSpecs")):
         specs = f"self.runMode.{section}.{key}"
-        out.append(
-            Rule(
-                f"!has(self.runMode) || !has(self.runMode.{section}) || !has({specs}) || "
-                f"({specs}.all(d, has(self.replicaSpecs) && "
-                "self.replicaSpecs.exists(r, r.type == d.type)))",
+        cases.append(
+            (
+                f"!has(self.runMode.{section}) || !has({specs}) || "
+                f"{specs}.all(d, has(self.replicaSpecs) && "
+                "self.replicaSpecs.exists(r, r.type == d.type))",
                 f"each {section} {key} type must be a replica type of this job",
-                "FieldValueInvalid",
-                field_path=f".runMode.{section}.{key}",
             )
         )
-    return out
+    ok = " && ".join(f"({c})" for c, _ in cases)
+    return Rule(
+        f"!has(self.runMode) || ({ok})",
+        cases[0][1],
+        field_path=".runMode",
+        message_expression=_pick(cases[:1], cases[1][1]),
+    )
 
 
-def _resume_specs_immutable() -> Rule:
-    def present(root: str) -> str:
+def _spec_immutable() -> Rule:
+    """The scheduler and the resume specs unchanged, added or removed included; one rule."""
+
+    def scheduler(root: str) -> str:
+        return f"(has({root}.scheduler) && has({root}.scheduler.t9kScheduler))"
+
+    def resume(root: str) -> str:
         specs = f"{root}.runMode.pause.resumeSpecs"
         return (
-            f"has({root}.runMode) && has({root}.runMode.pause) && has({specs}) && size({specs}) > 0"
+            f"(has({root}.runMode) && has({root}.runMode.pause) && has({specs}) && "
+            f"size({specs}) > 0)"
         )
 
-    return Rule(
-        f"({present('self')}) ? (({present('oldSelf')}) && "
+    same_scheduler = (
+        f"{scheduler('self')} == {scheduler('oldSelf')} && (!{scheduler('self')} || "
+        "self.scheduler.t9kScheduler == oldSelf.scheduler.t9kScheduler)"
+    )
+    same_resume = (
+        f"({resume('self')} ? ({resume('oldSelf')} && "
         "self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : "
-        f"!({present('oldSelf')})",
-        _IMMUTABLE_RESUME,
+        f"!{resume('oldSelf')})"
+    )
+    return Rule(
+        f"({same_scheduler}) && {same_resume}",
+        _IMMUTABLE,
         "FieldValueForbidden",
-        field_path=".runMode.pause.resumeSpecs",
+        message_expression=_pick([(same_scheduler, _IMMUTABLE)], _IMMUTABLE_RESUME),
     )
 
 
@@ -319,6 +309,21 @@ def _nodes(obj: Any, old: Any, location: Location) -> list[tuple[Path, Any, Any]
                 nxt.append((path.child(step), node[step], _MISSING if before is None else before))
         found = nxt
     return found
+
+
+def _with_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """`value` with the schema's `default`s filled in where a property is missing (a copy)."""
+    if isinstance(value, dict):
+        out = dict(value)
+        for name, sub in schema.get("properties", {}).items():
+            if name not in out and "default" in sub:
+                out[name] = copy.deepcopy(sub["default"])
+            if name in out:
+                out[name] = _with_defaults(sub, out[name])
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_with_defaults(schema["items"], item) for item in value]
+    return value
 
 
 def _pair(item: Any, old_list: Any) -> Any:
