@@ -151,9 +151,11 @@ def _pick(cases: list[tuple[str, str]], last: str) -> str:
 def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
     if kind not in schema_mod.KIND_REPLICA_TYPES:
         raise ValueError(f"unknown training-job kind {kind!r}")
-    frozen = Rule("self == oldSelf", _IMMUTABLE, "FieldValueForbidden")
+    frozen = _value_immutable(_IMMUTABLE)
     return {
         _SPEC: (_mode_types(), _spec_immutable()),
+        ("spec", "scheduler", "t9kScheduler"): (frozen,),
+        ("spec", "runMode", "pause", "resumeSpecs"): (_value_immutable(_IMMUTABLE_RESUME),),
         _REPLICAS: (
             _replicas_required(kind),
             _replica_counts(kind),
@@ -163,7 +165,7 @@ def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
                 "FieldValueForbidden",
             ),
         ),
-        # On the scalar itself: no field read at all (items pair up by `type` on a server).
+        # On the scalars themselves (items pair up by `type` on a server).
         (*_REPLICA, "replicas"): (frozen,),
         (*_REPLICA, "restartPolicy"): (frozen,),
         _CONTAINERS: (_main_container(schema_mod.MAIN_CONTAINERS[kind]),),
@@ -174,10 +176,7 @@ def _replicas_required(kind: str) -> Rule:
     """What the list must hold: the master type, and a pod template with a spec in every
     replica (the pod schema then requires `containers`, where `_main_container` runs)."""
     if kind == "TensorFlowTrainingJob":
-        master = (
-            "self.exists(r, r.type == 'chief') || "
-            "self.exists(r, r.type == 'worker' && r.replicas > 0)"
-        )
+        master = "self.exists(r, r.type == 'chief' || r.type == 'worker' && r.replicas > 0)"
         master_message = (
             "a chief (1 replica) or at least 1 worker replica is required: "
             "the chief, else worker 0, is the master"
@@ -244,8 +243,7 @@ def _mode_types() -> Rule:
         cases.append(
             (
                 f"!has(self.runMode.{section}) || !has({specs}) || "
-                f"{specs}.all(d, has(self.replicaSpecs) && "
-                "self.replicaSpecs.exists(r, r.type == d.type))",
+                f"{specs}.all(d, self.replicaSpecs.exists(r, r.type == d.type))",
                 f"each {section} {key} type must be a replica type of this job",
             )
         )
@@ -259,7 +257,10 @@ def _mode_types() -> Rule:
 
 
 def _spec_immutable() -> Rule:
-    """The scheduler and the resume specs unchanged, added or removed included; one rule."""
+    """The scheduler and the resume specs neither added nor removed (an empty `scheduler: {}`
+    or `resumeSpecs: []` counts as absent, as to the webhook); one rule. Their values, where
+    both objects have them, are compared by the rules on the nodes themselves
+    (`_value_immutable`), which a job without them never evaluates."""
 
     def scheduler(root: str) -> str:
         return f"(has({root}.scheduler) && has({root}.scheduler.t9kScheduler))"
@@ -271,21 +272,18 @@ def _spec_immutable() -> Rule:
             f"size({specs}) > 0)"
         )
 
-    same_scheduler = (
-        f"{scheduler('self')} == {scheduler('oldSelf')} && (!{scheduler('self')} || "
-        "self.scheduler.t9kScheduler == oldSelf.scheduler.t9kScheduler)"
-    )
-    same_resume = (
-        f"({resume('self')} ? ({resume('oldSelf')} && "
-        "self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : "
-        f"!{resume('oldSelf')})"
-    )
+    same_scheduler = f"{scheduler('self')} == {scheduler('oldSelf')}"
     return Rule(
-        f"({same_scheduler}) && {same_resume}",
+        f"{same_scheduler} && {resume('self')} == {resume('oldSelf')}",
         _IMMUTABLE,
         "FieldValueForbidden",
         message_expression=_pick([(same_scheduler, _IMMUTABLE)], _IMMUTABLE_RESUME),
     )
+
+
+def _value_immutable(message: str) -> Rule:
+    """On the node itself: no field read, and evaluated only where the node exists."""
+    return Rule("self == oldSelf", message, "FieldValueForbidden")
 
 
 # --- evaluation helpers -----------------------------------------------------------------------

@@ -442,8 +442,24 @@ ONE_TRANSITION_RULE_TWO_MESSAGES: dict[str, tuple[Job, Job, str, str]] = {
     "the queue changed": (
         tf(scheduler={"t9kScheduler": {"queue": "b"}}),
         tf(scheduler={"t9kScheduler": {"queue": "a"}}),
+        "spec.scheduler.t9kScheduler",
+        update.IMMUTABLE_DETAIL,
+    ),
+    "the scheduler removed": (
+        tf(),
+        tf(scheduler={"t9kScheduler": {"queue": "a"}}),
         "spec",
         update.IMMUTABLE_DETAIL,
+    ),
+    "resume specs changed": (
+        tf(
+            runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "worker", "args": ["b"]}]}}
+        ),
+        tf(
+            runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "worker", "args": ["a"]}]}}
+        ),
+        "spec.runMode.pause.resumeSpecs",
+        update.RESUME_IMMUTABLE_DETAIL,
     ),
     "resume specs added": (
         tf(runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "worker"}]}}),
