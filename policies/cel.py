@@ -8,23 +8,29 @@ minimum, maximum, pattern, maxItems, maxLength) are plain OpenAPI keywords in
 `policies.schema`; only rules across fields or over lists live here.
 
 Rules run on the stored object, i.e. after the mutating webhook and the schema defaults, so
-replica types are already lower case and `replicas` is set (the rules still guard with `has()`
-where a default may be missing). `tests/policies/test_cel.py` evaluates every rule with
-cel-python on the same fixtures as `policies.admit` and requires the same verdict.
+replica types are already lower case and `replicas`/`restartPolicy` are set: a server applies
+the schema's defaults to the request and to the old object it reads from etcd alike, and
+`evaluate` does the same. `tests/policies/test_cel.py` evaluates every rule with cel-python on
+the same fixtures as `policies.admit` and requires the same verdict, with the webhook's words.
 
 Cost: a real API server estimates each rule's worst case from the schema and refuses CRDs over
 budget. Lists a rule iterates carry `maxItems` (replicaSpecs and debug/resume specs: one entry
-per type) and the strings it compares carry `maxLength`; the resumeSpecs transition rule
-compares command/args lists bounded by `MAX_COMMAND_ITEMS` items of `MAX_ARG_LENGTH` bytes.
-The main-container rule iterates the pod's `containers`, which Kubernetes leaves unbounded, so
-the replica template bounds them (`schema.MAX_CONTAINERS`).
+per type) and the strings it compares carry `maxLength` (an enum has none: enum strings are
+compared, never concatenated); the resume-specs rule compares command/args lists bounded by
+`MAX_COMMAND_ITEMS` items of `MAX_ARG_LENGTH` bytes. The main-container rule iterates the pod's
+`containers`, which Kubernetes leaves unbounded, so the replica template bounds them
+(`schema.MAX_CONTAINERS`).
 
-Runtime cost: kube-apiserver evaluates every rule on every write of a job, status writes
-included (its status strategy validates the whole object, the unchanged spec too). A rule
-costs a program planning per evaluation, and every field it reads costs a copy of the schemas
-of all properties of the object read from; so rules sit on the smallest node that holds what
-they read (the main-container rule on `containers`, not on the replica), and two cases of one
-field are one rule whose `messageExpression` (run only on failure) says which case failed.
+Runtime cost (issue #19): kube-apiserver evaluates every rule on every write of a job, status
+writes included (its status strategy validates the whole object, the unchanged spec too). An
+evaluation plans the rule's whole program again (so a rule costs by its size, even where it
+short-circuits), and every field it reads copies the schemas of all properties of the object
+read from; the number of evaluations matters least. So: rules over the replicas sit on the
+list (planned once, not once per replica type), one per reason, cases told apart by a
+`messageExpression` (run only on failure); a transition rule comparing one field sits on that
+field (`self == oldSelf`, no read, evaluated only where both objects have it); the
+main-container rule sits on `containers` (read through a replica, `containers` would copy
+PodSpec's 40 property schemas per replica). Measured in docs/PERFORMANCE.md.
 
 Transition rules (`oldSelf`) keep what `policies.update` freezes where the comparison is cheap:
 replica types and their order, each type's `replicas` and `restartPolicy`, the scheduler, and
