@@ -113,7 +113,7 @@ def evaluate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
     server (it defaults the request and the old object it reads from etcd alike), so rules
     read defaulted fields (`replicas`, `restartPolicy`) without `has()`.
     """
-    schema = schema_mod.openapi_schema(kind)
+    schema = _schema(kind)
     obj = _with_defaults(schema, obj)
     old = None if old is None else _with_defaults(schema, old)
     errors: list[FieldError] = []
@@ -313,6 +313,12 @@ def _nodes(obj: Any, old: Any, location: Location) -> list[tuple[Path, Any, Any]
                 nxt.append((path.child(step), node[step], _MISSING if before is None else before))
         found = nxt
     return found
+
+
+@cache
+def _schema(kind: str) -> dict[str, Any]:
+    """The schema `evaluate` defaults by (one copy per kind; only read)."""
+    return schema_mod.openapi_schema(kind)
 
 
 def _with_defaults(schema: dict[str, Any], value: Any) -> Any:
