@@ -335,7 +335,7 @@ def test_every_rule_message_and_reason_is_what_the_python_rule_says() -> None:
     (python,) = [e for e in policies.admit(job).errors]
     (server,) = cel.evaluate("TensorFlowTrainingJob", policies.admit(job).obj)
     assert (server.type, server.detail) == (python.type, python.detail)
-    # Rules over the whole list (one evaluation per write, not one per replica type) cannot
+    # Rules over the whole list (planned once per write, not once per replica type) cannot
     # name the item: the path stops at the list, a prefix of the webhook's.
     assert (server.field, python.field) == ("spec.replicaSpecs", "spec.replicaSpecs[0].replicas")
 
@@ -414,7 +414,7 @@ def test_a_rule_with_two_cases_says_which_one_failed(obj: Job, field: str, messa
     assert [(e.field, e.detail) for e in errors] == [(field, message)]
 
 
-ONE_TRANSITION_RULE_TWO_MESSAGES: dict[str, tuple[Job, Job, str, str]] = {
+TRANSITION_CASES: dict[str, tuple[Job, Job, str, str]] = {
     "a type added": (
         tf(replica("worker", 2), replica("ps")),
         tf(replica("worker", 2)),
@@ -472,10 +472,10 @@ ONE_TRANSITION_RULE_TWO_MESSAGES: dict[str, tuple[Job, Job, str, str]] = {
 
 @pytest.mark.parametrize(
     ("obj", "old", "field", "message"),
-    ONE_TRANSITION_RULE_TWO_MESSAGES.values(),
-    ids=ONE_TRANSITION_RULE_TWO_MESSAGES.keys(),
+    TRANSITION_CASES.values(),
+    ids=TRANSITION_CASES.keys(),
 )
-def test_a_transition_rule_with_two_cases_says_which_one_failed(
+def test_each_transition_case_is_forbidden_with_the_webhooks_words_at_its_place(
     obj: Job, old: Job, field: str, message: str
 ) -> None:
     errors = cel.evaluate(obj["kind"], policies.admit(obj).obj, stored(old))
