@@ -8,23 +8,29 @@ minimum, maximum, pattern, maxItems, maxLength) are plain OpenAPI keywords in
 `policies.schema`; only rules across fields or over lists live here.
 
 Rules run on the stored object, i.e. after the mutating webhook and the schema defaults, so
-replica types are already lower case and `replicas` is set (the rules still guard with `has()`
-where a default may be missing). `tests/policies/test_cel.py` evaluates every rule with
-cel-python on the same fixtures as `policies.admit` and requires the same verdict.
+replica types are already lower case and `replicas`/`restartPolicy` are set: a server applies
+the schema's defaults to the request and to the old object it reads from etcd alike, and
+`evaluate` does the same. `tests/policies/test_cel.py` evaluates every rule with cel-python on
+the same fixtures as `policies.admit` and requires the same verdict, with the webhook's words.
 
 Cost: a real API server estimates each rule's worst case from the schema and refuses CRDs over
 budget. Lists a rule iterates carry `maxItems` (replicaSpecs and debug/resume specs: one entry
-per type) and the strings it compares carry `maxLength`; the resumeSpecs transition rule
-compares command/args lists bounded by `MAX_COMMAND_ITEMS` items of `MAX_ARG_LENGTH` bytes.
-The main-container rule iterates the pod's `containers`, which Kubernetes leaves unbounded, so
-the replica template bounds them (`schema.MAX_CONTAINERS`).
+per type) and the strings it compares carry `maxLength` (an enum has none: enum strings are
+compared, never concatenated); the resume-specs rule compares command/args lists bounded by
+`MAX_COMMAND_ITEMS` items of `MAX_ARG_LENGTH` bytes. The main-container rule iterates the pod's
+`containers`, which Kubernetes leaves unbounded, so the replica template bounds them
+(`schema.MAX_CONTAINERS`).
 
-Runtime cost: kube-apiserver evaluates every rule on every write of a job, status writes
-included (its status strategy validates the whole object, the unchanged spec too). A rule
-costs a program planning per evaluation, and every field it reads costs a copy of the schemas
-of all properties of the object read from; so rules sit on the smallest node that holds what
-they read (the main-container rule on `containers`, not on the replica), and two cases of one
-field are one rule whose `messageExpression` (run only on failure) says which case failed.
+Runtime cost (issue #19): kube-apiserver evaluates every rule on every write of a job, status
+writes included (its status strategy validates the whole object, the unchanged spec too). An
+evaluation plans the rule's whole program again (so a rule costs by its size, even where it
+short-circuits), and every field it reads copies the schemas of all properties of the object
+read from; the number of evaluations matters least. So: rules over the replicas sit on the
+list (planned once, not once per replica type), one per reason, cases told apart by a
+`messageExpression` (run only on failure); a transition rule comparing one field sits on that
+field (`self == oldSelf`, no read, evaluated only where both objects have it); the
+main-container rule sits on `containers` (read through a replica, `containers` would copy
+PodSpec's 40 property schemas per replica). Measured in docs/PERFORMANCE.md.
 
 Transition rules (`oldSelf`) keep what `policies.update` freezes where the comparison is cheap:
 replica types and their order, each type's `replicas` and `restartPolicy`, the scheduler, and
@@ -38,6 +44,7 @@ Not expressible here (webhook only): quantities (limits >= requests), the derive
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -45,8 +52,6 @@ from typing import Any
 from policies import schema as schema_mod
 from policies import update
 from policies.fieldpath import ErrorType, FieldError, Path
-from policies.tensorflow import TENSORFLOW
-from policies.xgboost import XGBOOST
 
 __all__ = ["Rule", "evaluate", "rules", "schema_with_rules"]
 
@@ -104,8 +109,13 @@ def evaluate(kind: str, obj: Any, old: Any = None) -> list[FieldError]:
     What an API server does with the CRD's rules, for tests and offline checks: a rule runs
     on every node of its location that exists (transition rules only where the old object
     has the node too; list-map items pair up by key). An evaluation error counts as a
-    failure, as it does on a server.
+    failure, as it does on a server. Both objects get the schema's defaults first, as on a
+    server (it defaults the request and the old object it reads from etcd alike), so rules
+    read defaulted fields (`replicas`, `restartPolicy`) without `has()`.
     """
+    schema = _schema(kind)
+    obj = _with_defaults(schema, obj)
+    old = None if old is None else _with_defaults(schema, old)
     errors: list[FieldError] = []
     for location, entries in rules(kind).items():
         for path, node, old_node in _nodes(obj, old, location):
@@ -124,89 +134,101 @@ _SPEC = ("spec",)
 _REPLICAS = ("spec", "replicaSpecs")
 _REPLICA = ("spec", "replicaSpecs", ITEMS)
 _CONTAINERS = (*_REPLICA, "template", "spec", "containers")
-_REPLICA_COUNT = "(has(self.replicas) ? self.replicas : 1)"
 # The webhook's own words (policies.update), so a cluster without the webhook says the same.
 _IMMUTABLE = update.IMMUTABLE_DETAIL
 _IMMUTABLE_RESUME = update.RESUME_IMMUTABLE_DETAIL
 _IMMUTABLE_TYPES = update.TYPES_IMMUTABLE_DETAIL
-_KIND_SPECS = {k.kind: k for k in (TENSORFLOW, XGBOOST)}
+
+
+def _quote(text: str) -> str:
+    """`text` as a CEL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _pick(cases: list[tuple[str, str]], last: str) -> str:
+    """A messageExpression: the message of the first failing case (`ok`, message), else `last`."""
+    out = _quote(last)
+    for ok, message in reversed(cases):
+        out = f"!({ok}) ? {_quote(message)} : {out}"
+    return out
 
 
 @cache
 def _rules(kind: str) -> dict[Location, tuple[Rule, ...]]:
     if kind not in schema_mod.KIND_REPLICA_TYPES:
         raise ValueError(f"unknown training-job kind {kind!r}")
-    main = schema_mod.MAIN_CONTAINERS[kind]
-    out: dict[Location, list[Rule]] = {
-        _SPEC: [*_mode_type_rules(), _resume_specs_immutable(), _scheduler_immutable()],
-        _REPLICAS: [_types_immutable()],
-        _REPLICA: [
-            _template_present(),
-            *_replica_fields_immutable(_KIND_SPECS[kind].default_restart_policy),
-        ],
-        _CONTAINERS: [_main_container(main)],
+    frozen = _value_immutable(_IMMUTABLE)
+    return {
+        _SPEC: (_mode_types(), _spec_immutable()),
+        ("spec", "scheduler", "t9kScheduler"): (frozen,),
+        ("spec", "runMode", "pause", "resumeSpecs"): (_value_immutable(_IMMUTABLE_RESUME),),
+        _REPLICAS: (
+            _replicas_required(kind),
+            _replica_counts(kind),
+            Rule(
+                "self.map(r, r.type) == oldSelf.map(r, r.type)",
+                _IMMUTABLE_TYPES,
+                "FieldValueForbidden",
+            ),
+        ),
+        # On the scalars themselves (items pair up by `type` on a server).
+        (*_REPLICA, "replicas"): (frozen,),
+        (*_REPLICA, "restartPolicy"): (frozen,),
+        _CONTAINERS: (_main_container(schema_mod.MAIN_CONTAINERS[kind]),),
     }
+
+
+def _replicas_required(kind: str) -> Rule:
+    """What the list must hold: the master type, and a pod template with a spec in every
+    replica (the pod schema then requires `containers`, where `_main_container` runs)."""
     if kind == "TensorFlowTrainingJob":
-        out[_REPLICAS].append(
-            Rule(
-                "size(self) == 0 || self.exists(r, r.type == 'chief') || "
-                f"self.exists(r, r.type == 'worker' && {_REPLICA_COUNT.replace('self', 'r')} > 0)",
-                "a chief (1 replica) or at least 1 worker replica is required: "
-                "the chief, else worker 0, is the master",
-                "FieldValueRequired",
-            )
-        )
-        # One rule for both types (each rule costs a server an evaluation per replica type on
-        # every write, status writes included); the message says which type failed.
-        out[_REPLICA].append(
-            Rule(
-                f"self.type == 'chief' ? {_REPLICA_COUNT} == 1 : "
-                f"(self.type != 'evaluator' || {_REPLICA_COUNT} <= 1)",
-                "chief must have exactly 1 replica: it is the master of the job",
-                field_path=".replicas",
-                message_expression="self.type == 'chief' ? "
-                "'chief must have exactly 1 replica: it is the master of the job' : "
-                "'evaluator may have at most 1 replica'",
-            )
+        master = "self.exists(r, r.type == 'chief' || r.type == 'worker' && r.replicas > 0)"
+        master_message = (
+            "a chief (1 replica) or at least 1 worker replica is required: "
+            "the chief, else worker 0, is the master"
         )
     else:
-        out[_REPLICAS].append(
-            Rule(
-                "size(self) == 0 || self.exists(r, r.type == 'master')",
-                'a replica spec of type "master" with 1 replica is required',
-                "FieldValueRequired",
-            )
-        )
-        out[_REPLICA].append(
-            Rule(
-                f"self.type != 'master' || {_REPLICA_COUNT} == 1",
-                "master must have exactly 1 replica: it is the master of the job",
-                field_path=".replicas",
-            )
-        )
-    return {k: tuple(v) for k, v in out.items() if v}
-
-
-def _template_present() -> Rule:
-    """The replica's pod spec exists, so the main-container rule (on `containers`, which the
-    pod schema requires) runs. Reads two small objects: the replica and its template."""
+        master = "self.exists(r, r.type == 'master')"
+        master_message = 'a replica spec of type "master" with 1 replica is required'
+    has_master = f"size(self) == 0 || {master}"
     return Rule(
-        "has(self.template) && has(self.template.spec)",
-        "a pod template for the replicas is required",
+        f"({has_master}) && self.all(r, has(r.template) && has(r.template.spec))",
+        master_message,
         "FieldValueRequired",
-        field_path=".template",
-        message_expression="has(self.template) ? "
-        "'a pod template with spec.containers is required' : "
-        "'a pod template for the replicas is required'",
+        message_expression=_pick(
+            [
+                (has_master, master_message),
+                ("self.all(r, has(r.template))", "a pod template for the replicas is required"),
+            ],
+            "a pod template with spec.containers is required",
+        ),
+    )
+
+
+def _replica_counts(kind: str) -> Rule:
+    """The master type's count (TensorFlow: chief exactly 1, evaluator at most 1)."""
+    if kind == "TensorFlowTrainingJob":
+        chief = "chief must have exactly 1 replica: it is the master of the job"
+        return Rule(
+            "self.all(r, r.type == 'chief' ? r.replicas == 1 : "
+            "(r.type != 'evaluator' || r.replicas <= 1))",
+            chief,
+            message_expression=_pick(
+                [("self.all(r, r.type != 'chief' || r.replicas == 1)", chief)],
+                "evaluator may have at most 1 replica",
+            ),
+        )
+    return Rule(
+        "self.all(r, r.type != 'master' || r.replicas == 1)",
+        "master must have exactly 1 replica: it is the master of the job",
     )
 
 
 def _main_container(name: str) -> Rule:
-    """On `containers` itself, not on the replica: a server builds every property of an object
-    each time a rule reads one of its fields, so reaching `containers` from the replica read the
-    40-field PodSpec on every write, status writes included. `_template_present` and the pod
-    schema (`containers` required) keep the node there; container names are unique (a
-    list-map), so "one named X with an image" is "one named X" and "every X has an image"."""
+    """On `containers` itself, not on the list or the replica: reading `containers` through a
+    replica makes a server copy PodSpec's 40 property schemas per replica. Container names
+    are unique (a list-map), so "one named X with an image" is "one named X" and "every X has
+    an image"."""
     main = f"c.name == '{name}'"
     return Rule(
         f"self.exists(c, {main} && has(c.image) && size(c.image) > 0)",
@@ -219,83 +241,55 @@ def _main_container(name: str) -> Rule:
     )
 
 
-def _types_immutable() -> Rule:
-    return Rule(
-        "self.map(r, r.type) == oldSelf.map(r, r.type)",
-        _IMMUTABLE_TYPES,
-        "FieldValueForbidden",
-    )
-
-
-def _replica_fields_immutable(default_restart_policy: str) -> list[Rule]:
-    """Per replica type (list-map items pair up by `type`): count and restart policy.
-
-    Both sides are compared as defaulted: a job stored before a default existed (or while the
-    mutating webhook was down) must not count as changed when an UPDATE adds that default.
-    """
-    count = "(has({0}.replicas) ? {0}.replicas : 1)"
-    restart = f"(has({{0}}.restartPolicy) ? {{0}}.restartPolicy : '{default_restart_policy}')"
-    return [
-        Rule(
-            f"{count.format('self')} == {count.format('oldSelf')}",
-            _IMMUTABLE,
-            "FieldValueForbidden",
-            field_path=".replicas",
-        ),
-        Rule(
-            f"{restart.format('self')} == {restart.format('oldSelf')}",
-            _IMMUTABLE,
-            "FieldValueForbidden",
-            field_path=".restartPolicy",
-        ),
-    ]
-
-
-def _scheduler_immutable() -> Rule:
-    def present(root: str) -> str:
-        return f"(has({root}.scheduler) && has({root}.scheduler.t9kScheduler))"
-
-    return Rule(
-        f"{present('self')} == {present('oldSelf')} && (!{present('self')} || "
-        "self.scheduler.t9kScheduler == oldSelf.scheduler.t9kScheduler)",
-        _IMMUTABLE,
-        "FieldValueForbidden",
-        field_path=".scheduler",
-    )
-
-
-def _mode_type_rules() -> list[Rule]:
-    out = []
+def _mode_types() -> Rule:
+    """Every debug/resume spec names a replica type of the job; one rule for both lists."""
+    cases = []
     for section, key in (("debug", "replicaSpecs"), ("pause", "resumeSpecs")):
         specs = f"self.runMode.{section}.{key}"
-        out.append(
-            Rule(
-                f"!has(self.runMode) || !has(self.runMode.{section}) || !has({specs}) || "
-                f"({specs}.all(d, has(self.replicaSpecs) && "
-                "self.replicaSpecs.exists(r, r.type == d.type)))",
+        cases.append(
+            (
+                f"!has(self.runMode.{section}) || !has({specs}) || "
+                f"{specs}.all(d, self.replicaSpecs.exists(r, r.type == d.type))",
                 f"each {section} {key} type must be a replica type of this job",
-                "FieldValueInvalid",
-                field_path=f".runMode.{section}.{key}",
             )
         )
-    return out
+    ok = " && ".join(f"({c})" for c, _ in cases)
+    return Rule(
+        f"!has(self.runMode) || ({ok})",
+        cases[0][1],
+        field_path=".runMode",
+        message_expression=_pick(cases[:1], cases[1][1]),
+    )
 
 
-def _resume_specs_immutable() -> Rule:
-    def present(root: str) -> str:
+def _spec_immutable() -> Rule:
+    """The scheduler and the resume specs neither added nor removed (an empty `scheduler: {}`
+    or `resumeSpecs: []` counts as absent, as to the webhook); one rule. Their values, where
+    both objects have them, are compared by the rules on the nodes themselves
+    (`_value_immutable`), which a job without them never evaluates."""
+
+    def scheduler(root: str) -> str:
+        return f"(has({root}.scheduler) && has({root}.scheduler.t9kScheduler))"
+
+    def resume(root: str) -> str:
         specs = f"{root}.runMode.pause.resumeSpecs"
         return (
-            f"has({root}.runMode) && has({root}.runMode.pause) && has({specs}) && size({specs}) > 0"
+            f"(has({root}.runMode) && has({root}.runMode.pause) && has({specs}) && "
+            f"size({specs}) > 0)"
         )
 
+    same_scheduler = f"{scheduler('self')} == {scheduler('oldSelf')}"
     return Rule(
-        f"({present('self')}) ? (({present('oldSelf')}) && "
-        "self.runMode.pause.resumeSpecs == oldSelf.runMode.pause.resumeSpecs) : "
-        f"!({present('oldSelf')})",
-        _IMMUTABLE_RESUME,
+        f"{same_scheduler} && {resume('self')} == {resume('oldSelf')}",
+        _IMMUTABLE,
         "FieldValueForbidden",
-        field_path=".runMode.pause.resumeSpecs",
+        message_expression=_pick([(same_scheduler, _IMMUTABLE)], _IMMUTABLE_RESUME),
     )
+
+
+def _value_immutable(message: str) -> Rule:
+    """On the node itself: no field read, and evaluated only where the node exists."""
+    return Rule("self == oldSelf", message, "FieldValueForbidden")
 
 
 # --- evaluation helpers -----------------------------------------------------------------------
@@ -319,6 +313,27 @@ def _nodes(obj: Any, old: Any, location: Location) -> list[tuple[Path, Any, Any]
                 nxt.append((path.child(step), node[step], _MISSING if before is None else before))
         found = nxt
     return found
+
+
+@cache
+def _schema(kind: str) -> dict[str, Any]:
+    """The schema `evaluate` defaults by (one copy per kind; only read)."""
+    return schema_mod.openapi_schema(kind)
+
+
+def _with_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """`value` with the schema's `default`s filled in where a property is missing (a copy)."""
+    if isinstance(value, dict):
+        out = dict(value)
+        for name, sub in schema.get("properties", {}).items():
+            if name not in out and "default" in sub:
+                out[name] = copy.deepcopy(sub["default"])
+            if name in out:
+                out[name] = _with_defaults(sub, out[name])
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_with_defaults(schema["items"], item) for item in value]
+    return value
 
 
 def _pair(item: Any, old_list: Any) -> Any:

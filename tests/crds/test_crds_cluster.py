@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from policies import update
 from tests.support.cluster import Cluster
 
 pytestmark = [
@@ -84,8 +85,12 @@ def test_cel_rules_refuse_a_chief_with_two_replicas(
     job["spec"]["replicaSpecs"][0]["replicas"] = 2
     done = create(cluster, namespace, job)
     assert done.returncode != 0
-    assert "spec.replicaSpecs[0].replicas" in done.stderr
-    assert "chief must have exactly 1 replica" in done.stderr
+    # One rule over the list (one evaluation per write, not one per replica type): its path
+    # is the list's.
+    assert (
+        'spec.replicaSpecs: Invalid value: "array": '
+        "chief must have exactly 1 replica: it is the master of the job"
+    ) in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -93,22 +98,22 @@ def test_cel_rules_refuse_a_chief_with_two_replicas(
     [
         (
             lambda r: r["template"]["spec"]["containers"][0].update(image=""),
-            "spec.replicaSpecs[0].template.spec.containers",
+            "spec.replicaSpecs[0].template.spec.containers: Required value: ",
             'the "tensorflow" container needs an image',
         ),
         (
             lambda r: r["template"]["spec"]["containers"][0].update(name="main"),
-            "spec.replicaSpecs[0].template.spec.containers",
+            "spec.replicaSpecs[0].template.spec.containers: Required value: ",
             'a container named "tensorflow" runs the training',
         ),
         (
             lambda r: r.pop("template"),
-            "spec.replicaSpecs[0].template",
+            "spec.replicaSpecs: Required value: ",
             "a pod template for the replicas is required",
         ),
         (
             lambda r: r.update(template={"metadata": {"labels": {"a": "b"}}}),
-            "spec.replicaSpecs[0].template",
+            "spec.replicaSpecs: Required value: ",
             "a pod template with spec.containers is required",
         ),
     ],
@@ -121,8 +126,7 @@ def test_cel_rules_say_which_case_of_the_pod_template_rules_failed(
     change(job["spec"]["replicaSpecs"][0])
     done = create(cluster, namespace, job)
     assert done.returncode != 0
-    assert field in done.stderr
-    assert message in done.stderr
+    assert field + message in done.stderr
 
 
 def test_cel_rules_refuse_an_xgboost_job_without_a_master(
@@ -149,16 +153,14 @@ def test_the_server_defaults_and_keeps_resume_specs_and_replica_counts_immutable
         cluster, "patch", "-n", namespace, "tfj/pausable", "--type=merge", "-p", json.dumps(add)
     )
     assert done.returncode != 0
-    assert "spec.runMode.pause.resumeSpecs" in done.stderr
-    assert "field is immutable" in done.stderr
+    assert f"spec: Forbidden: {update.RESUME_IMMUTABLE_DETAIL}" in done.stderr
 
     scale = [{"op": "replace", "path": "/spec/replicaSpecs/0/replicas", "value": 8}]
     done = kubectl(
         cluster, "patch", "-n", namespace, "tfj/pausable", "--type=json", "-p", json.dumps(scale)
     )
     assert done.returncode != 0
-    assert "spec.replicaSpecs[0].replicas" in done.stderr
-    assert "field is immutable after creation" in done.stderr
+    assert f"spec.replicaSpecs[0].replicas: Forbidden: {update.IMMUTABLE_DETAIL}" in done.stderr
 
     toggle = {"spec": {"runMode": {"pause": {"enabled": True}}}}
     done = kubectl(

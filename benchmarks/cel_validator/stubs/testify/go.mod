@@ -1,0 +1,1 @@
+module github.com/go-openapi/testify/v2
