@@ -21,8 +21,8 @@ Limits (documented in docs/WEBHOOK.md):
   within `lane_timeout` seconds (the API server gives up after the webhook's timeoutSeconds,
   5 s in deploy/) gets 503;
 - aiohttp's read buffer per connection is 16 KiB (`webhook.server.READ_BUFSIZE`, not its 256
-  KiB default), and a body is held only by the handler reading it (`_collect`), never cached
-  on the request object a keep-alive connection keeps until its next request; what a
+  KiB default), and a body is held only by the handler reading it (`_buffered`, `_collect`),
+  never cached on the request object a keep-alive connection keeps until its next request; what a
   connection still costs (TLS buffers) is bounded by `webhook.server`'s connection limit;
 - body read: `body_timeout` seconds after the headers arrived — a client trickling its body
   gets 408 and the connection is closed;
