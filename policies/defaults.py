@@ -67,9 +67,6 @@ class _Ops:
         self.items: list[Op] = []
         self.write = write
 
-    def append(self, op: Op) -> None:
-        self.items.append(op)
-
 
 def _defaults(kind: KindSpec, obj: dict[str, Any], ops: _Ops) -> list[Op]:
     spec = obj.get("spec")
@@ -134,7 +131,7 @@ def _copy_iterative(value: Any) -> Any:
 def _set(container: dict[str, Any], key: str, value: Any, at: str, ops: _Ops) -> None:
     """Record `container[key] = value` as `add` (new key) or `replace` (e.g. of a null)."""
     op = "replace" if key in container else "add"
-    ops.append({"op": op, "path": f"{at}/{key}", "value": value})
+    ops.items.append({"op": op, "path": f"{at}/{key}", "value": value})
     if ops.write:
         container[key] = copy_json(value)  # the patch and the object share nothing
 
@@ -168,7 +165,7 @@ def _default_port(kind: KindSpec, container: dict[str, Any], at: str, ops: _Ops)
         isinstance(p, dict) and p.get("name") == kind.port_name for p in ports
     ):
         port = {"name": kind.port_name, "containerPort": kind.default_port, "protocol": "TCP"}
-        ops.append({"op": "add", "path": f"{at}/ports/-", "value": port})
+        ops.items.append({"op": "add", "path": f"{at}/ports/-", "value": port})
         if ops.write:
             ports.append(dict(port))
 

@@ -21,30 +21,21 @@ from typing import Any
 from policies.fieldpath import FieldError, Path, invalid, required
 from policies.quantity import QuantityError, parse_quantity
 
-__all__ = ["validate_pod_resources", "validate_resources"]
-
-_CONTAINER_LISTS = ("initContainers", "containers")
+__all__ = ["container_resources", "container_resources_ok", "validate_resources"]
 
 
-def validate_pod_resources(
-    pod_spec: dict[str, Any], pod_path: Callable[[], Path]
+def container_resources_ok(resources: dict[str, Any]) -> bool:
+    """Whether one container's `resources` has no error: the fast path of every admission,
+    which builds no field path (`container_resources` names the errors when there are some)."""
+    return not _check(resources, _NO_PATH)
+
+
+def container_resources(
+    resources: dict[str, Any], pod_path: Path, list_name: str, index: int
 ) -> list[FieldError]:
-    """Resource errors of every container and init container of a pod spec.
-
-    `pod_path()` gives the pod spec's path; it is called only when there is an error to report,
-    since building paths would dominate the cost of checking a valid job.
-    """
-    errors: list[FieldError] = []
-    for list_name in _CONTAINER_LISTS:
-        containers = pod_spec.get(list_name)
-        if not isinstance(containers, list):
-            continue
-        for i, container in enumerate(containers):
-            if isinstance(container, dict):
-                resources = container.get("resources")
-                if isinstance(resources, dict) and resources:
-                    errors.extend(_validate_resources(resources, pod_path, list_name, i))
-    return errors
+    """The errors of one container's `resources`; `pod_path` is its pod spec's path."""
+    container = pod_path.child(list_name).index(index).child("resources")
+    return _check(resources, lambda section, name: container.child(section).key(name))
 
 
 def validate_resources(resources: Any, path: Path) -> list[FieldError]:
@@ -54,15 +45,12 @@ def validate_resources(resources: Any, path: Path) -> list[FieldError]:
     return _check(resources, lambda section, name: path.child(section).key(name))
 
 
-def _validate_resources(
-    resources: dict[str, Any], pod_path: Callable[[], Path], list_name: str, index: int
-) -> list[FieldError]:
-    """One container's resources; paths are built only for errors (this runs per container)."""
+def _no_path(section: str, name: str) -> Path:
+    return _ROOT
 
-    def at(section: str, name: str) -> Path:
-        return pod_path().child(list_name).index(index).child("resources", section).key(name)
 
-    return _check(resources, at)
+_ROOT = Path()
+_NO_PATH = _no_path
 
 
 def _check(resources: dict[str, Any], at: Callable[[str, str], Path]) -> list[FieldError]:

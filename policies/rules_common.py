@@ -22,7 +22,7 @@ from policies.fieldpath import (
     required,
 )
 from policies.kinds import KindSpec, Replica
-from policies.resources import validate_pod_resources, validate_resources
+from policies.resources import container_resources, container_resources_ok, validate_resources
 
 __all__ = [
     "CLEAN_UP_POLICIES",
@@ -64,6 +64,7 @@ _DNS1123_SUBDOMAIN_HELP = (
     "and must start and end with an alphanumeric character"
 )
 
+_CONTAINER_LISTS = ("initContainers", "containers")
 _SPEC = Path.of("spec")
 _REPLICA_SPECS = _SPEC.child("replicaSpecs")
 _NAME = Path.of("metadata", "name")
@@ -280,52 +281,49 @@ def _validate_template(kind: KindSpec, item: dict[str, Any], i: int) -> list[Fie
         ]
     if not isinstance(containers, list):
         return []
-    errors = _validate_container_names(pod_spec, i)
-    main = None
-    for j, container in enumerate(containers):
-        if isinstance(container, dict) and container.get("name") == kind.main_container:
-            main = j
-            if container.get("image") is None or container.get("image") == "":
-                errors.append(
-                    required(_at(i, "template", "spec", "containers").index(j).child("image"))
-                )
-            break
+    # One pass over the containers for names, the main container and resources (this runs
+    # for every replica spec of every admission); errors keep that order.
+    names: list[FieldError] = []
+    found: list[FieldError] = []
+    problems: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    main: int | None = None
+    for list_name in _CONTAINER_LISTS:
+        group = containers if list_name == "containers" else pod_spec.get(list_name)
+        if not isinstance(group, list):
+            continue
+        for j, container in enumerate(group):
+            if not isinstance(container, dict):
+                continue
+            name = container.get("name")
+            if name is None or name == "":
+                names.append(required(_at(i, "template", "spec", list_name).index(j).child("name")))
+            elif isinstance(name, str):
+                if name in seen:
+                    path = _at(i, "template", "spec", list_name).index(j).child("name")
+                    names.append(duplicate(path, name))
+                seen.add(name)
+            if main is None and list_name == "containers" and name == kind.main_container:
+                main = j
+                image = container.get("image")
+                if image is None or image == "":
+                    path = _at(i, "template", "spec", "containers").index(j).child("image")
+                    found.append(required(path))
+            resources = container.get("resources")
+            if isinstance(resources, dict) and resources and not container_resources_ok(resources):
+                problems.append((list_name, j))
     if main is None:
-        errors.append(
+        found.append(
             required(
                 _at(i, "template", "spec", "containers"),
                 f'a container named "{kind.main_container}" runs the training',
             )
         )
-    errors.extend(validate_pod_resources(pod_spec, lambda: _at(i, "template", "spec")))
-    return errors
-
-
-def _validate_container_names(pod_spec: dict[str, Any], i: int) -> list[FieldError]:
-    """Every container and init container is named, and no name is used twice in the pod."""
-    errors: list[FieldError] = []
-    seen: set[str] = set()
-    for list_name in ("initContainers", "containers"):
-        containers = pod_spec.get(list_name)
-        if not isinstance(containers, list):
-            continue
-        for j, container in enumerate(containers):
-            if not isinstance(container, dict):
-                continue
-            name = container.get("name")
-            if name is None or name == "":
-                errors.append(
-                    required(_at(i, "template", "spec", list_name).index(j).child("name"))
-                )
-            elif isinstance(name, str):
-                if name in seen:
-                    errors.append(
-                        duplicate(
-                            _at(i, "template", "spec", list_name).index(j).child("name"), name
-                        )
-                    )
-                seen.add(name)
-    return errors
+    for list_name, j in problems:
+        group = containers if list_name == "containers" else pod_spec["initContainers"]
+        pod_path = _at(i, "template", "spec")
+        found.extend(container_resources(group[j]["resources"], pod_path, list_name, j))
+    return names + found
 
 
 def _at(i: int, *names: str) -> Path:

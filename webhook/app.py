@@ -21,8 +21,8 @@ Limits (documented in docs/WEBHOOK.md):
   within `lane_timeout` seconds (the API server gives up after the webhook's timeoutSeconds,
   5 s in deploy/) gets 503;
 - aiohttp's read buffer per connection is 16 KiB (`webhook.server.READ_BUFSIZE`, not its 256
-  KiB default), and a body is held only by the handler reading it (`_collect`), never cached
-  on the request object a keep-alive connection keeps until its next request; what a
+  KiB default), and a body is held only by the handler reading it (`_buffered`, `_collect`),
+  never cached on the request object a keep-alive connection keeps until its next request; what a
   connection still costs (TLS buffers) is bounded by `webhook.server`'s connection limit;
 - body read: `body_timeout` seconds after the headers arrived — a client trickling its body
   gets 408 and the connection is closed;
@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import orjson
-from aiohttp import web
+from aiohttp import StreamReader, web
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import generate_latest
 
@@ -174,7 +174,11 @@ def _admission_handler(
         length = request.content_length
         try:
             if length is not None and length <= settings.large_body_bytes:
-                body = await _read_body(request, settings)
+                content = request.content
+                if content.is_eof():  # the usual case: the body came with the headers
+                    body = _buffered(content, settings)
+                else:
+                    body = await _read_body(request, settings)
                 answer = _answer(endpoint, body, settings)
             else:
                 answer = await _large(request, endpoint, settings, lanes)
@@ -212,7 +216,7 @@ async def _large(
         lanes.semaphore.release()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Answer:
     body: bytes
     kind: str
@@ -230,8 +234,8 @@ class _Refused(Exception):
 
 async def _read_body(request: web.Request, settings: Settings) -> bytes:
     try:
-        if request.content.is_eof():  # the usual case: the body came with the headers
-            return await request.read()
+        if request.content.is_eof():
+            return _buffered(request.content, settings)
         async with asyncio.timeout(settings.body_timeout):
             return await _collect(request, settings.max_body_bytes)
     except TimeoutError:
@@ -241,6 +245,15 @@ async def _read_body(request: web.Request, settings: Settings) -> bytes:
         raise _Refused("too_large", _plain(413, _too_large(settings), True)) from None
     except ConnectionResetError:  # the client went away mid-body: nobody to answer, no error
         raise _Refused("client_gone", _plain(400, "connection closed mid-body", True)) from None
+
+
+def _buffered(content: StreamReader, settings: Settings) -> bytes:
+    """A body that has arrived whole, taken from aiohttp's buffer without awaiting (and, as
+    with `_collect`, without keeping it on the request)."""
+    body = content.read_nowait()
+    if len(body) > settings.max_body_bytes:  # a chunked or compressed body of unknown length
+        raise _Refused("too_large", _plain(413, _too_large(settings), True))
+    return body
 
 
 async def _collect(request: web.Request, limit: int) -> bytes:

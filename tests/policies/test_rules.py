@@ -732,3 +732,28 @@ def test_a_job_with_a_tensorboard_leaves_room_for_its_tensorboard_name() -> None
         "(-tensorboard) must fit in 63"
     )
     assert policies.admit(tf_job(replica("worker", 2), name="a" * 52)).errors == []
+
+
+def test_a_pod_templates_errors_come_names_first_then_main_container_then_resources() -> None:
+    # The denial message lists errors in this order; the rules walk the containers once.
+    pod = {
+        "initContainers": [
+            container("prepare", "busybox", requests={"cpu": "2"}, limits={"cpu": "1"}),
+            {"image": "busybox"},
+        ],
+        "containers": [
+            container("prepare", "busybox", limits={"memory": "lots"}),
+            {"name": "tensorflow", "resources": {"requests": {"nvidia.com/gpu": "1"}}},
+        ],
+    }
+    job = tf_job(replica("chief", containers=[]))
+    job["spec"]["replicaSpecs"][0]["template"]["spec"] = pod
+    spec = f"{RS}[0].template.spec"
+    assert [(e.type.value, e.field) for e in policies.admit(job).errors] == [
+        ("Required", f"{spec}.initContainers[1].name"),
+        ("Duplicate", f"{spec}.containers[0].name"),
+        ("Required", f"{spec}.containers[1].image"),
+        ("Invalid", f"{spec}.initContainers[0].resources.limits.cpu"),
+        ("Invalid", f"{spec}.containers[0].resources.limits.memory"),
+        ("Required", f"{spec}.containers[1].resources.limits[nvidia.com/gpu]"),
+    ]

@@ -216,3 +216,32 @@ async def test_a_client_that_never_starts_tls_is_disconnected(strict_server: Run
 async def _still_serving(webhook: Webhook) -> None:
     status, body = await webhook.post("/validate", review(example("tensorflow-mnist")))
     assert status == 200 and isinstance(body, dict)
+
+
+async def test_a_chunked_body_over_the_limit_gets_413_even_when_it_arrived_whole(
+    cert_dir: Path, client_context: ssl.SSLContext
+) -> None:
+    # No Content-Length: the size is known only once the body is in; sent in one write, it is
+    # usually whole in aiohttp's buffer when the handler starts (taken without a read loop).
+    settings = Settings(max_body_bytes=1000)
+    server = await start(
+        ServerConfig(cert_dir=cert_dir, host="127.0.0.1", port=0, settings=settings)
+    )
+    try:
+        reader, writer = await _tls_connect(server, client_context)
+        chunk = b"x" * 1500
+        writer.write(
+            b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+            + f"{len(chunk):x}\r\n".encode()
+            + chunk
+            + b"\r\n0\r\n\r\n"
+        )
+        await writer.drain()
+        answer = await _read_until_closed(reader)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 413 ")
+        assert b"larger than the limit of 1000 bytes" in answer
+        assert _counted(server) == {"too_large": 1.0, "observed": 1.0}
+    finally:
+        await server.close()
