@@ -237,6 +237,11 @@ def _replica_type(types: tuple[str, ...], description: str) -> Schema:
 
 
 def _status() -> Schema:
+    # `conditions` and `tasks` are atomic lists (as training-operator's CRDs have them): one
+    # writer, the controller, replaces the whole status, so per-item ownership buys nothing,
+    # while kube-apiserver would keep a field set of every condition's and every task's fields
+    # in managedFields and walk it on every status write (a quarter to a third of the server's
+    # time per status write, docs/PERFORMANCE.md).
     return _obj(
         "The observed state of the job, written by the controller.",
         phase=_enum("The job's phase.", JOB_PHASES),
@@ -253,7 +258,7 @@ def _status() -> Schema:
                 lastTransitionTime=_time("When the condition last changed status."),
                 lastUpdateTime=_time("When the condition was last updated."),
             ),
-            map_keys=("type",),
+            atomic=True,
         ),
         tasks=_list(
             "The replicas of each type and their pods.",
@@ -286,7 +291,7 @@ def _status() -> Schema:
                     ),
                 ),
             ),
-            map_keys=("type",),
+            atomic=True,
         ),
         aggregate={
             "description": "How many replicas are in each phase.",
