@@ -210,10 +210,11 @@ async def serve(config: ServerConfig, *, companion: Companion | None = None) -> 
             return
     running = await start(config, readiness=readiness)
     log.info(
-        "webhook listening on https://%s:%d (certificate serial %x)",
+        "webhook listening on https://%s:%d (certificate serial %x, event loop %s)",
         config.host,
         running.port,
         running.tls.serial,
+        type(loop).__module__.split(".")[0],
     )
     side = asyncio.create_task(companion.run(readiness)) if companion else None
     try:
@@ -245,5 +246,9 @@ async def _until_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) -
 
 
 def run(config: ServerConfig, *, companion: Companion | None = None) -> int:
-    asyncio.run(serve(config, companion=companion))
+    """The `trainops webhook` process: on uvloop, whose event loop and TLS transport cost
+    14–17 µs less CPU per admission request than asyncio's (docs/WEBHOOK.md)."""
+    import uvloop  # only this process needs it
+
+    uvloop.run(serve(config, companion=companion))
     return 0

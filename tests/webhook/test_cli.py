@@ -39,7 +39,8 @@ def certs(tmp_path: Path) -> Path:
 
 
 def _start(certs: Path, *extra: str) -> tuple[subprocess.Popen[str], int]:
-    """Start the webhook on port 0 and read the bound port from its start-up log line."""
+    """Start the webhook on port 0 and read the bound port from its start-up log line (which
+    also names the event loop: the command serves on uvloop)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -63,6 +64,7 @@ def _start(certs: Path, *extra: str) -> tuple[subprocess.Popen[str], int]:
     for line in proc.stderr:  # ends if the process exits before listening
         seen.append(line)
         if m := re.search(r"listening on https://127\.0\.0\.1:(\d+)", line):
+            assert "event loop uvloop" in line, line
             return proc, int(m.group(1))
     proc.wait(timeout=10)
     raise AssertionError("webhook did not start:\n" + "".join(seen))
