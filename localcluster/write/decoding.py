@@ -13,7 +13,7 @@ from localcluster.api import apierrors
 from localcluster.api.jsonyaml import YAMLError, load_yaml
 from localcluster.api.types import ApiError, ResourceInfo
 
-__all__ = ["as_object", "check_body_namespace", "check_type", "decode_apply"]
+__all__ = ["as_object", "check_body_namespace", "check_type", "decode_apply", "go_json_kind"]
 
 # ObjectMeta fields and the JSON types the Go decoder accepts for them.
 _META_TYPES: dict[str, tuple[type, str]] = {
@@ -41,14 +41,14 @@ def as_object(body: Any, kind: str = "object") -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise _undecodable(
             kind,
-            f"json: cannot unmarshal {_json_type(meta)} into Go struct field {kind}.metadata of type v1.ObjectMeta",
+            f"json: cannot unmarshal {go_json_kind(meta)} into Go struct field {kind}.metadata of type v1.ObjectMeta",
         )
     for name, (_, go_type) in _META_TYPES.items():
         value = meta.get(name)
         if value is not None and not _meta_value_ok(name, value):
             raise _undecodable(
                 kind,
-                f"json: cannot unmarshal {_json_type(value)} into Go struct field "
+                f"json: cannot unmarshal {go_json_kind(value)} into Go struct field "
                 f"ObjectMeta.metadata.{name} of type {go_type}",
             )
     return body
@@ -65,7 +65,8 @@ def _meta_value_ok(name: str, value: Any) -> bool:
     return True
 
 
-def _json_type(value: Any) -> str:
+def go_json_kind(value: Any) -> str:
+    """What Go's encoding/json calls a JSON value in "cannot unmarshal X into ..." errors."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -74,7 +75,7 @@ def _json_type(value: Any) -> str:
         return "string"
     if isinstance(value, list):
         return "array"
-    return "object"
+    return "object" if isinstance(value, dict) else "null"
 
 
 def check_type(info: ResourceInfo, obj: dict[str, Any]) -> None:

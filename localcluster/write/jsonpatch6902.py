@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 from localcluster.api.jsonyaml import load_json
+from localcluster.write.decoding import go_json_kind
 
 __all__ = [
     "MAX_OPERATIONS",
@@ -48,18 +49,6 @@ class PatchFailed(ValueError):
     """An operation does not apply; the message says why (kube-apiserver does not tell)."""
 
 
-def _go_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "null"
-
-
 def decode(body: bytes, *, strict: bool = True) -> tuple[list[Any], list[str]]:
     """The operations of `body` and its strict-decoding errors (`unknown field "[0].x"`,
     `duplicate field "[0].op"`, in body order). `strict` (fieldValidation Strict or Warn)
@@ -78,14 +67,14 @@ def decode(body: bytes, *, strict: bool = True) -> tuple[list[Any], list[str]]:
     if not strict:
         if ops is not None and not isinstance(ops, list):
             raise DecodeError(
-                f"json: cannot unmarshal {_go_kind(ops)} into Go value of type jsonpatch.Patch"
+                f"json: cannot unmarshal {go_json_kind(ops)} into Go value of type jsonpatch.Patch"
             )
         return ops or [], []
     if ops is None:
         return [], []
     if not isinstance(ops, list):
         raise DecodeError(
-            f"json: cannot unmarshal {_go_kind(ops)} into Go value of type []handlers.jsonPatchOp"
+            f"json: cannot unmarshal {go_json_kind(ops)} into Go value of type []handlers.jsonPatchOp"
         )
     errors: list[str] = []
     type_error = ""
@@ -94,7 +83,7 @@ def decode(body: bytes, *, strict: bool = True) -> tuple[list[Any], list[str]]:
             continue
         if not isinstance(op, dict):
             type_error = type_error or (
-                f"json: cannot unmarshal {_go_kind(op)} into Go value of type handlers.jsonPatchOp"
+                f"json: cannot unmarshal {go_json_kind(op)} into Go value of type handlers.jsonPatchOp"
             )
             continue
         seen: set[str] = set()
@@ -108,7 +97,7 @@ def decode(body: bytes, *, strict: bool = True) -> tuple[list[Any], list[str]]:
             value = op.get(key)
             if value is not None and not isinstance(value, str):
                 type_error = type_error or (
-                    f"json: cannot unmarshal {_go_kind(value)} into Go struct field "
+                    f"json: cannot unmarshal {go_json_kind(value)} into Go struct field "
                     f"jsonPatchOp.{key} of type string"
                 )
     if type_error:

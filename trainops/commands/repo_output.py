@@ -8,6 +8,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from localcluster.http.cells import human_duration
+
 __all__ = ["COLUMNS", "age", "describe", "print_objects", "table", "without_managed_fields"]
 
 COLUMNS = ("NAMESPACE", "NAME", "SYNC", "HEALTH", "REVISION", "AGE", "REPO")
@@ -50,31 +52,7 @@ def age(timestamp: Any, now: datetime) -> str:
         return "<unknown>"
     if then.tzinfo is None:
         then = then.replace(tzinfo=UTC)
-    seconds = int((now - then).total_seconds())
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
-    return f"{hours // 24 // 365}y"
+    return human_duration((now - then).total_seconds())
 
 
 def print_objects(doc: Any, output: str, *, show_managed_fields: bool = False) -> None:
