@@ -2,18 +2,40 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
 import pytest
+import uvloop
 
 from certs import pki
 from webhook.app import Settings
 from webhook.server import RunningServer, ServerConfig, start
+
+_ON_BOTH_LOOPS = {
+    "test_cert_reload.py",
+    "test_admission_over_tls.py",
+    "test_bad_input.py",
+    "test_large_reviews.py",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]] | None:
+    """The server's tests over TLS run on asyncio's loop and on uvloop's, which `trainops
+    webhook` serves on: a certificate reload hands each handshake over in the front context's
+    `sni_callback`, and the body limits read from aiohttp's buffer, which both loops'
+    transports must honour."""
+    if item.path.name not in _ON_BOTH_LOOPS:
+        return None
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture(scope="session")
