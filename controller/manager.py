@@ -9,7 +9,10 @@ its traceback, restarted with back-off and shown by `/readyz`):
   by their controlling owner's uid). The Manager's caches: in `trainops up` GitOps reads the
   very same job informers. Every replica; standbys keep warm caches, so a new leader starts at
   once;
-- a job event enqueues the job's key; a child's event enqueues its owner's key;
+- a job event enqueues the job's key; a child's event enqueues its owner's key — at once when
+  it may decide the job (a pod finished or failed, a child deleted), after
+  `CHILD_BATCH_SECONDS` when it is progress (a pod created, Pending or Running), so the events
+  of one moment share one reconcile and one status write;
 - one informer on ResourceQuotas (every namespace): any change to a namespace's quota (raised,
   removed, or its `used` recomputed after pods went away) may let a refused create through,
   so it enqueues that namespace's jobs whose ReplicaFailure says FailedCreate at once, instead
@@ -119,8 +122,9 @@ class Controller:
         )
         for kind, informer in self.jobs.items():
             informer.add_handler(self._on_job(kind))
-        for informer in (self.children.pods, self.children.services, self.children.deployments):
-            informer.add_handler(self._on_child)
+        self.children.pods.add_handler(self._on_child("Pod"))
+        self.children.services.add_handler(self._on_child("Service"))
+        self.children.deployments.add_handler(self._on_child("Deployment"))
         self.quotas.add_handler(self._on_quota)
         self.metrics.jobs_by_phase(self._phase_counts)
         self.metrics.queue_length(lambda: len(self.queue))
@@ -178,11 +182,16 @@ class Controller:
 
         return handler
 
-    def _on_child(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        meta = obj.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") in JOB_RESOURCES:
-                self.queue.add(job_key(ref["kind"], meta.get("namespace", ""), ref["name"]))
+    def _on_child(self, kind: str) -> Any:
+        def handler(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            meta = obj.get("metadata") or {}
+            delay = child_event_delay(kind, event_type, obj)
+            for ref in meta.get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") in JOB_RESOURCES:
+                    key = job_key(ref["kind"], meta.get("namespace", ""), ref["name"])
+                    self.queue.add_after(key, delay)
+
+        return handler
 
     def _on_quota(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         namespace = str((obj.get("metadata") or {}).get("namespace") or "")
@@ -197,6 +206,29 @@ class Controller:
             for job in informer.list():
                 counts[(kind, str((job.get("status") or {}).get("phase") or ""))] += 1
         return dict(counts)
+
+
+CHILD_BATCH_SECONDS = 0.5
+"""How long a child's progress (a pod created or Pending or Running, a Service created or
+changed) waits before its job is reconciled, so that the events of one moment share one
+reconcile and one status write (the Job controller of kube-controller-manager batches its pods'
+events for 1 s). What decides a job — a pod that finished, failed or is going away, a child
+deleted — is reconciled at once."""
+
+
+def child_event_delay(kind: str, event_type: str, obj: dict[str, Any]) -> float:
+    """Seconds before a child's event reconciles its job: 0 for what may decide the job (a
+    terminal pod phase, a deletion, a TensorBoard Deployment), `CHILD_BATCH_SECONDS` for
+    progress. Each job's replicas start together, so without the wait every pod turning
+    Running is a status write of its own, and the write of a chief's exit waits behind them."""
+    if event_type == DELETED or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return 0.0
+    if kind == "Pod":
+        phase = (obj.get("status") or {}).get("phase")
+        return CHILD_BATCH_SECONDS if phase in (None, "Pending", "Running") else 0.0
+    if kind == "Service":
+        return CHILD_BATCH_SECONDS
+    return 0.0
 
 
 def _key_of(kind: str, job: dict[str, Any]) -> str:
