@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Required, TypedDict, Unpack
 
 from gitops import gitcache, gitproc, gittree
 from gitops.giturls import FULL_SHA, Credentials, GitError, normalize_repo_url, quote, split_url
@@ -61,6 +62,16 @@ class Checkout:
     ref: str | None
 
 
+class _RunOptions(TypedDict, total=False):
+    """What one git run may add to a client's own settings (`gitproc.run_bytes`)."""
+
+    what: Required[str]
+    url: str | None
+    creds: Credentials | None
+    env: Mapping[str, str] | None
+    input: bytes | None
+
+
 class Clones:
     """Cached clones under `cache_dir`; every git call bounded by `timeout` seconds.
 
@@ -98,32 +109,14 @@ class Clones:
         return self.cache_dir / f"{key}.git"
 
     async def _run(
-        self,
-        args: list[str],
-        *,
-        url: str | None = None,
-        creds: Credentials | None = None,
-        env: Mapping[str, str] | None = None,
-        what: str,
-        input: bytes | None = None,
-        timeout: float | None = None,
+        self, args: list[str], *, timeout: float | None = None, **options: Unpack[_RunOptions]
     ) -> str:
         """`_run_bytes`, its output decoded (UTF-8, undecodable bytes replaced)."""
-        out = await self._run_bytes(
-            args, url=url, creds=creds, env=env, what=what, input=input, timeout=timeout
-        )
+        out = await self._run_bytes(args, timeout=timeout, **options)
         return out.decode("utf-8", "replace")
 
     async def _run_bytes(
-        self,
-        args: list[str],
-        *,
-        url: str | None = None,
-        creds: Credentials | None = None,
-        env: Mapping[str, str] | None = None,
-        what: str,
-        input: bytes | None = None,
-        timeout: float | None = None,
+        self, args: list[str], *, timeout: float | None = None, **options: Unpack[_RunOptions]
     ) -> bytes:
         """`gitproc.run_bytes` with this client's git, timeout (or `timeout`), environment and
         known_hosts file."""
@@ -134,11 +127,7 @@ class Clones:
             extra_env=self.extra_env,
             known_hosts=self.cache_dir / "known_hosts",
             killed=self._killed,
-            url=url,
-            creds=creds,
-            env=env,
-            what=what,
-            input=input,
+            **options,
         )
 
     @staticmethod
