@@ -9,9 +9,11 @@ training jobs stay Progressing ("waiting for the controller").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import textwrap
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ import pytest
 from gitops.manager import GitOpsReconciler, GitOpsSettings
 from gitops.reconciler import JOB_REPOSITORIES
 from gitops.tenancy import Boundaries
-from kube import errors
+from kube import errors, resources
 from kube.client import Client
 from kube.manager import LeaderElection, Manager
 from tests.controller.conftest import crds, kclient  # noqa: F401
@@ -247,3 +249,15 @@ def resource_entry(st: dict[str, Any], name: str) -> dict[str, Any]:
     found = [r for r in st.get("resources") or [] if r.get("name") == name]
     assert found, f"no resource {name} in {st.get('resources')}"
     return dict(found[0])
+
+
+@pytest.fixture
+async def other_namespace(kclient: Client) -> AsyncIterator[str]:  # noqa: F811
+    """A second namespace for the test (another team's), deleted afterwards."""
+    name = f"other-{uuid.uuid4().hex[:6]}"
+    await kclient.create(resources.NAMESPACES, {"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(errors.NotFound):
+            await kclient.delete(resources.NAMESPACES, name)

@@ -11,9 +11,7 @@ of them. Now at most one round of A is in flight and its `ls-remote` gives up af
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,6 @@ import pytest
 from gitops import triggers
 from gitops.manager import GitOpsReconciler, GitOpsSettings
 from gitops.reconciler import JOB_REPOSITORIES
-from kube import errors, resources
 from kube.client import Client
 from kube.manager import Manager
 from tests.gitops.conftest import (
@@ -86,17 +83,6 @@ async def stalled() -> AsyncIterator[tuple[StalledServer, int]]:
         await server.stop()
 
 
-@pytest.fixture
-async def namespace_b(kclient: Client) -> AsyncIterator[str]:
-    name = f"fair-b-{uuid.uuid4().hex[:6]}"
-    await kclient.create(resources.NAMESPACES, {"metadata": {"name": name}})
-    try:
-        yield name
-    finally:
-        with contextlib.suppress(errors.NotFound):
-            await kclient.delete(resources.NAMESPACES, name)
-
-
 def _timed_out(st: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "ComparisonError" and "timed out after 2 s" in str(c.get("message"))
@@ -108,7 +94,7 @@ async def test_a_tenants_stalled_remotes_do_not_stall_another_tenants_refresh(
     kclient: Client,
     repo_crd: None,
     namespace: str,
-    namespace_b: str,
+    other_namespace: str,
     stalled: tuple[StalledServer, int],
     tmp_path: Path,
 ) -> None:
@@ -136,22 +122,22 @@ async def test_a_tenants_stalled_remotes_do_not_stall_another_tenants_refresh(
         async with asyncio.timeout(10):  # the attack is on: a round of A hangs on the server
             while server.accepted < 1:
                 await asyncio.sleep(0.05)
-        await create_repository(kclient, repository(namespace_b, remote.url, interval="1h"))
+        await create_repository(kclient, repository(other_namespace, remote.url, interval="1h"))
         await wait_status(
             kclient,
-            namespace_b,
+            other_namespace,
             lambda s: (s.get("sync") or {}).get("status") == "Synced",
             timeout=B_REFRESH_DEADLINE,
         )
 
         asked = time.monotonic()
-        await running.refresh(namespace_b, "jobs")
-        token = (await kclient.get(JOB_REPOSITORIES, "jobs", namespace_b))["metadata"][
+        await running.refresh(other_namespace, "jobs")
+        token = (await kclient.get(JOB_REPOSITORIES, "jobs", other_namespace))["metadata"][
             "annotations"
         ][triggers.REFRESH_REQUESTED_AT]
         await wait_status(
             kclient,
-            namespace_b,
+            other_namespace,
             lambda s: (s.get(triggers.HANDLED) or {}).get("refreshRequestedAt") == token,
             timeout=B_REFRESH_DEADLINE,
         )

@@ -9,8 +9,6 @@ The reconciler runs its informers but no workers (`reconcile=False`); each test 
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from gitops.manager import GitOpsReconciler
 from gitops.pushhooks import PushEvent
 from gitops.reconciler import JOB_REPOSITORIES
 from gitops.tenancy import Boundaries
-from kube import errors, resources
+from kube import resources
 from kube.client import Client
 from kube.resources import Resource
 from tests.gitops.conftest import (
@@ -78,17 +76,6 @@ async def gitops_driven(
         yield running
     finally:
         await running.manager.stop()
-
-
-@pytest.fixture
-async def other_namespace(kclient: Client) -> AsyncIterator[str]:
-    name = f"other-{uuid.uuid4().hex[:6]}"
-    await kclient.create(resources.NAMESPACES, {"metadata": {"name": name}})
-    try:
-        yield name
-    finally:
-        with contextlib.suppress(errors.NotFound):
-            await kclient.delete(resources.NAMESPACES, name)
 
 
 async def cached(running: GitOpsReconciler, namespace: str, name: str, rv: str) -> None:

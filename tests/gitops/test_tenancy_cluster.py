@@ -12,7 +12,6 @@ the API server's RBAC refuses to an impersonated ServiceAccount run only on a re
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -60,7 +59,7 @@ AUTOMATED = {"prune": True, "selfHeal": True}
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  lr: '0.1'\n"
 
 
-def attack(team_b: str, suffix: str) -> str:
+def attack(other_namespace: str, suffix: str) -> str:
     """Everything the attack applied, in one file (line numbers asserted below)."""
     return f"""\
 apiVersion: rbac.authorization.k8s.io/v1
@@ -68,7 +67,7 @@ kind: ClusterRoleBinding
 metadata:
   name: pwn-{suffix}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}}
-subjects: [{{kind: ServiceAccount, name: default, namespace: {team_b}}}]
+subjects: [{{kind: ServiceAccount, name: default, namespace: {other_namespace}}}]
 ---
 apiVersion: v1
 kind: Namespace
@@ -89,14 +88,14 @@ apiVersion: v1
 kind: Secret
 metadata:
   name: stolen
-  namespace: {team_b}
+  namespace: {other_namespace}
 stringData: {{token: x}}
 ---
 apiVersion: v1
 kind: Pod
 metadata:
   name: implant
-  namespace: {team_b}
+  namespace: {other_namespace}
 spec:
   containers: [{{name: c, image: busybox}}]
 """
@@ -111,17 +110,6 @@ REFUSED_AT = {
     "Secret": 27,
     "Pod": 34,
 }
-
-
-@pytest.fixture
-async def team_b(kclient: Client) -> AsyncIterator[str]:
-    name = f"team-b-{uuid.uuid4().hex[:6]}"
-    await kclient.create(resources.NAMESPACES, {"metadata": {"name": name}})
-    try:
-        yield name
-    finally:
-        with contextlib.suppress(errors.NotFound):
-            await kclient.delete(resources.NAMESPACES, name)
 
 
 async def reconciler(
@@ -162,7 +150,7 @@ async def test_a_repository_reaches_only_its_own_namespace_and_each_refusal_is_a
     tenant_gitops: GitOpsReconciler,
     kclient: Client,
     namespace: str,
-    team_b: str,
+    other_namespace: str,
     remote: Remote,
 ) -> None:
     suffix = namespace[-6:]
@@ -170,7 +158,7 @@ async def test_a_repository_reaches_only_its_own_namespace_and_each_refusal_is_a
     sha = remote.commit(
         "team-a's jobs, and an attack",
         {
-            "attack.yaml": attack(team_b, suffix),
+            "attack.yaml": attack(other_namespace, suffix),
             "job.yaml": tf_job_yaml("train"),
             "settings.yaml": CONFIGMAP,
         },
@@ -183,8 +171,8 @@ async def test_a_repository_reaches_only_its_own_namespace_and_each_refusal_is_a
     job = await kclient.get(resources.TFJOBS, "train", namespace)
     assert job["metadata"]["annotations"]["gitops.trainops.dev/repository"] == f"{namespace}/jobs"
     assert (await kclient.get(resources.CONFIGMAPS, "settings", namespace))["data"] == {"lr": "0.1"}
-    assert await get_or_none(kclient, resources.SECRETS, "stolen", team_b) is None
-    assert await get_or_none(kclient, resources.PODS, "implant", team_b) is None
+    assert await get_or_none(kclient, resources.SECRETS, "stolen", other_namespace) is None
+    assert await get_or_none(kclient, resources.PODS, "implant", other_namespace) is None
     for resource, name in (
         (CLUSTER_ROLE_BINDINGS, f"pwn-{suffix}"),
         (resources.NAMESPACES, f"evil-{suffix}"),
@@ -194,7 +182,9 @@ async def test_a_repository_reaches_only_its_own_namespace_and_each_refusal_is_a
             await kclient.get(resource, name)
     # team-b is untouched: nothing of ours was written there.
     for resource in (resources.SECRETS, resources.PODS, resources.CONFIGMAPS):
-        listed = await kclient.list(resource, team_b, label_selector="gitops.trainops.dev/managed")
+        listed = await kclient.list(
+            resource, other_namespace, label_selector="gitops.trainops.dev/managed"
+        )
         assert listed["items"] == []
 
     # Each refusal is a resource entry at its file and line, naming the rule and the flag.
@@ -206,7 +196,9 @@ async def test_a_repository_reaches_only_its_own_namespace_and_each_refusal_is_a
             "--allow-cross-namespace" if kind in ("Secret", "Pod") else "--allow-cluster-resources"
         )
         assert flag in entry["message"], entry
-    assert by_kind["Secret"]["message"].startswith(f"namespace {team_b} is not the JobRepository's")
+    assert by_kind["Secret"]["message"].startswith(
+        f"namespace {other_namespace} is not the JobRepository's"
+    )
     assert "ClusterRoleBinding is cluster-scoped" in by_kind["ClusterRoleBinding"]["message"]
     assert by_kind["TensorFlowTrainingJob"]["status"] == "Synced"
     assert by_kind["ConfigMap"]["status"] == "Synced"
@@ -417,7 +409,7 @@ async def test_the_reconciler_needs_only_the_rights_of_deploy_gitops(
     kclient: Client,
     repo_crd: None,
     namespace: str,
-    team_b: str,
+    other_namespace: str,
     remote: Remote,
     tmp_path: Path,
 ) -> None:
@@ -444,7 +436,7 @@ async def test_the_reconciler_needs_only_the_rights_of_deploy_gitops(
         await service_account(kclient, namespace, "deployer", DEPLOYER_RULES)
         sha = remote.commit(
             "jobs and an attack",
-            {"attack.yaml": attack(team_b, suffix), "job.yaml": tf_job_yaml("train")},
+            {"attack.yaml": attack(other_namespace, suffix), "job.yaml": tf_job_yaml("train")},
         )
         async with await Client.connect(identity.kubeconfig) as own:
             with pytest.raises(errors.Forbidden):
