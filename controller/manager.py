@@ -9,7 +9,8 @@ its traceback, restarted with back-off and shown by `/readyz`):
   by their controlling owner's uid). The Manager's caches: in `trainops up` GitOps reads the
   very same job informers. Every replica; standbys keep warm caches, so a new leader starts at
   once;
-- a job event enqueues the job's key; a child's event enqueues its owner's key — at once when
+- a job event enqueues the job's key (not the echo of this process's own status write:
+  `JobReads.is_known`); a child's event enqueues its owner's key — at once when
   it may decide the job (a pod finished or failed, a child deleted), after
   `CHILD_BATCH_SECONDS` when it is progress (a pod created, Pending or Running), so the events
   of one moment share one reconcile and one status write;
@@ -38,6 +39,7 @@ from controller import labels, refusals
 from controller.actions import Event
 from controller.metrics import ControllerMetrics
 from controller.reconciler import (
+    CHILD_BATCH_SECONDS,
     JOB_RESOURCES,
     OWNER_INDEX,
     Children,
@@ -178,6 +180,8 @@ class Controller:
             key = _key_of(kind, obj)
             if event_type == DELETED:
                 self.reads.drop(key)
+            elif self.reads.is_known(key, obj):
+                return  # our own status write coming back: nothing to do for it
             self.queue.add(key)
 
         return handler
@@ -206,14 +210,6 @@ class Controller:
             for job in informer.list():
                 counts[(kind, str((job.get("status") or {}).get("phase") or ""))] += 1
         return dict(counts)
-
-
-CHILD_BATCH_SECONDS = 0.5
-"""How long a child's progress (a pod created or Pending or Running, a Service created or
-changed) waits before its job is reconciled, so that the events of one moment share one
-reconcile and one status write (the Job controller of kube-controller-manager batches its pods'
-events for 1 s). What decides a job — a pod that finished, failed or is going away, a child
-deleted — is reconciled at once."""
 
 
 def child_event_delay(kind: str, event_type: str, obj: dict[str, Any]) -> float:

@@ -55,7 +55,16 @@ from kube.client import Client
 from kube.informer import Informer, strip_managed_fields
 from kube.resources import Resource
 
-__all__ = ["JOB_RESOURCES", "Children", "Created", "JobReads", "Reconciler", "job_key", "parse_key"]
+__all__ = [
+    "CHILD_BATCH_SECONDS",
+    "JOB_RESOURCES",
+    "Children",
+    "Created",
+    "JobReads",
+    "Reconciler",
+    "job_key",
+    "parse_key",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +74,12 @@ _CHILD_RESOURCES: dict[str, Resource] = {
     "Service": resources.SERVICES,
     "Deployment": resources.DEPLOYMENTS,
 }
+CHILD_BATCH_SECONDS = 0.5
+"""How long a child's progress (a pod created or Pending or Running, a Service created or
+changed) waits before its job is reconciled, so that the events of one moment share one
+reconcile and one status write (the Job controller of kube-controller-manager batches its pods'
+events for 1 s). What decides a job — a pod that finished, failed or is going away, a child
+deleted — is reconciled at once. A job's first status waits as long (`Reconciler`)."""
 OWNER_INDEX = "owner"
 """The informers' index of children by the uid of their controlling owner."""
 
@@ -138,6 +153,19 @@ class JobReads:
         self._written[key] = job
         self._known.add(key)
         self._suspect.discard(key)
+
+    def is_known(self, key: str, job: dict[str, Any]) -> bool:
+        """`job` is the version of `key` this process last wrote or read from the API server.
+
+        Its watch event then brings nothing new: the reconcile that wrote or read it has
+        planned with it already. (Every status write used to echo back as one more reconcile,
+        which saw whatever children had moved meanwhile and wrote again at once, undoing the
+        wait `CHILD_BATCH_SECONDS` gives a child's progress.)"""
+        mine = self._written.get(key)
+        if mine is None:
+            return False
+        version = (job.get("metadata") or {}).get("resourceVersion")
+        return bool(version) and version == (mine.get("metadata") or {}).get("resourceVersion")
 
     def forget(self, key: str) -> None:
         """Read `key` from the API server next time (someone else wrote it: a Conflict)."""
@@ -254,12 +282,15 @@ class Reconciler:
             return None
         now = self.clock()
         result = self._plan(job, now)
-        # A job's first reconcile (no status yet) creates its children before writing a status,
-        # then writes the status planned with what it created: one write where "Creating" and,
-        # once the informer shows the pods, "Pending" with their uids were two (a status write
-        # costs kube-apiserver every CEL rule of the CRD). Safe: there is no restart to count
-        # yet, and names are deterministic, so a crash in between is completed by the next
-        # reconcile as before. Any later reconcile writes the status first (module docstring).
+        # A job's first reconcile (no status yet) creates its children and writes no status
+        # unless a create was refused: its first status is written by the reconcile its
+        # children's events bring `CHILD_BATCH_SECONDS` later (requeued for then as well), with
+        # whatever they did meanwhile. One write where "Creating", "Pending" with the pods'
+        # uids and "Running" were up to three (a status write costs kube-apiserver every CEL
+        # rule of the CRD), and a pod that finishes at once is not reported behind a write in
+        # flight. Safe: there is no restart to count yet, and names are deterministic, so a
+        # crash in between is completed by the next reconcile. Any later reconcile writes the
+        # status first (module docstring).
         creates_first = not job.get("status") and bool(result.actions)
         if result.status != (job.get("status") or {}) and not creates_first:
             job = await self._write_status(resource, job, result.status)
@@ -283,6 +314,9 @@ class Reconciler:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+        if creates_first and not refused and not any(isinstance(o, str) for o in outcomes):
+            timers = [t for t in (result.requeue_after, CHILD_BATCH_SECONDS) if t is not None]
+            return min(timers)
         planned = self._plan(job, now).status if creates_first else result.status
         status = refusals.with_refused_creates(planned, refused, fmt_time(now))
         if status != (job.get("status") or {}):
