@@ -173,7 +173,8 @@ def _rules(kind: KindSpec, obj: dict[str, Any], old: Any) -> tuple[list[FieldErr
     errors.extend(validate_run_policy(spec))
     errors.extend(validate_scheduler(spec))
     errors.extend(validate_tensorboard(spec))
-    errors.extend(validate_run_mode(spec, job_types(kind, replicas)))
+    if isinstance(spec.get("runMode"), dict):  # (the job's types are needed only then)
+        errors.extend(validate_run_mode(spec, job_types(kind, replicas)))
     if old is not None:
         errors.extend(validate_update(kind, obj, old))
     return errors, warnings_for(kind, spec, replicas)
