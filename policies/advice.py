@@ -28,8 +28,10 @@ def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) 
                 f"spec.replicaSpecs[{position}].replicas: {count} replicas make"
                 f" {count} pods and Services; more than {MANY_REPLICAS} is unusual"
             )
-        template = raw.get("template")
-        pod_spec = template.get("spec") if isinstance(template, dict) else None
+        try:
+            pod_spec = raw["template"]["spec"]
+        except (KeyError, TypeError):  # absent, null or not an object
+            continue
         if not isinstance(pod_spec, dict):
             continue
         if "restartPolicy" in pod_spec:

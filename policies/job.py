@@ -167,7 +167,7 @@ def _rules(kind: KindSpec, obj: dict[str, Any], old: Any) -> tuple[list[FieldErr
         return errors, []
     if not isinstance(spec, dict):
         return errors, []
-    errors.extend(validate_replica_specs(kind, spec))
+    errors.extend(validate_replica_specs(kind, spec, replicas))
     if replicas:
         errors.extend(kind.validate_masters(replicas))
     errors.extend(validate_run_policy(spec))

@@ -38,6 +38,7 @@ def container_resources_ok(resources: dict[str, Any]) -> bool:
         requests = _EMPTY
     if not isinstance(limits, dict):
         limits = _EMPTY
+    paired = 0
     for name, limit in limits.items():
         request = requests.get(name)
         if type(limit) is not str:
@@ -45,10 +46,13 @@ def container_resources_ok(resources: dict[str, Any]) -> bool:
         if type(request) is str:
             if not _pair_ok(name, request, limit):
                 return False
+            paired += 1
         elif request is not None or name in requests:
             return not _check(resources, _NO_PATH)
         elif _quantity_of_string(name, limit)[0] is None:
             return False
+    if paired == len(requests):
+        return True  # every request has a limit (the usual case)
     for name, request in requests.items():
         if name in limits:
             continue

@@ -124,33 +124,30 @@ def _validate_generate_name(generate: Any, suffix: int, longest: str) -> list[Fi
     return []
 
 
-def validate_replica_specs(kind: KindSpec, spec: dict[str, Any]) -> list[FieldError]:
-    """Types, counts, restart policies and pod templates of `spec.replicaSpecs`.
+def validate_replica_specs(
+    kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]
+) -> list[FieldError]:
+    """Types, counts, restart policies and pod templates of `spec.replicaSpecs`, read through
+    `replicas` (`kinds.replicas_of`: its object entries, their types and counts typed).
 
     Runs for every replica spec of every admitted job, so paths are built only for errors.
     """
     items = spec.get("replicaSpecs")
     if items is None or items == []:
         return [required(_REPLICA_SPECS, "at least one replica spec is required")]
-    if not isinstance(items, list):
-        return []
     errors: list[FieldError] = []
     seen: set[str] = set()
     types = kind.replica_types
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            continue
-        rtype = item.get("type")
-        if rtype is None:
-            errors.append(required(_at(i, "type"), _one_of(types)))
-        elif isinstance(rtype, str):
+    for i, rtype, count, item in replicas:
+        if rtype is not None:
             if rtype not in types:
                 errors.append(not_supported(_at(i, "type"), rtype, types))
             elif rtype in seen:
                 errors.append(duplicate(_at(i, "type"), rtype))
             seen.add(rtype)
-        count = item.get("replicas")
-        if isinstance(count, int) and count < 0:  # (a bool is never < 0)
+        elif item.get("type") is None:  # (a type of another JSON type is the schema's)
+            errors.append(required(_at(i, "type"), _one_of(types)))
+        if count is not None and count < 0:
             errors.append(invalid(_at(i, "replicas"), count, "must be greater than or equal to 0"))
         policy = item.get("restartPolicy")
         if isinstance(policy, str) and policy not in RESTART_POLICIES:
