@@ -7,8 +7,9 @@ rules then judge the defaulted object (what would actually be stored).
 How the patch is made: every default is one `add`/`replace` of a key or one append to a list,
 and no default reads what another writes, so one walk records one operation (an RFC 6901
 pointer and the new value) per default. `plan_defaults` is that walk: it only records, reading
-the object *without changing it*; `default_with` plans on a deep copy and applies each
-operation to it (the same as applying the finished patch, since no default reads another's).
+the object *without changing it*; `default_with` walks a deep copy, noting where each
+operation applies, and then applies them there (the same as applying the finished patch, since
+no default reads another's).
 The mutating webhook needs only the patch, so it calls `plan_defaults` and skips the deep copy
 (the copy was most of the cost of defaulting). Pointers are built from our own field names and
 list indexes, none of which contains `~` or `/`, so no escaping is needed. Diffing the two
@@ -47,14 +48,28 @@ def default_with(kind: KindSpec | None, obj: Any) -> tuple[Any, list[Op]]:
     defaulted = copy_json(obj)
     if kind is None or not isinstance(defaulted, dict):
         return defaulted, []
-    ops = plan_defaults(kind, defaulted)
-    for op in ops:  # the same as applying the finished patch: no default reads another's
-        _apply(defaulted, op)
+    where: list[_Where] = []
+    ops = _defaults(kind, defaulted, where)
+    # The same as applying the finished patch: no default reads what another one writes.
+    for (container, key), op in zip(where, ops, strict=True):
+        if key is None:
+            container.append(copy_json(op["value"]))  # the patch and the object share nothing
+        else:
+            container[key] = copy_json(op["value"])
     return defaulted, ops
 
 
 def plan_defaults(kind: KindSpec, obj: dict[str, Any]) -> list[Op]:
     """The JSON Patch that defaults `obj`, one operation per default; `obj` is not changed."""
+    return _defaults(kind, obj, None)
+
+
+_Where = tuple[Any, "str | None"]
+"""Where an operation applies: the dict and key it sets, or the list it appends to (`None`)."""
+
+
+def _defaults(kind: KindSpec, obj: dict[str, Any], where: list[_Where] | None) -> list[Op]:
+    """The walk: one operation per default, and with `where`, where each applies."""
     ops: list[Op] = []
     spec = obj.get("spec")
     if not isinstance(spec, dict):
@@ -63,12 +78,13 @@ def plan_defaults(kind: KindSpec, obj: dict[str, Any]) -> list[Op]:
     if isinstance(replica_specs, list):
         for i, item in enumerate(replica_specs):
             if isinstance(item, dict):
-                _default_replica(kind, item, i, ops)
+                _default_replica(kind, item, i, ops, where)
     run_policy = spec.get("runPolicy")
+    policy = kind.default_clean_up_policy
     if run_policy is None:
-        _set(spec, "runPolicy", {"cleanUpPolicy": kind.default_clean_up_policy}, "/spec", ops)
+        _set(spec, "runPolicy", {"cleanUpPolicy": policy}, "/spec", ops, where)
     elif isinstance(run_policy, dict) and run_policy.get("cleanUpPolicy") is None:
-        _set(run_policy, "cleanUpPolicy", kind.default_clean_up_policy, "/spec/runPolicy", ops)
+        _set(run_policy, "cleanUpPolicy", policy, "/spec/runPolicy", ops, where)
     run_mode = spec.get("runMode")
     if isinstance(run_mode, dict):
         for section, key in (("debug", "replicaSpecs"), ("pause", "resumeSpecs")):
@@ -76,7 +92,8 @@ def plan_defaults(kind: KindSpec, obj: dict[str, Any]) -> list[Op]:
             if isinstance(part, dict) and isinstance(part.get(key), list):
                 for i, item in enumerate(part[key]):
                     if isinstance(item, dict):
-                        _lower_type(item, f"/spec/runMode/{section}/{key}/{i}", ops)
+                        at = f"/spec/runMode/{section}/{key}/{i}"
+                        _lower_type(item, at, ops, where)
     return ops
 
 
@@ -119,28 +136,25 @@ def _copy_iterative(value: Any) -> Any:
     return root[0]
 
 
-def _apply(doc: dict[str, Any], op: Op) -> None:
-    """Apply one recorded `add`/`replace` (of a key, or an append at `-`) to `doc`.
-
-    The value is copied: the patch and the object share nothing."""
-    *parents, last = op["path"].split("/")[1:]
-    node: Any = doc
-    for part in parents:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    if last == "-":
-        node.append(copy_json(op["value"]))
-    else:
-        node[last] = copy_json(op["value"])
-
-
-def _set(container: dict[str, Any], key: str, value: Any, at: str, ops: list[Op]) -> None:
+def _set(
+    container: dict[str, Any],
+    key: str,
+    value: Any,
+    at: str,
+    ops: list[Op],
+    where: list[_Where] | None,
+) -> None:
     """Record `container[key] = value` as `add` (new key) or `replace` (e.g. of a null)."""
     ops.append(
         {"op": "replace" if key in container else "add", "path": f"{at}/{key}", "value": value}
     )
+    if where is not None:
+        where.append((container, key))
 
 
-def _default_replica(kind: KindSpec, item: dict[str, Any], i: int, ops: list[Op]) -> None:
+def _default_replica(
+    kind: KindSpec, item: dict[str, Any], i: int, ops: list[Op], where: list[_Where] | None
+) -> None:
     """Type lower-cased, `replicas`, `restartPolicy`, and the main container's port.
 
     Written out in one function, each path built only when its operation is recorded: this
@@ -148,16 +162,18 @@ def _default_replica(kind: KindSpec, item: dict[str, Any], i: int, ops: list[Op]
     every UPDATE the validating webhook sees, which are usually defaulted already)."""
     rtype = item.get("type")
     if isinstance(rtype, str) and rtype != rtype.lower():
-        ops.append(
-            {"op": "replace", "path": f"/spec/replicaSpecs/{i}/type", "value": rtype.lower()}
-        )
+        _set(item, "type", rtype.lower(), f"/spec/replicaSpecs/{i}", ops, where)
     if item.get("replicas") is None:
         op = "replace" if "replicas" in item else "add"
         ops.append({"op": op, "path": f"/spec/replicaSpecs/{i}/replicas", "value": 1})
+        if where is not None:
+            where.append((item, "replicas"))
     if item.get("restartPolicy") is None:
         op = "replace" if "restartPolicy" in item else "add"
         policy = kind.default_restart_policy
         ops.append({"op": op, "path": f"/spec/replicaSpecs/{i}/restartPolicy", "value": policy})
+        if where is not None:
+            where.append((item, "restartPolicy"))
     try:
         containers = item["template"]["spec"]["containers"]
     except (KeyError, TypeError):  # absent, null or not an object: nothing to default
@@ -167,11 +183,18 @@ def _default_replica(kind: KindSpec, item: dict[str, Any], i: int, ops: list[Op]
     main = kind.main_container
     for j, container in enumerate(containers):
         if isinstance(container, dict) and container.get("name") == main:
-            _default_port(kind, container, i, j, ops)
+            _default_port(kind, container, i, j, ops, where)
             return
 
 
-def _default_port(kind: KindSpec, container: dict[str, Any], i: int, j: int, ops: list[Op]) -> None:
+def _default_port(
+    kind: KindSpec,
+    container: dict[str, Any],
+    i: int,
+    j: int,
+    ops: list[Op],
+    where: list[_Where] | None,
+) -> None:
     """The framework's named port, with the `protocol` the API server's schema would default:
     an object stored while the webhook was away gets its port from the webhook on its next
     UPDATE, and the UPDATE rules compare it with the stored one defaulted here, so both must
@@ -182,6 +205,8 @@ def _default_port(kind: KindSpec, container: dict[str, Any], i: int, j: int, ops
         path = f"/spec/replicaSpecs/{i}/template/spec/containers/{j}/ports"
         port = {"name": kind.port_name, "containerPort": kind.default_port, "protocol": "TCP"}
         ops.append({"op": op, "path": path, "value": [port]})
+        if where is not None:
+            where.append((container, "ports"))
     elif isinstance(ports, list):
         name = kind.port_name
         for p in ports:
@@ -190,9 +215,11 @@ def _default_port(kind: KindSpec, container: dict[str, Any], i: int, j: int, ops
         path = f"/spec/replicaSpecs/{i}/template/spec/containers/{j}/ports/-"
         port = {"name": name, "containerPort": kind.default_port, "protocol": "TCP"}
         ops.append({"op": "add", "path": path, "value": port})
+        if where is not None:
+            where.append((ports, None))
 
 
-def _lower_type(item: dict[str, Any], at: str, ops: list[Op]) -> None:
+def _lower_type(item: dict[str, Any], at: str, ops: list[Op], where: list[_Where] | None) -> None:
     rtype = item.get("type")
     if isinstance(rtype, str) and rtype != rtype.lower():
-        _set(item, "type", rtype.lower(), at, ops)
+        _set(item, "type", rtype.lower(), at, ops, where)
