@@ -260,6 +260,23 @@ def validate_run_mode(spec: dict[str, Any], types: list[str]) -> list[FieldError
 
 
 def _validate_template(kind: KindSpec, item: dict[str, Any], i: int) -> list[FieldError]:
+    try:
+        pod_spec = item["template"]["spec"]
+        containers = pod_spec["containers"]
+    except (KeyError, TypeError):  # a part missing, null or of another type: the report says
+        return _template_errors(kind, item, i)
+    if (
+        type(containers) is list
+        and containers
+        and not pod_spec.get("initContainers")
+        and _containers_ok(kind.main_container, containers)
+    ):
+        return []  # the usual pod: nothing to report, and no report built
+    return _template_errors(kind, item, i)
+
+
+def _template_errors(kind: KindSpec, item: dict[str, Any], i: int) -> list[FieldError]:
+    """What is wrong with a replica spec's pod template (possibly nothing)."""
     template = item.get("template")
     if template is None:
         return [required(_at(i, "template"), "a pod template for the replicas is required")]
@@ -283,9 +300,6 @@ def _validate_template(kind: KindSpec, item: dict[str, Any], i: int) -> list[Fie
         ]
     if not isinstance(containers, list):
         return []
-    init = pod_spec.get("initContainers")
-    if not init and _containers_ok(kind.main_container, containers):
-        return []  # the usual pod: nothing to report, and no report built
     return _container_errors(kind, pod_spec, containers, i)
 
 
