@@ -22,18 +22,20 @@ def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) 
     """Non-fatal findings on a defaulted job's `spec`, each shorter than 120 characters."""
     found: list[str] = []
     main = kind.main_container
-    for r in replicas:
-        if r.replicas is not None and r.replicas > MANY_REPLICAS:
+    for position, _, count, raw in replicas:
+        if count is not None and count > MANY_REPLICAS:
             found.append(
-                f"spec.replicaSpecs[{r.position}].replicas: {r.replicas} replicas make"
-                f" {r.replicas} pods and Services; more than {MANY_REPLICAS} is unusual"
+                f"spec.replicaSpecs[{position}].replicas: {count} replicas make"
+                f" {count} pods and Services; more than {MANY_REPLICAS} is unusual"
             )
-        template = r.raw.get("template")
-        pod_spec = template.get("spec") if isinstance(template, dict) else None
+        try:
+            pod_spec = raw["template"]["spec"]
+        except (KeyError, TypeError):  # absent, null or not an object
+            continue
         if not isinstance(pod_spec, dict):
             continue
         if "restartPolicy" in pod_spec:
-            path = f"spec.replicaSpecs[{r.position}]"
+            path = f"spec.replicaSpecs[{position}]"
             found.append(
                 f"{path}.template.spec.restartPolicy is ignored: {path}.restartPolicy applies"
             )
@@ -46,7 +48,7 @@ def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) 
                 limits = resources.get("limits") if isinstance(resources, dict) else None
                 if not limits:
                     found.append(
-                        f'spec.replicaSpecs[{r.position}]: container "{main}" sets no resource'
+                        f'spec.replicaSpecs[{position}]: container "{main}" sets no resource'
                         " limits; it may use a whole node"
                     )
                 break
@@ -69,7 +71,7 @@ def warnings_for(kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]) 
             )
         if isinstance(pause, dict) and pause.get("enabled") is True:
             found.append("spec.runMode.pause.enabled: the job is paused; it runs no replicas")
-    return [_fit(w) for w in found]
+    return [_fit(w) for w in found] if found else found
 
 
 def _fit(text: str) -> str:

@@ -6,15 +6,17 @@ rules then judge the defaulted object (what would actually be stored).
 
 How the patch is made: every default is one `add`/`replace` of a key or one append to a list,
 and no default reads what another writes, so one walk records one operation (an RFC 6901
-pointer and the new value) per default: `plan_defaults` only records, reading the object
-*without changing it*; `default_with` walks a deep copy and applies each operation where it
-records it. The mutating webhook needs only the patch, so it calls `plan_defaults` and skips
-the deep copy (the copy was most of the cost of defaulting). Pointers are built from our own field names and list indexes, none of which
-contains `~` or `/`, so no escaping is needed. Diffing the two documents with
-`jsonpatch.make_patch` gives an equivalent patch but costs ~1.3 ms per four-type job (its list
-differ dominates), six times the whole admission budget; the tests apply the recorded patch
-with `jsonpatch` and compare the result with the defaulted object, and check it against
-`make_patch`'s, so the two cannot drift.
+pointer and the new value) per default. `plan_defaults` is that walk: it only records, reading
+the object *without changing it*; `default_with` walks a deep copy, noting where each
+operation applies, and then applies them there (the same as applying the finished patch, since
+no default reads another's).
+The mutating webhook needs only the patch, so it calls `plan_defaults` and skips the deep copy
+(the copy was most of the cost of defaulting). Pointers are built from our own field names and
+list indexes, none of which contains `~` or `/`, so no escaping is needed. Diffing the two
+documents with `jsonpatch.make_patch` gives an equivalent patch but costs ~1.3 ms per four-type
+job (its list differ dominates), six times the whole admission budget; the tests apply the
+recorded patch with `jsonpatch` and compare the result with the defaulted object, and check it
+against `make_patch`'s, so the two cannot drift.
 
 Defaults (sources in docs/POLICIES.md):
 
@@ -46,38 +48,43 @@ def default_with(kind: KindSpec | None, obj: Any) -> tuple[Any, list[Op]]:
     defaulted = copy_json(obj)
     if kind is None or not isinstance(defaulted, dict):
         return defaulted, []
-    return defaulted, _defaults(kind, defaulted, _Ops(write=True))
+    where: list[_Where] = []
+    ops = _defaults(kind, defaulted, where)
+    # The same as applying the finished patch: no default reads what another one writes.
+    for (container, key), op in zip(where, ops, strict=True):
+        if key is None:
+            container.append(copy_json(op["value"]))  # the patch and the object share nothing
+        else:
+            container[key] = copy_json(op["value"])
+    return defaulted, ops
 
 
 def plan_defaults(kind: KindSpec, obj: dict[str, Any]) -> list[Op]:
     """The JSON Patch that defaults `obj`, one operation per default; `obj` is not changed."""
-    return _defaults(kind, obj, _Ops(write=False))
+    return _defaults(kind, obj, None)
 
 
-class _Ops:
-    """The operations recorded so far; with `write`, each is also applied where it was found.
-
-    Applying in place while walking (to `default_with`'s private copy) is the same as applying
-    the finished patch, because no default reads what another one writes.
-    """
-
-    __slots__ = ("items", "write")
-
-    def __init__(self, *, write: bool) -> None:
-        self.items: list[Op] = []
-        self.write = write
+_Where = tuple[Any, "str | None"]
+"""Where an operation applies: the dict and key it sets, or the list it appends to (`None`)."""
 
 
-def _defaults(kind: KindSpec, obj: dict[str, Any], ops: _Ops) -> list[Op]:
+def _defaults(kind: KindSpec, obj: dict[str, Any], where: list[_Where] | None) -> list[Op]:
+    """The walk: one operation per default, and with `where`, where each applies."""
+    ops: list[Op] = []
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        return ops.items
+        return ops
     replica_specs = spec.get("replicaSpecs")
     if isinstance(replica_specs, list):
         for i, item in enumerate(replica_specs):
             if isinstance(item, dict):
-                _default_replica(kind, item, f"/spec/replicaSpecs/{i}", ops)
-    _default_run_policy(kind, spec, ops)
+                _default_replica(kind, item, i, ops, where)
+    run_policy = spec.get("runPolicy")
+    policy = kind.default_clean_up_policy
+    if run_policy is None:
+        _set(spec, "runPolicy", {"cleanUpPolicy": policy}, "/spec", ops, where)
+    elif isinstance(run_policy, dict) and run_policy.get("cleanUpPolicy") is None:
+        _set(run_policy, "cleanUpPolicy", policy, "/spec/runPolicy", ops, where)
     run_mode = spec.get("runMode")
     if isinstance(run_mode, dict):
         for section, key in (("debug", "replicaSpecs"), ("pause", "resumeSpecs")):
@@ -85,8 +92,9 @@ def _defaults(kind: KindSpec, obj: dict[str, Any], ops: _Ops) -> list[Op]:
             if isinstance(part, dict) and isinstance(part.get(key), list):
                 for i, item in enumerate(part[key]):
                     if isinstance(item, dict):
-                        _lower_type(item, f"/spec/runMode/{section}/{key}/{i}", ops)
-    return ops.items
+                        at = f"/spec/runMode/{section}/{key}/{i}"
+                        _lower_type(item, at, ops, where)
+    return ops
 
 
 def copy_json(value: Any) -> Any:
@@ -128,57 +136,90 @@ def _copy_iterative(value: Any) -> Any:
     return root[0]
 
 
-def _set(container: dict[str, Any], key: str, value: Any, at: str, ops: _Ops) -> None:
+def _set(
+    container: dict[str, Any],
+    key: str,
+    value: Any,
+    at: str,
+    ops: list[Op],
+    where: list[_Where] | None,
+) -> None:
     """Record `container[key] = value` as `add` (new key) or `replace` (e.g. of a null)."""
-    op = "replace" if key in container else "add"
-    ops.items.append({"op": op, "path": f"{at}/{key}", "value": value})
-    if ops.write:
-        container[key] = copy_json(value)  # the patch and the object share nothing
+    ops.append(
+        {"op": "replace" if key in container else "add", "path": f"{at}/{key}", "value": value}
+    )
+    if where is not None:
+        where.append((container, key))
 
 
-def _default_replica(kind: KindSpec, item: dict[str, Any], at: str, ops: _Ops) -> None:
-    _lower_type(item, at, ops)
+def _default_replica(
+    kind: KindSpec, item: dict[str, Any], i: int, ops: list[Op], where: list[_Where] | None
+) -> None:
+    """Type lower-cased, `replicas`, `restartPolicy`, and the main container's port.
+
+    Written out in one function, each path built only when its operation is recorded: this
+    runs for every replica spec of every job the mutating webhook sees (and for both objects of
+    every UPDATE the validating webhook sees, which are usually defaulted already)."""
+    rtype = item.get("type")
+    if isinstance(rtype, str) and rtype != rtype.lower():
+        _set(item, "type", rtype.lower(), f"/spec/replicaSpecs/{i}", ops, where)
     if item.get("replicas") is None:
-        _set(item, "replicas", 1, at, ops)
+        op = "replace" if "replicas" in item else "add"
+        ops.append({"op": op, "path": f"/spec/replicaSpecs/{i}/replicas", "value": 1})
+        if where is not None:
+            where.append((item, "replicas"))
     if item.get("restartPolicy") is None:
-        _set(item, "restartPolicy", kind.default_restart_policy, at, ops)
-    template = item.get("template")
-    tspec = template.get("spec") if isinstance(template, dict) else None
-    containers = tspec.get("containers") if isinstance(tspec, dict) else None
-    if isinstance(containers, list):
-        for j, container in enumerate(containers):
-            if isinstance(container, dict) and container.get("name") == kind.main_container:
-                _default_port(kind, container, f"{at}/template/spec/containers/{j}", ops)
-                break
+        op = "replace" if "restartPolicy" in item else "add"
+        policy = kind.default_restart_policy
+        ops.append({"op": op, "path": f"/spec/replicaSpecs/{i}/restartPolicy", "value": policy})
+        if where is not None:
+            where.append((item, "restartPolicy"))
+    try:
+        containers = item["template"]["spec"]["containers"]
+    except (KeyError, TypeError):  # absent, null or not an object: nothing to default
+        return
+    if not isinstance(containers, list):
+        return
+    main = kind.main_container
+    for j, container in enumerate(containers):
+        if isinstance(container, dict) and container.get("name") == main:
+            _default_port(kind, container, i, j, ops, where)
+            return
 
 
-def _default_port(kind: KindSpec, container: dict[str, Any], at: str, ops: _Ops) -> None:
+def _default_port(
+    kind: KindSpec,
+    container: dict[str, Any],
+    i: int,
+    j: int,
+    ops: list[Op],
+    where: list[_Where] | None,
+) -> None:
     """The framework's named port, with the `protocol` the API server's schema would default:
     an object stored while the webhook was away gets its port from the webhook on its next
     UPDATE, and the UPDATE rules compare it with the stored one defaulted here, so both must
     come out identical."""
     ports = container.get("ports")
     if ports is None:
+        op = "replace" if "ports" in container else "add"
+        path = f"/spec/replicaSpecs/{i}/template/spec/containers/{j}/ports"
         port = {"name": kind.port_name, "containerPort": kind.default_port, "protocol": "TCP"}
-        _set(container, "ports", [port], at, ops)
-    elif isinstance(ports, list) and not any(
-        isinstance(p, dict) and p.get("name") == kind.port_name for p in ports
-    ):
-        port = {"name": kind.port_name, "containerPort": kind.default_port, "protocol": "TCP"}
-        ops.items.append({"op": "add", "path": f"{at}/ports/-", "value": port})
-        if ops.write:
-            ports.append(dict(port))
+        ops.append({"op": op, "path": path, "value": [port]})
+        if where is not None:
+            where.append((container, "ports"))
+    elif isinstance(ports, list):
+        name = kind.port_name
+        for p in ports:
+            if isinstance(p, dict) and p.get("name") == name:
+                return  # the user's port of that name keeps its number
+        path = f"/spec/replicaSpecs/{i}/template/spec/containers/{j}/ports/-"
+        port = {"name": name, "containerPort": kind.default_port, "protocol": "TCP"}
+        ops.append({"op": "add", "path": path, "value": port})
+        if where is not None:
+            where.append((ports, None))
 
 
-def _default_run_policy(kind: KindSpec, spec: dict[str, Any], ops: _Ops) -> None:
-    run_policy = spec.get("runPolicy")
-    if run_policy is None:
-        _set(spec, "runPolicy", {"cleanUpPolicy": kind.default_clean_up_policy}, "/spec", ops)
-    elif isinstance(run_policy, dict) and run_policy.get("cleanUpPolicy") is None:
-        _set(run_policy, "cleanUpPolicy", kind.default_clean_up_policy, "/spec/runPolicy", ops)
-
-
-def _lower_type(item: dict[str, Any], at: str, ops: _Ops) -> None:
+def _lower_type(item: dict[str, Any], at: str, ops: list[Op], where: list[_Where] | None) -> None:
     rtype = item.get("type")
     if isinstance(rtype, str) and rtype != rtype.lower():
-        _set(item, "type", rtype.lower(), at, ops)
+        _set(item, "type", rtype.lower(), at, ops, where)

@@ -167,13 +167,16 @@ def _rules(kind: KindSpec, obj: dict[str, Any], old: Any) -> tuple[list[FieldErr
         return errors, []
     if not isinstance(spec, dict):
         return errors, []
-    errors.extend(validate_replica_specs(kind, spec))
+    errors.extend(validate_replica_specs(kind, spec, replicas))
     if replicas:
         errors.extend(kind.validate_masters(replicas))
     errors.extend(validate_run_policy(spec))
-    errors.extend(validate_scheduler(spec))
-    errors.extend(validate_tensorboard(spec))
-    errors.extend(validate_run_mode(spec, job_types(kind, replicas)))
+    if "scheduler" in spec:  # (each part's rules only when the part is there)
+        errors.extend(validate_scheduler(spec))
+    if tensorboard:
+        errors.extend(validate_tensorboard(spec))
+    if isinstance(spec.get("runMode"), dict):  # (the job's types are needed only then)
+        errors.extend(validate_run_mode(spec, job_types(kind, replicas)))
     if old is not None:
         errors.extend(validate_update(kind, obj, old))
     return errors, warnings_for(kind, spec, replicas)

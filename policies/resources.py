@@ -26,8 +26,41 @@ __all__ = ["container_resources", "container_resources_ok", "validate_resources"
 
 def container_resources_ok(resources: dict[str, Any]) -> bool:
     """Whether one container's `resources` has no error: the fast path of every admission,
-    which builds no field path (`container_resources` names the errors when there are some)."""
-    return not _check(resources, _NO_PATH)
+    which builds no field path (`container_resources` names the errors when there are some).
+
+    Amounts written as strings (what YAML and JSON jobs hold) are judged one resource at a
+    time by a cached verdict on the (name, request, limit) strings, the same judgement `_check`
+    makes on the parsed values; anything else (numbers, nulls) goes through `_check` itself.
+    """
+    requests = resources.get("requests")
+    limits = resources.get("limits")
+    if not isinstance(requests, dict):
+        requests = _EMPTY
+    if not isinstance(limits, dict):
+        limits = _EMPTY
+    paired = 0
+    for name, limit in limits.items():
+        request = requests.get(name)
+        if type(limit) is not str:
+            return not _check(resources, _NO_PATH)
+        if type(request) is str:
+            if not _pair_ok(name, request, limit):
+                return False
+            paired += 1
+        elif request is not None or name in requests:
+            return not _check(resources, _NO_PATH)
+        elif _quantity_of_string(name, limit)[0] is None:
+            return False
+    if paired == len(requests):
+        return True  # every request has a limit (the usual case)
+    for name, request in requests.items():
+        if name in limits:
+            continue
+        if type(request) is not str:
+            return not _check(resources, _NO_PATH)
+        if not _request_alone_ok(name, request):
+            return False
+    return True
 
 
 def container_resources(
@@ -51,6 +84,7 @@ def _no_path(section: str, name: str) -> Path:
 
 _ROOT = Path()
 _NO_PATH = _no_path
+_EMPTY: dict[str, Any] = {}
 
 
 def _check(resources: dict[str, Any], at: Callable[[str, str], Path]) -> list[FieldError]:
@@ -122,6 +156,21 @@ def _quantity(name: str, raw: Any) -> tuple[Decimal | None, str]:
 def _quantity_of_string(name: str, raw: str) -> tuple[Decimal | None, str]:
     """Cached like `quantity.parse_quantity`: jobs repeat the same few (name, amount) pairs."""
     return _quantity(name, raw)
+
+
+@lru_cache(maxsize=1024)
+def _pair_ok(name: str, request: str, limit: str) -> bool:
+    """Both amounts well formed, and the limit one `_check` accepts for that request."""
+    low, high = _quantity_of_string(name, request)[0], _quantity_of_string(name, limit)[0]
+    if low is None or high is None or high < low:
+        return False
+    return high == low or _overcommit_allowed(name)
+
+
+@lru_cache(maxsize=1024)
+def _request_alone_ok(name: str, request: str) -> bool:
+    """A well-formed request without a limit, of a resource that may be overcommitted."""
+    return _quantity_of_string(name, request)[0] is not None and _overcommit_allowed(name)
 
 
 @lru_cache(maxsize=256)

@@ -67,6 +67,7 @@ _DNS1123_SUBDOMAIN_HELP = (
 _CONTAINER_LISTS = ("initContainers", "containers")
 _SPEC = Path.of("spec")
 _REPLICA_SPECS = _SPEC.child("replicaSpecs")
+_RUN_POLICY = _SPEC.child("runPolicy")
 _NAME = Path.of("metadata", "name")
 
 
@@ -123,32 +124,30 @@ def _validate_generate_name(generate: Any, suffix: int, longest: str) -> list[Fi
     return []
 
 
-def validate_replica_specs(kind: KindSpec, spec: dict[str, Any]) -> list[FieldError]:
-    """Types, counts, restart policies and pod templates of `spec.replicaSpecs`.
+def validate_replica_specs(
+    kind: KindSpec, spec: dict[str, Any], replicas: list[Replica]
+) -> list[FieldError]:
+    """Types, counts, restart policies and pod templates of `spec.replicaSpecs`, read through
+    `replicas` (`kinds.replicas_of`: its object entries, their types and counts typed).
 
     Runs for every replica spec of every admitted job, so paths are built only for errors.
     """
     items = spec.get("replicaSpecs")
     if items is None or items == []:
         return [required(_REPLICA_SPECS, "at least one replica spec is required")]
-    if not isinstance(items, list):
-        return []
     errors: list[FieldError] = []
     seen: set[str] = set()
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            continue
-        rtype = item.get("type")
-        if rtype is None:
-            errors.append(required(_at(i, "type"), _one_of(kind.replica_types)))
-        elif isinstance(rtype, str):
-            if rtype not in kind.replica_types:
-                errors.append(not_supported(_at(i, "type"), rtype, kind.replica_types))
+    types = kind.replica_types
+    for i, rtype, count, item in replicas:
+        if rtype is not None:
+            if rtype not in types:
+                errors.append(not_supported(_at(i, "type"), rtype, types))
             elif rtype in seen:
                 errors.append(duplicate(_at(i, "type"), rtype))
             seen.add(rtype)
-        count = item.get("replicas")
-        if _is_int(count) and count < 0:
+        elif item.get("type") is None:  # (a type of another JSON type is the schema's)
+            errors.append(required(_at(i, "type"), _one_of(types)))
+        if count is not None and count < 0:
             errors.append(invalid(_at(i, "replicas"), count, "must be greater than or equal to 0"))
         policy = item.get("restartPolicy")
         if isinstance(policy, str) and policy not in RESTART_POLICIES:
@@ -162,21 +161,24 @@ def validate_run_policy(spec: dict[str, Any]) -> list[FieldError]:
     run_policy = spec.get("runPolicy")
     if not isinstance(run_policy, dict):
         return []
-    path = _SPEC.child("runPolicy")
     errors: list[FieldError] = []
     policy = run_policy.get("cleanUpPolicy")
     if isinstance(policy, str) and policy not in CLEAN_UP_POLICIES:
-        errors.append(not_supported(path.child("cleanUpPolicy"), policy, CLEAN_UP_POLICIES))
+        errors.append(not_supported(_RUN_POLICY.child("cleanUpPolicy"), policy, CLEAN_UP_POLICIES))
     backoff = run_policy.get("backoffLimit")
-    if _is_int(backoff) and backoff < 0:
-        errors.append(
-            invalid(path.child("backoffLimit"), backoff, "must be greater than or equal to 0")
-        )
-    deadline = run_policy.get("activeDeadlineSeconds")
-    if _is_int(deadline) and deadline < 1:
+    if isinstance(backoff, int) and backoff < 0:  # (a bool is never < 0)
         errors.append(
             invalid(
-                path.child("activeDeadlineSeconds"), deadline, "must be greater than or equal to 1"
+                _RUN_POLICY.child("backoffLimit"), backoff, "must be greater than or equal to 0"
+            )
+        )
+    deadline = run_policy.get("activeDeadlineSeconds")
+    if isinstance(deadline, int) and deadline < 1 and not isinstance(deadline, bool):
+        errors.append(
+            invalid(
+                _RUN_POLICY.child("activeDeadlineSeconds"),
+                deadline,
+                "must be greater than or equal to 1",
             )
         )
     return errors
@@ -258,6 +260,23 @@ def validate_run_mode(spec: dict[str, Any], types: list[str]) -> list[FieldError
 
 
 def _validate_template(kind: KindSpec, item: dict[str, Any], i: int) -> list[FieldError]:
+    try:
+        pod_spec = item["template"]["spec"]
+        containers = pod_spec["containers"]
+    except (KeyError, TypeError):  # a part missing, null or of another type: the report says
+        return _template_errors(kind, item, i)
+    if (
+        type(containers) is list
+        and containers
+        and not pod_spec.get("initContainers")
+        and _containers_ok(kind.main_container, containers)
+    ):
+        return []  # the usual pod: nothing to report, and no report built
+    return _template_errors(kind, item, i)
+
+
+def _template_errors(kind: KindSpec, item: dict[str, Any], i: int) -> list[FieldError]:
+    """What is wrong with a replica spec's pod template (possibly nothing)."""
     template = item.get("template")
     if template is None:
         return [required(_at(i, "template"), "a pod template for the replicas is required")]
@@ -281,8 +300,39 @@ def _validate_template(kind: KindSpec, item: dict[str, Any], i: int) -> list[Fie
         ]
     if not isinstance(containers, list):
         return []
-    # One pass over the containers for names, the main container and resources (this runs
-    # for every replica spec of every admission); errors keep that order.
+    return _container_errors(kind, pod_spec, containers, i)
+
+
+def _containers_ok(main: str, containers: list[Any]) -> bool:
+    """Whether `_container_errors` has nothing to report for a pod without init containers:
+    every container a dict with a name of its own and sound resources, the first one named
+    `main` with an image. (False when in doubt: `_container_errors` then decides.)"""
+    seen: set[str] = set()
+    has_main = False
+    for container in containers:
+        if not isinstance(container, dict):
+            return False
+        name = container.get("name")
+        if type(name) is not str or not name or name in seen:
+            return False
+        seen.add(name)
+        if name == main and not has_main:
+            image = container.get("image")
+            if image is None or image == "":
+                return False
+            has_main = True
+        resources = container.get("resources")
+        if isinstance(resources, dict) and resources and not container_resources_ok(resources):
+            return False
+    return has_main
+
+
+def _container_errors(
+    kind: KindSpec, pod_spec: dict[str, Any], containers: list[Any], i: int
+) -> list[FieldError]:
+    """Names, the main container and resources of a pod's containers and init containers."""
+    # One pass over the containers; errors keep the order: names, then the main container,
+    # then resources.
     names: list[FieldError] = []
     found: list[FieldError] = []
     problems: list[tuple[str, int]] = []
@@ -334,12 +384,14 @@ def _at(i: int, *names: str) -> Path:
 def _longest_suffix(kind: KindSpec, replicas: list[Replica]) -> tuple[int, str]:
     """The length of the longest `-<type>-<index>` the job's pods get, and its replica type."""
     best, best_type = 0, ""
-    for r in replicas:
-        count = r.replicas
-        if count is not None and count > 0 and r.type in kind.replica_types:
-            length = len(r.type) + len(str(count - 1)) + 2
+    types = kind.replica_types
+    for _, rtype, count, _ in replicas:
+        if count is not None and count > 0 and rtype in types:
+            assert rtype is not None
+            # "-<type>-<count - 1>"; indexes below 10 have one digit (the usual case)
+            length = len(rtype) + (3 if count <= 10 else len(str(count - 1)) + 2)
             if length > best:
-                best, best_type = length, r.type
+                best, best_type = length, rtype
     return best, best_type
 
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from webhook.app import Readiness, Settings, create_app
+from webhook.app import Readiness, Settings, create_app, dispatcher
 from webhook.tls import ReloadingTLS
 
 __all__ = ["Companion", "RunningServer", "ServerConfig", "run", "serve", "start"]
@@ -96,6 +96,20 @@ lane (webhook.app) holds some 300 KiB instead of ~1 MiB, the rest waiting in the
 client."""
 
 
+class _DirectRunner(web.AppRunner):
+    """The application's lifecycle (startup, cleanup contexts, graceful shutdown), with its
+    routes served by `webhook.app.dispatcher` on aiohttp's low-level `web.Server` instead of
+    through the application's router and request factory (~5 µs less per request)."""
+
+    def __init__(self, app: web.Application, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self._server_options = {k: v for k, v in kwargs.items() if k != "shutdown_timeout"}
+
+    async def _make_server(self) -> web.Server:
+        await super()._make_server()  # starts the application; its own handler is not used
+        return web.Server(dispatcher(self.app), **self._server_options)
+
+
 class _Connections:
     """How many connections are open, against `ServerConfig.max_connections`."""
 
@@ -162,7 +176,7 @@ async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> 
     """Load the certificate pair and start listening (port 0 picks a free port)."""
     tls = ReloadingTLS(config.cert_file, config.key_file, interval=config.reload_interval)
     app = create_app(config.settings, tls=tls, readiness=readiness)
-    runner = web.AppRunner(
+    runner = _DirectRunner(
         app,
         keepalive_timeout=config.settings.idle_timeout,
         lingering_time=config.settings.linger_timeout,

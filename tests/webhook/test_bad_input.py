@@ -133,6 +133,19 @@ async def test_an_update_carrying_two_objects_larger_than_etcd_stores_gets_413(
 async def test_a_get_on_an_admission_endpoint_is_refused_with_405(webhook: Webhook) -> None:
     async with webhook.session.get(webhook.url + "/validate") as resp:
         assert resp.status == 405
+        assert resp.headers["Allow"] == "POST"
+
+
+async def test_routes_answer_as_a_router_would_another_path_404_head_like_get(
+    webhook: Webhook,
+) -> None:
+    async with webhook.session.post(webhook.url + "/validate/extra", data=b"{}") as resp:
+        assert resp.status == 404
+    async with webhook.session.head(webhook.url + "/healthz") as resp:
+        assert resp.status == 200
+    async with webhook.session.post(webhook.url + "/healthz", data=b"") as resp:
+        assert resp.status == 405
+        assert resp.headers["Allow"] == "GET,HEAD"
 
 
 # --- slow clients -------------------------------------------------------------------------
