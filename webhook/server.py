@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from webhook.app import Readiness, Settings, create_app, dispatcher
 from webhook.tls import ReloadingTLS
@@ -110,6 +111,25 @@ class _DirectRunner(web.AppRunner):
         return web.Server(dispatcher(self.app), **self._server_options)
 
 
+class _MalformedRequests(logging.Filter):
+    """aiohttp logs a request it cannot parse (a request line over 8 KiB, bad HTTP) as an
+    ERROR with a traceback, and any client that reaches the port can send one: one WARNING line
+    naming the client's error instead (the answer, a 400, is aiohttp's as before)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            reason = " ".join(str(exc.message).split())[:200]
+            record.args = (record.getMessage(), type(exc).__name__, reason)
+            record.msg = "%s: %s %s"
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_MALFORMED = _MalformedRequests()
+
+
 class _Connections:
     """How many connections are open, against `ServerConfig.max_connections`."""
 
@@ -175,6 +195,7 @@ class _SmallTLSReads(asyncio.Protocol):
 async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> RunningServer:
     """Load the certificate pair and start listening (port 0 picks a free port)."""
     tls = ReloadingTLS(config.cert_file, config.key_file, interval=config.reload_interval)
+    logging.getLogger("aiohttp.server").addFilter(_MALFORMED)  # (once: a set of filters)
     app = create_app(config.settings, tls=tls, readiness=readiness)
     runner = _DirectRunner(
         app,

@@ -258,3 +258,22 @@ async def test_a_chunked_body_over_the_limit_gets_413_even_when_it_arrived_whole
         assert _counted(server) == {"too_large": 1.0, "observed": 1.0}
     finally:
         await server.close()
+
+
+async def test_a_request_line_too_long_is_one_warning_line_not_a_traceback(
+    webhook: Webhook, client_context: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="aiohttp.server"):
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", webhook.server.port, ssl=client_context
+        )
+        writer.write(b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        answer = await _read_until_closed(reader)
+        writer.close()
+    assert answer.split(b" ", 2)[1] == b"400"  # (aiohttp answers an unparsed request in HTTP/1.0)
+    (record,) = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert record.levelno == logging.WARNING
+    assert record.exc_info is None and record.exc_text is None
+    assert "LineTooLong" in record.getMessage() and "8190 bytes" in record.getMessage()
+    await _still_serving(webhook)
