@@ -314,7 +314,7 @@ class Reconciler:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        if creates_first and not refused and not any(isinstance(o, str) for o in outcomes):
+        if creates_first and not any(isinstance(o, str) for o in outcomes):  # none refused
             timers = [t for t in (result.requeue_after, CHILD_BATCH_SECONDS) if t is not None]
             return min(timers)
         planned = self._plan(job, now).status if creates_first else result.status
