@@ -282,7 +282,10 @@ async def _run(
     rate: float | None,
     namespace: str,
     flavor: Flavor = TRAINOPS,
+    run_seconds: float = 0.0,
 ) -> dict[str, str]:
+    """One measurement; a job's chief exits `run_seconds` after its four replicas run (0: at
+    once, so the job is over before any batched status write of its progress)."""
     exited: dict[str, float] = {}  # job -> when its master's exit was written
     done: dict[str, float] = {}
     replicas_running: dict[str, int] = {}
@@ -323,9 +326,12 @@ async def _run(
                     masters[job] = name
                 replicas_running[job] = replicas_running.get(job, 0) + 1
                 if replicas_running[job] == 4:
-                    kubelet_queue.put_nowait(
-                        {"_finish": True, "metadata": {"name": masters[job], "labels": labels}}
-                    )
+                    finish = {"_finish": True, "metadata": {"name": masters[job], "labels": labels}}
+                    if run_seconds > 0:
+                        loop = asyncio.get_running_loop()
+                        loop.call_later(run_seconds, kubelet_queue.put_nowait, finish)
+                    else:
+                        kubelet_queue.put_nowait(finish)
             except errors.APIError as exc:
                 print(f"kubelet: {name}: {exc}", file=sys.stderr)
 

@@ -3,6 +3,7 @@ go to docs/PERFORMANCE.md).
 
     .venv/bin/python benchmarks/bench_peer.py --kubeconfig FILE [--jobs 200] [--rates 5,10]
                                               [--rounds 2] [--paced-jobs 300]
+                                              [--run-seconds 0]
 
 The peer is `github.com/kubeflow/training-operator/cmd/training-operator.v1@v1.9.3`, built with
 `go install` from the Go module proxy into ~/.cache/trainops/peer/ (once; its TFJob CRD comes
@@ -203,7 +204,7 @@ def _start_trainops(kubeconfig: Path) -> subprocess.Popen[bytes]:
 
 
 async def measure(
-    name: str, kubeconfig: Path, jobs: int, rate: float | None
+    name: str, kubeconfig: Path, jobs: int, rate: float | None, run_seconds: float = 0.0
 ) -> dict[str, float | str]:
     """One controller, fresh, in a fresh namespace: the figures of one run."""
     flavor = PEER if name == "training-operator" else bc.TRAINOPS
@@ -218,7 +219,7 @@ async def measure(
         server_pids = bc._reference_pids(kubeconfig)
         server_cpu0 = {k: bc._cpu_seconds(pid) for k, pid in server_pids.items()}
         load0 = os.getloadavg()[0]
-        out = await bc._run(client, proc, jobs, rate, namespace, flavor)
+        out = await bc._run(client, proc, jobs, rate, namespace, flavor, run_seconds)
         server_ms = {
             k: (bc._cpu_seconds(pid) - server_cpu0[k]) / jobs * 1000
             for k, pid in server_pids.items()
@@ -330,7 +331,7 @@ async def main_async(args: argparse.Namespace) -> None:
             for name in order:
                 rate = None if run == "burst" else float(run)
                 count = args.jobs if run == "burst" else args.paced_jobs
-                figures = await measure(name, kubeconfig, count, rate)
+                figures = await measure(name, kubeconfig, count, rate, args.run_seconds)
                 row_of[name][run] = figures
                 print(f"round {round_ + 1} {name} {run}: {figures['context']}", file=sys.stderr)
         for name in names:
@@ -344,6 +345,7 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; load {load[0]:.1f} {load[1]:.1f}")
     print(f"at: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; rounds alternate")
     print(f"burst: {args.jobs} jobs at once; paced: {args.paced_jobs} jobs at {args.rates} jobs/s")
+    print(f"a chief exits {args.run_seconds:g} s after its job's four replicas run")
     print()
     titles = {"trainops": "trainops", "training-operator": "training-operator v1.9.3 (tuned)"}
     print("| figure (one value per round) | " + " | ".join(titles[n] for n in names) + " |")
@@ -382,6 +384,14 @@ def main() -> None:
     parser.add_argument("--rates", default="5,10", help="paced rates, jobs/s (comma-separated)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
     parser.add_argument("--only", help="trainops or training-operator: measure just that one")
+    parser.add_argument(
+        "--run-seconds",
+        type=float,
+        default=0.0,
+        help="how long a chief runs once its job's four replicas run (default 0: it exits at "
+        "once, so a job is over before any batched status write of its progress; 2 measures "
+        "the exit of a job whose Running status was written)",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 
