@@ -164,16 +164,10 @@ def _default_replica(
     if isinstance(rtype, str) and rtype != rtype.lower():
         _set(item, "type", rtype.lower(), f"/spec/replicaSpecs/{i}", ops, where)
     if item.get("replicas") is None:
-        op = "replace" if "replicas" in item else "add"
-        ops.append({"op": op, "path": f"/spec/replicaSpecs/{i}/replicas", "value": 1})
-        if where is not None:
-            where.append((item, "replicas"))
+        _set(item, "replicas", 1, f"/spec/replicaSpecs/{i}", ops, where)
     if item.get("restartPolicy") is None:
-        op = "replace" if "restartPolicy" in item else "add"
         policy = kind.default_restart_policy
-        ops.append({"op": op, "path": f"/spec/replicaSpecs/{i}/restartPolicy", "value": policy})
-        if where is not None:
-            where.append((item, "restartPolicy"))
+        _set(item, "restartPolicy", policy, f"/spec/replicaSpecs/{i}", ops, where)
     try:
         containers = item["template"]["spec"]["containers"]
     except (KeyError, TypeError):  # absent, null or not an object: nothing to default
@@ -201,12 +195,9 @@ def _default_port(
     come out identical."""
     ports = container.get("ports")
     if ports is None:
-        op = "replace" if "ports" in container else "add"
-        path = f"/spec/replicaSpecs/{i}/template/spec/containers/{j}/ports"
+        at = f"/spec/replicaSpecs/{i}/template/spec/containers/{j}"
         port = {"name": kind.port_name, "containerPort": kind.default_port, "protocol": "TCP"}
-        ops.append({"op": op, "path": path, "value": [port]})
-        if where is not None:
-            where.append((container, "ports"))
+        _set(container, "ports", [port], at, ops, where)
     elif isinstance(ports, list):
         name = kind.port_name
         for p in ports:
