@@ -166,14 +166,14 @@ def validate_run_policy(spec: dict[str, Any]) -> list[FieldError]:
     if isinstance(policy, str) and policy not in CLEAN_UP_POLICIES:
         errors.append(not_supported(_RUN_POLICY.child("cleanUpPolicy"), policy, CLEAN_UP_POLICIES))
     backoff = run_policy.get("backoffLimit")
-    if isinstance(backoff, int) and backoff < 0:  # (a bool is never < 0)
+    if _is_int(backoff) and backoff < 0:
         errors.append(
             invalid(
                 _RUN_POLICY.child("backoffLimit"), backoff, "must be greater than or equal to 0"
             )
         )
     deadline = run_policy.get("activeDeadlineSeconds")
-    if isinstance(deadline, int) and deadline < 1 and not isinstance(deadline, bool):
+    if _is_int(deadline) and deadline < 1:
         errors.append(
             invalid(
                 _RUN_POLICY.child("activeDeadlineSeconds"),
