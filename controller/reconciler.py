@@ -288,10 +288,16 @@ class Reconciler:
         # whatever they did meanwhile. One write where "Creating", "Pending" with the pods'
         # uids and "Running" were up to three (a status write costs kube-apiserver every CEL
         # rule of the CRD), and a pod that finishes at once is not reported behind a write in
-        # flight. Safe: there is no restart to count yet, and names are deterministic, so a
-        # crash in between is completed by the next reconcile. Any later reconcile writes the
-        # status first (module docstring).
-        creates_first = not job.get("status") and bool(result.actions)
+        # flight. Safe only while every action is a create: names are deterministic, so a
+        # crash in between is completed by the next reconcile. A delete means a restart was
+        # counted (a replica failed before the job had a status, its crash-loop delay already
+        # over) or a job ended: that status is written first, as in any later reconcile
+        # (module docstring), or the count is lost with the pod.
+        creates_first = (
+            not job.get("status")
+            and bool(result.actions)
+            and all(a.verb == "create" for a in result.actions)
+        )
         if result.status != (job.get("status") or {}) and not creates_first:
             job = await self._write_status(resource, job, result.status)
         # Independent of each other (each tolerates a stale view), so sent together; all of

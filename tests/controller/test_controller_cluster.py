@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from controller import labels
 from controller.manager import Controller
 from kube import resources
 from kube.client import Client
 from tests.controller.conftest import job_status, pods_of, wait_phase
 from tests.support.cluster import aeventually
-from tests.support.fakekubelet import set_pod_status
+from tests.support.fakekubelet import pod_status, set_pod_status
 from tests.support.jobs import replica, tf_job, xgb_job
 
 TF = resources.TFJOBS
@@ -152,6 +154,45 @@ async def test_a_failing_master_runs_backoff_limit_plus_one_times_then_the_job_f
     # No fourth run.
     pods = await pods_of(kclient, namespace, "bo")
     assert pods["bo-worker-0"]["metadata"]["uid"] == uid
+
+
+async def _fail_long_ago(client: Client, namespace: str, name: str, code: int) -> None:
+    """The kubelet's report of a pod that failed a minute ago: its crash-loop delay (1 s before
+    a first restart) has passed by the time the controller sees it, as when it runs behind."""
+    pod = await client.get(resources.PODS, name, namespace)
+    status = pod_status(pod, "Failed", code)
+    ago = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for container in status["containerStatuses"]:
+        container["state"]["terminated"]["finishedAt"] = ago
+    pod["status"] = status
+    await client.replace(resources.PODS, pod, namespace, subresource="status")
+
+
+async def test_a_restart_before_the_jobs_first_status_is_counted(
+    controller: Controller, kclient: Client, namespace: str
+) -> None:
+    """A job's first reconcile creates its pods and leaves the status to the next one. When
+    that next one already restarts a replica (it failed at once, and its crash-loop delay has
+    passed), the count must be stored before the pod is deleted — else it is lost and the job
+    runs more times than its backoff limit allows (seen under load in `trainops up`: 4 runs
+    with backoffLimit 2)."""
+    job = _in(namespace, tf_job(replica("worker", 1, restartPolicy="OnFailure"), name="early"))
+    job["spec"]["runPolicy"] = {"backoffLimit": 1}
+    await kclient.create(TF, job)
+    first = await _new_pod(kclient, namespace, "early-worker-0", "")
+    await _fail_long_ago(kclient, namespace, "early-worker-0", 3)
+    # The point of the test: the failure landed before the job had any status (the first
+    # reconcile leaves it to the one CHILD_BATCH_SECONDS later).
+    assert await job_status(kclient, TF, namespace, "early") == {}
+    second = await _new_pod(kclient, namespace, "early-worker-0", first["metadata"]["uid"])
+    assert second["metadata"]["annotations"][labels.RESTART_COUNT] == "1"
+    await _fail_long_ago(kclient, namespace, "early-worker-0", 3)
+    failed = await wait_phase(kclient, TF, namespace, "early", "Failed")
+    assert failed["backoffCount"] == 1
+    reasons = {c["type"]: c.get("reason") for c in failed["conditions"] if c["status"] == "True"}
+    assert reasons["Failed"] == "BackoffLimitExceeded"
+    pods = await pods_of(kclient, namespace, "early")
+    assert pods["early-worker-0"]["metadata"]["uid"] == second["metadata"]["uid"]  # no third run
 
 
 async def test_a_pod_deleted_by_hand_is_recreated_without_using_backoff(
