@@ -13,9 +13,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller import labels
-from controller.manager import Controller
+from controller.manager import Controller, ControllerSettings
+from controller.replicas import Mode, pod_body
+from controller.spec import view
 from kube import resources
 from kube.client import Client
+from kube.manager import LeaderElection, Manager
 from tests.controller.conftest import job_status, pods_of, wait_phase
 from tests.support.cluster import aeventually
 from tests.support.fakekubelet import pod_status, set_pod_status
@@ -169,30 +172,40 @@ async def _fail_long_ago(client: Client, namespace: str, name: str, code: int) -
 
 
 async def test_a_restart_before_the_jobs_first_status_is_counted(
-    controller: Controller, kclient: Client, namespace: str
+    kclient: Client, namespace: str
 ) -> None:
-    """A job's first reconcile creates its pods and leaves the status to the next one. When
-    that next one already restarts a replica (it failed at once, and its crash-loop delay has
-    passed), the count must be stored before the pod is deleted — else it is lost and the job
-    runs more times than its backoff limit allows (seen under load in `trainops up`: 4 runs
-    with backoffLimit 2)."""
+    """A job's first reconcile creates its pods and leaves the status to the next one. When a
+    reconcile that finds no status already restarts a replica — here the pod's controller
+    stopped before any status and a new one starts after the pod failed; under load the same
+    happens when the reconcile after the first comes late — the count must be stored before the
+    pod is deleted, or it is lost with it and the job runs more often than its backoff limit
+    allows (seen in `trainops up` under load: 4 runs with backoffLimit 2)."""
     job = _in(namespace, tf_job(replica("worker", 1, restartPolicy="OnFailure"), name="early"))
     job["spec"]["runPolicy"] = {"backoffLimit": 1}
-    await kclient.create(TF, job)
-    first = await _new_pod(kclient, namespace, "early-worker-0", "")
-    await _fail_long_ago(kclient, namespace, "early-worker-0", 3)
-    # The point of the test: the failure landed before the job had any status (the first
-    # reconcile leaves it to the one CHILD_BATCH_SECONDS later).
+    created = await kclient.create(TF, job)
+    job_view = view(created)
+    (rid,) = job_view.replicas()
+    pod = await kclient.create(
+        resources.PODS, pod_body(job_view, rid, restart_count=0, mode=Mode.TRAIN), namespace
+    )
+    await _fail_long_ago(kclient, namespace, rid.name, 3)
     assert await job_status(kclient, TF, namespace, "early") == {}
-    second = await _new_pod(kclient, namespace, "early-worker-0", first["metadata"]["uid"])
-    assert second["metadata"]["annotations"][labels.RESTART_COUNT] == "1"
-    await _fail_long_ago(kclient, namespace, "early-worker-0", 3)
-    failed = await wait_phase(kclient, TF, namespace, "early", "Failed")
+
+    manager = Manager(kclient, leader_election=LeaderElection(enabled=False))
+    Controller(manager, ControllerSettings(workers=2, resync_seconds=30))
+    manager.start()
+    try:
+        second = await _new_pod(kclient, namespace, rid.name, pod["metadata"]["uid"])
+        assert second["metadata"]["annotations"][labels.RESTART_COUNT] == "1"
+        await _fail_long_ago(kclient, namespace, rid.name, 3)
+        failed = await wait_phase(kclient, TF, namespace, "early", "Failed")
+    finally:
+        await manager.stop()
     assert failed["backoffCount"] == 1
     reasons = {c["type"]: c.get("reason") for c in failed["conditions"] if c["status"] == "True"}
     assert reasons["Failed"] == "BackoffLimitExceeded"
     pods = await pods_of(kclient, namespace, "early")
-    assert pods["early-worker-0"]["metadata"]["uid"] == second["metadata"]["uid"]  # no third run
+    assert pods[rid.name]["metadata"]["uid"] == second["metadata"]["uid"]  # no third run
 
 
 async def test_a_pod_deleted_by_hand_is_recreated_without_using_backoff(
