@@ -183,10 +183,11 @@ def near_valid_jobs(draw: st.DrawFn) -> dict[str, Any]:
         paths = paths_in(obj)
         containers = [()] + [p for p in paths if isinstance(at(obj, p), dict | list)]
         how = draw(st.sampled_from(["by key", "by key", "add", "double", "rename", "anything"]))
+        keys = [k for k in BY_KEY if any(p[-1] == k for p in paths)]
         if how == "rename" and isinstance(obj.get("metadata"), dict):
             path, value = ("metadata", "name"), draw(st.sampled_from(JOB_NAMES))
-        elif how == "by key":
-            key = draw(st.sampled_from([k for k in BY_KEY if any(p[-1] == k for p in paths)]))
+        elif how == "by key" and keys:
+            key = draw(st.sampled_from(keys))
             path = draw(st.sampled_from([p for p in paths if p[-1] == key]))
             value = draw(st.sampled_from(BY_KEY[key]))
         elif how == "add":
