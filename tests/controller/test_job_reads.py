@@ -185,17 +185,18 @@ async def test_the_controllers_pod_and_service_caches_keep_metadata_and_status_o
     job["metadata"]["namespace"] = namespace
     await kclient.create(TF, job)
 
-    async def cached() -> list[dict[str, Any]] | bool:
-        pods = [
-            p for p in controller.children.pods.list() if p["metadata"]["namespace"] == namespace
-        ]
-        return pods if len(pods) == 3 else False
+    def in_namespace(informer: Informer) -> list[dict[str, Any]]:
+        return [o for o in informer.list() if o["metadata"]["namespace"] == namespace]
 
-    pods = await aeventually(cached, timeout=15)
-    services = [
-        s for s in controller.children.services.list() if s["metadata"]["namespace"] == namespace
-    ]
-    assert len(services) == 3
+    async def cached() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | bool:
+        # (the two informers' watches deliver independently: wait for both)
+        pods, services = (
+            in_namespace(controller.children.pods),
+            in_namespace(controller.children.services),
+        )
+        return (pods, services) if len(pods) == 3 and len(services) == 3 else False
+
+    pods, services = await aeventually(cached, timeout=15)
     for obj in [*pods, *services]:
         assert "spec" not in obj and "managedFields" not in obj["metadata"]
         assert obj["metadata"]["ownerReferences"][0]["name"] == "lean"
