@@ -21,7 +21,6 @@ from typing import Any
 from policies import structural
 from policies.advice import warnings_for
 from policies.defaults import default_with, plan_defaults
-from policies.fastpath import plainly_valid
 from policies.fieldpath import ErrorType, FieldError, Path, invalid, not_supported, required
 from policies.kinds import KindSpec, replicas_of
 from policies.rules_common import (
@@ -159,14 +158,6 @@ def admit(obj: Any, old: Any = None) -> Admission:
 
 
 def _rules(kind: KindSpec, obj: dict[str, Any], old: Any) -> tuple[list[FieldError], list[str]]:
-    if plainly_valid(kind, obj):  # the usual job: only the UPDATE rules may have something to say
-        return (validate_update(kind, obj, old) if old is not None else []), []
-    return _full_rules(kind, obj, old)
-
-
-def _full_rules(
-    kind: KindSpec, obj: dict[str, Any], old: Any
-) -> tuple[list[FieldError], list[str]]:
     replicas = replicas_of(obj)
     spec = obj.get("spec")
     tensorboard = isinstance(spec, dict) and spec.get("tensorboardSpec") is not None
