@@ -1,18 +1,20 @@
 # The trainops image: one command, every component (`trainops webhook`, `trainops controller`,
-# `trainops check`, …). Debian's Python on debian:bookworm-slim, no compiler, no pip, no caches.
+# `trainops check`, …). Debian's Python on debian:bookworm-slim; no compiler, no pip, no caches in
+# the runtime stage (the build stage compiles the admission rules with mypyc: setup.py).
 # hack/image builds it with no Docker engine or registry (docs/IMAGE.md); `docker build .`
 # builds it anywhere else.
 
 # -- build: a virtual environment in /opt/trainops, copied whole into the runtime stage ------------
 FROM debian:bookworm-slim AS build
+# gcc and the Python headers: mypyc compiles the admission rules into C extensions here.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv \
+    && apt-get install -y --no-install-recommends python3 python3-venv python3-dev gcc libc6-dev \
     && apt-get clean && rm -rf /var/lib/apt/lists/*
-RUN python3 -m venv /opt/trainops
+RUN python3 -m venv /opt/trainops && python3 -m venv /opt/build-tools
 WORKDIR /src
 # The dependencies first, read from pyproject.toml, so a change to our code alone reuses this
-# layer. Every dependency comes as a wheel: the stage has no compiler, so one that needed
-# building would fail here rather than bring build tools in.
+# layer. Every dependency comes as a wheel (`--only-binary`): nothing but our rules is compiled
+# here. The build tools (setuptools, mypy for mypyc) get a venv of their own, left in this stage.
 # A build machine whose egress re-signs TLS passes its CA bundle as the `pip-cert` build secret
 # (hack/image does): it is mounted for these two steps only and never stored in a layer.
 # The versions are constraints.txt's, the ones CI tested (the README installs with it too).
@@ -21,8 +23,10 @@ RUN --mount=type=secret,id=pip-cert \
     if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
     && /opt/trainops/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >requirements.txt \
     && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --only-binary=:all: \
-        -c constraints.txt -r requirements.txt
-COPY README.md ./
+        -c constraints.txt -r requirements.txt \
+    && /opt/build-tools/bin/pip install --no-cache-dir --disable-pip-version-check --only-binary=:all: \
+        -c constraints.txt setuptools mypy
+COPY README.md setup.py ./
 COPY trainops/ trainops/
 COPY policies/ policies/
 COPY webhook/ webhook/
@@ -37,9 +41,11 @@ COPY dashboard/ dashboard/
 # the others go. pip and setuptools go too: nothing installs into the image at run time.
 RUN --mount=type=secret,id=pip-cert \
     if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
-    && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
-        -c constraints.txt . \
-    && /opt/trainops/bin/python -c 'import pathlib, shutil, kubernetes_validate; from localcluster.schema.builtindefs import SCHEMA_VERSION as v; [shutil.rmtree(d) for d in (pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir() if d.name not in (v + "-local", v + "-local-strict")]' \
+    && TRAINOPS_MYPYC=1 /opt/build-tools/bin/pip wheel --no-cache-dir --disable-pip-version-check \
+        --no-build-isolation --no-deps -w /tmp/wheel . \
+    && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /tmp/wheel/trainops-*.whl \
+    && cd / && /opt/trainops/bin/python -c 'import policies.job as j, sys; sys.exit(0 if j.__file__.endswith(".so") else "rules not compiled: " + j.__file__)' \
+    && cd /src && /opt/trainops/bin/python -c 'import pathlib, shutil, kubernetes_validate; from localcluster.schema.builtindefs import SCHEMA_VERSION as v; [shutil.rmtree(d) for d in (pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir() if d.name not in (v + "-local", v + "-local-strict")]' \
     && /opt/trainops/bin/pip uninstall -y --disable-pip-version-check pip setuptools \
     && /opt/trainops/bin/python -c 'from localcluster.schema.builtindefs import builtin_definitions as d; assert d() and d(strict=True)'
 

@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/bench_webhook.py [--duration 10] [--conns 1,8,64]
 
 Needs `wrk` (Debian: apt-get install -y wrk). Starts, as separate processes on loopback:
-- the webhook, exactly as deployed (`python -m trainops webhook --cert-dir …`);
+- the webhook, exactly as deployed (`python -m trainops webhook --cert-dir …`), with the rules
+  compiled as the image compiles them (hack/compiled-tree; `--source`: this tree as it is);
 - the floor (benchmarks/floor_server.py): same TLS context, same certificate, reads the body and
   returns a constant AdmissionReview;
 then, per endpoint and connection count, runs `wrk -t1 -cN -dD --latency` with a keep-alive POST
@@ -199,7 +200,8 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _start_webhook(tmp: Path, port: int) -> subprocess.Popen[bytes]:
+def _start_webhook(tmp: Path, port: int, code: Path) -> subprocess.Popen[bytes]:
+    """The webhook as `trainops webhook` runs, from the tree `code` (see `_code_tree`)."""
     return subprocess.Popen(
         [
             *_PIN_SERVER,
@@ -216,9 +218,19 @@ def _start_webhook(tmp: Path, port: int) -> subprocess.Popen[bytes]:
             "--log-level",
             "WARNING",
         ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=code,
+        env={**os.environ, "PYTHONPATH": str(code)},
     )
+
+
+def _code_tree(tmp: Path, source: bool) -> Path:
+    """Where the webhook's code comes from: this tree with the rules compiled as the image
+    compiles them (hack/compiled-tree), or with `source` this tree as it is (pure Python)."""
+    if source:
+        return ROOT
+    build = tmp / "compiled"
+    subprocess.run([str(ROOT / "hack" / "compiled-tree"), str(build)], check=True)
+    return build / "tree"
 
 
 def _large_update(tmp: Path) -> bytes:
@@ -285,7 +297,7 @@ def flood(args: argparse.Namespace) -> int:
     large = _large_update(tmp)
     ctx = ssl.create_default_context(cafile=str(tmp / "ca.crt"))
     port = _free_port()
-    webhook = _start_webhook(tmp, port)
+    webhook = _start_webhook(tmp, port, _code_tree(tmp, args.source))
     url = f"https://127.0.0.1:{port}/validate"
     headers = {"Content-Type": "application/json"}
 
@@ -372,6 +384,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write raw results here")
     parser.add_argument("--flood", action="store_true", help="measure a flood of large reviews")
     parser.add_argument("--flood-conns", type=int, default=32)
+    parser.add_argument(
+        "--source",
+        action="store_true",
+        help="serve the webhook from this tree as it is (pure Python), not with the rules "
+        "compiled as the image has them (hack/compiled-tree)",
+    )
     parser.add_argument("--flood-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.flood_worker:
@@ -390,25 +408,7 @@ def main() -> int:
     wport, fport = _free_port(), _free_port()
     py = sys.executable
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    webhook = subprocess.Popen(
-        [
-            *_PIN_SERVER,
-            py,
-            "-m",
-            "trainops",
-            "webhook",
-            "--cert-dir",
-            str(tmp),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(wport),
-            "--log-level",
-            "WARNING",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
+    webhook = _start_webhook(tmp, wport, _code_tree(tmp, args.source))
     floor = subprocess.Popen(
         [*_PIN_SERVER, py, str(ROOT / "benchmarks" / "floor_server.py"), str(tmp), str(fport)],
         cwd=ROOT,
@@ -478,7 +478,8 @@ def main() -> int:
     pinning = "servers pinned to CPU 1, wrk to CPU 0" if _PIN_SERVER else "no CPU pinning"
     print(
         f"Machine: {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}; wrk -t1, "
-        f"{args.duration:g}s per run, median of {args.repeat} alternating runs; {pinning}"
+        f"{args.duration:g}s per run, median of {args.repeat} alternating runs; {pinning}; "
+        f"rules {'interpreted (--source)' if args.source else 'compiled (as in the image)'}"
     )
     print()
     print(

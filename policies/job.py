@@ -67,7 +67,7 @@ one in a denial (`admission webhook "<name>" denied the request: …`)."""
 class Admission:
     """The verdict on one object: its defaulted form, the patch to it, and what is wrong."""
 
-    obj: dict[str, Any]
+    obj: Any  # the defaulted job; any other JSON value is returned as it came
     patch: list[dict[str, Any]]
     errors: list[FieldError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

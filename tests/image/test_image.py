@@ -23,6 +23,7 @@ import pytest
 from certs import pki
 from tests.image.conftest import IMAGE, Podman
 from tests.localcluster.test_kubectl_webhook import registered
+from tests.support.build import compiled_modules
 from tests.support.cluster import Cluster, eventually
 from tests.support.manifests import REPO, documents
 
@@ -129,6 +130,29 @@ def test_every_package_in_the_image_is_at_the_version_constraints_txt_pins(
             name, version = line.split("==")
             pinned[_canonical(name)] = version
     assert {name: pinned.get(name) for name in installed} == installed
+
+
+def test_the_images_admission_rules_are_compiled_and_need_no_build_tool(podman: Podman) -> None:
+    """setup.py's list, each an extension module in the image (mypyc), importable with neither
+    mypy nor its runtime helpers installed; the modules it leaves out stay Python source."""
+    probe = (
+        "import importlib, importlib.util, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    print(name, importlib.import_module(name).__file__.rsplit('.', 1)[-1])\n"
+        "for name in ('mypy', 'mypyc', 'librt'):\n"
+        "    print(name, importlib.util.find_spec(name) is not None)"
+    )
+    compiled = compiled_modules()
+    assert "policies.rules_common" in compiled and "policies.job" in compiled
+    out = podman.run("-c", probe, "policies.fieldpath", *compiled, entrypoint="python3")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "policies.fieldpath py",
+        *(f"{name} so" for name in compiled),
+        "mypy False",
+        "mypyc False",
+        "librt False",
+    ]
 
 
 def _canonical(name: str) -> str:
