@@ -106,16 +106,26 @@ def copy_json(value: Any) -> Any:
     copied iteratively rather than failing.
     """
     try:
-        return _copy_recursive(value)
+        return _copy_recursive(value, 0)
     except RecursionError:
         return _copy_iterative(value)
 
 
-def _copy_recursive(value: Any) -> Any:
+_RECURSIVE_COPY_DEPTH = 200
+"""Nesting copied by recursion; deeper goes iteratively. Counted here, not left to the
+interpreter's recursion limit: compiled (setup.py), this module has none, and 100,000 levels
+overflowed the C stack."""
+
+
+def _copy_recursive(value: Any, depth: int) -> Any:
     if isinstance(value, dict):
-        return {k: _copy_recursive(v) for k, v in value.items()}
+        if depth == _RECURSIVE_COPY_DEPTH:
+            raise RecursionError
+        return {k: _copy_recursive(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_copy_recursive(v) for v in value]
+        if depth == _RECURSIVE_COPY_DEPTH:
+            raise RecursionError
+        return [_copy_recursive(v, depth + 1) for v in value]
     return value
 
 
