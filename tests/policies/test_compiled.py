@@ -1,6 +1,6 @@
 """The compiled build (setup.py: mypyc, as the image has it) against this suite.
 
-`hack/compiled-tests` runs the rule suites in a tree whose hot modules are compiled and sets
+`hack/compiled-tests` runs the main suite in a tree whose hot modules are compiled and sets
 TRAINOPS_EXPECT_COMPILED=1: there, every module setup.py lists must be the extension, or the
 tier would be testing the interpreted source again without saying so.
 """
