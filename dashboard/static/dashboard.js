@@ -13,7 +13,14 @@
   // The token lives in an HttpOnly cookie this script cannot read (set by the login page or the
   // login link); every request carries it. When the server no longer accepts it (expired,
   // revoked, logged out elsewhere), go to the login page and come back here after.
+  // Logging out clears the cookie while a live update may still be on its way; that update's
+  // redirect must not race the logout's own answer (the login page, with no way back here).
+  let loggingOut = false;
+  document.addEventListener("submit", function (event) {
+    if (event.target instanceof Element && event.target.matches("form.logout")) loggingOut = true;
+  });
   function toLogin() {
+    if (loggingOut) return;
     location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
   }
   function sentToLogin(response) {
