@@ -82,6 +82,9 @@ class _Private:
 def private(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[_Private]:
     server = _Private(tmp_path / "apiserver", **request.param)
     try:
+        # The server publishes kube-root-ca.crt into each namespace in the background; wait
+        # for it, so that no test's watch or event log sees that write interleaved with its own.
+        eventually(lambda: server.http.get(f"{CONFIGMAPS}/kube-root-ca.crt").status == 200)
         yield server
     finally:
         server.embedded.stop()

@@ -12,7 +12,7 @@ import pytest
 from localcluster.store import storage
 from localcluster.store.storage import Storage
 from tests.localcluster._http import Http
-from tests.support.cluster import BackgroundApiServer, Cluster
+from tests.support.cluster import BackgroundApiServer, Cluster, eventually
 
 
 def _cluster(embedded: BackgroundApiServer, data_dir: Path) -> Cluster:
@@ -24,6 +24,11 @@ def test_a_restart_keeps_objects_versions_credentials_and_port(tmp_path: Path) -
     first = BackgroundApiServer(tmp_path)
     try:
         http = Http(_cluster(first, tmp_path))
+        # The root CA's publisher writes in the background; let it, before "kept", so that the
+        # watch below from kept's version sees only what this test wrote after it.
+        eventually(
+            lambda: http.get("/api/v1/namespaces/default/configmaps/kube-root-ca.crt").status == 200
+        )
         created = http.post(
             "/api/v1/namespaces/default/configmaps",
             {"metadata": {"name": "kept"}, "data": {"a": "1"}},
