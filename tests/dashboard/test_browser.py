@@ -10,11 +10,13 @@ in file order (each later one builds on the commits of the earlier ones).
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.dashboard.conftest import HOSTILE_LOG_LINE, Dashboard
 from tests.up.conftest import eventually
@@ -264,3 +266,54 @@ def test_a_visitor_without_a_token_meets_the_login_page_and_logout_ends_the_sess
         page.wait_for_url(f"{dashboard.url}/login")
     finally:
         context.close()
+
+
+def test_a_live_update_arriving_during_logout_does_not_send_the_user_back_with_a_next_link(
+    dashboard: Dashboard, page: Page
+) -> None:
+    """The logout is held until a live update has fetched a fragment without the cookie (and
+    been redirected to /login): the page must still end at the logout's own /login, not at the
+    update's /login?next=/ (which would bring the next user back to this page)."""
+    page.goto(dashboard.url + "/")
+    expect(page.locator("#stream-status")).to_have_attribute("data-state", "open")
+    navigations: list[str] = []
+    page.on("request", lambda r: r.is_navigation_request() and navigations.append(r.url))
+    held: list[Any] = []
+    page.route("**/logout", lambda route: held.append(route))
+    page.locator("#logout").click(no_wait_after=True)
+    deadline = time.monotonic() + 15
+    while not held:
+        assert time.monotonic() < deadline, "the logout request never left the page"
+        page.wait_for_timeout(20)  # lets Playwright dispatch the route to the handler
+    [logout] = held
+    # The logout clears the cookie (all it does on the server): so a live update fetched before
+    # its answer arrives is redirected to /login, as one in flight across the logout is.
+    page.context.clear_cookies()
+
+    def poke() -> None:
+        dashboard.custom().patch_namespaced_custom_object(
+            "batch.tensorstack.dev",
+            "v1beta1",
+            "default",
+            "tensorflowtrainingjobs",
+            "mnist",
+            {"metadata": {"annotations": {"trainops.test/poke": str(time.time_ns())}}},
+        )
+
+    with page.expect_response(
+        lambda r: r.request.resource_type == "fetch" and "/login?next=" in r.url
+    ) as redirected:
+        poke()
+    assert redirected.value.request.redirected_from is not None
+    assert "fragment=" in redirected.value.request.redirected_from.url
+    # The page cannot be asked (it is navigating), so let it show it has acted on that answer:
+    # a second live update's refresh starts only once the first one's has run to its end.
+    try:
+        with page.expect_request(lambda r: "fragment=" in r.url):
+            poke()
+    except PlaywrightTimeoutError:
+        pass  # the page went away: the assertion below says where to
+    assert navigations == [dashboard.url + "/logout"]
+    logout.continue_()
+    page.wait_for_url(f"{dashboard.url}/login")
+    assert navigations == [dashboard.url + "/logout", dashboard.url + "/login"]
