@@ -196,3 +196,56 @@ def test_kubectl_kustomize_renders_the_same_objects() -> None:
         assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "trainops"
     deployment = next(d for d in rendered if d["kind"] == "Deployment")
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "trainops:latest"
+
+
+def test_the_network_policy_admits_ingress_to_the_serving_port_only() -> None:
+    policy = _one("NetworkPolicy")
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    spec = policy["spec"]
+    labels = DEPLOYMENT["spec"]["template"]["metadata"]["labels"]
+    assert spec["podSelector"]["matchLabels"].items() <= labels.items()
+    # Ingress only: egress goes to the API server alone, whose address is per-cluster.
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert "from" not in rule  # the API server cannot be named portably: the manifest says why
+    (port,) = rule["ports"]
+    assert port["protocol"] == "TCP"
+    (served,) = [p for p in CONTAINER["ports"] if port["port"] in (p["name"], p["containerPort"])]
+    assert served["containerPort"] == ARGS.port
+    assert SERVICE["spec"]["ports"][0]["targetPort"] in (served["name"], served["containerPort"])
+
+
+def _documented_overlay() -> str:
+    text = (ROOT / "docs" / "WEBHOOK.md").read_text()
+    section = text.split("### Narrowing the NetworkPolicy", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block.startswith("# my-cluster/kustomization.yaml\n")
+    return block
+
+
+def test_the_documented_overlay_narrows_the_policy_to_an_ip_block_on_the_same_port(
+    tmp_path: Path,
+) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    overlay = tmp_path / "my-cluster"
+    (tmp_path / "trainops").mkdir()
+    (tmp_path / "trainops" / "deploy").symlink_to(ROOT / "deploy")
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(_documented_overlay())
+    out = subprocess.run(
+        [kubectl, "kustomize", str(overlay)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    rendered = [d for d in yaml.safe_load_all(out) if d]
+    (policy,) = [d for d in rendered if d["kind"] == "NetworkPolicy"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"ipBlock": {"cidr": "10.0.0.0/28"}}]
+    assert rule["ports"] == _one("NetworkPolicy")["spec"]["ingress"][0]["ports"]
+    # Everything else is the base, unchanged.
+    key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
+    assert sorted(map(key, rendered)) == sorted(map(key, DOCS))
