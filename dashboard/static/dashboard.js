@@ -19,6 +19,11 @@
   document.addEventListener("submit", function (event) {
     if (event.target instanceof Element && event.target.matches("form.logout")) loggingOut = true;
   });
+  // Back to this page from the browser's back-forward cache, after that logout: it is a live
+  // page again, whose stale session must lead to the login page.
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) loggingOut = false;
+  });
   function toLogin() {
     if (loggingOut) return;
     location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
