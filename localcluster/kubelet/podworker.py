@@ -232,7 +232,9 @@ class PodWorker:
         )
         self.mount_paths = [link.mount_path for link in plan.links]
         shared = self.kubelet.shares_host_network(pod)
-        if shared and not self.kubelet.network.enabled:
+        # A pod that asked for the host's network gets what it asked for: nothing to warn of.
+        asked = bool((pod.get("spec") or {}).get("hostNetwork"))
+        if shared and not asked and not self.kubelet.network.enabled:
             message = self.kubelet.network.decision.event()
             self.event(pod, "HostNetwork", message, warning=True, key=("hostnetwork",))
         error = await self.sandbox.set_up(pod, host_network=shared)

@@ -207,12 +207,11 @@ async def test_a_pod_a_policy_webhook_refuses_is_surfaced_retried_and_created_on
     await aeventually(healthy, timeout=15)
 
     # Events go out through the controller's own buffered loop: they may follow the status.
-    async def created_events() -> list[str]:
+    async def created_events() -> list[str] | bool:
         events = await _events(kclient, namespace, name, "SuccessfulCreate")
-        return [e["message"] for e in events]
+        return [e["message"] for e in events] or False
 
-    await aeventually(created_events, timeout=15)
-    assert await created_events() == [f"created pod {name}-worker-0"]
+    assert await aeventually(created_events, timeout=15) == [f"created pod {name}-worker-0"]
 
 
 async def test_a_pod_over_the_namespaces_quota_is_surfaced_and_created_when_the_quota_grows(

@@ -8,6 +8,7 @@ import shlex
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,9 +107,10 @@ async def test_a_push_between_resolve_and_checkout_applies_the_resolved_commit(
     assert [h["revision"] for h in st["history"]] == [a, b]
     alpha = await get_or_none(kclient, resources.CONFIGMAPS, "alpha", namespace)
     assert alpha is not None and alpha["data"] == {"v": "A"}
-    assert await aeventually(
-        lambda: get_or_none(kclient, resources.CONFIGMAPS, "beta", namespace), timeout=15
+    beta = await aeventually(
+        lambda: _present(kclient, resources.CONFIGMAPS, "beta", namespace), timeout=15
     )
+    assert beta["data"] == {"v": "B"}
 
 
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True)
@@ -150,6 +152,12 @@ async def test_a_kind_applied_before_a_restart_is_pruned_after_it(
         assert await get_or_none(kclient, resources.CONFIGMAPS, "keep", namespace) is not None
     finally:
         await second.manager.stop()
+
+
+async def _present(
+    client: Client, resource: object, name: str, namespace: str
+) -> dict[str, Any] | bool:
+    return await get_or_none(client, resource, name, namespace) or False
 
 
 async def _gone(client: Client, resource: object, name: str, namespace: str) -> bool:

@@ -378,12 +378,21 @@ async def test_a_node_without_pod_networks_warns_each_pod(cluster) -> None:
     try:
         assert not node.kubelet.network.enabled
         await kube.create_pod("default", _pod("shared", "print('hi')", {}))
+        await kube.create_pod("default", _pod("asked", "print('hi')", {}, hostNetwork=True))
+
+        async def reasons(pod: str) -> list[str]:
+            events = await kube.client.list(resources.EVENTS, namespace="default")
+            return [e["reason"] for e in events["items"] if e["involvedObject"]["name"] == pod]
 
         async def warned() -> list[dict[str, Any]]:
             events = await kube.client.list(resources.EVENTS, namespace="default")
             return [e for e in events["items"] if e["reason"] == "HostNetwork"]
 
         (event,) = await _until(warned)
+        assert event["involvedObject"]["name"] == "shared"
+        # Events go out in order: once "asked" has its Started, a warning before it would be in.
+        asked = await _until(lambda: _started(reasons("asked")))
+        assert "HostNetwork" not in asked, asked
         assert event["type"] == "Warning"
         assert "TRAINOPS_POD_NETWORK=host" in event["message"]
         pod = await _until(lambda: kube.get_pod("default", "shared"))
@@ -393,6 +402,11 @@ async def test_a_node_without_pod_networks_warns_each_pod(cluster) -> None:
         assert _ours(node) == ([], False)
     finally:
         await node.stop()
+
+
+async def _started(reasons: Awaitable[list[str]]) -> list[str] | bool:
+    found = await reasons
+    return found if "Started" in found else False
 
 
 async def _ip_of(kube: Any, name: str) -> str:

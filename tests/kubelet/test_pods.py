@@ -487,8 +487,11 @@ def test_a_missing_executable_is_a_start_error_with_a_failed_event_not_started(
 
 def test_a_pods_events_are_listed_in_the_order_they_happened(core, namespace) -> None:
     # Real event names end in the hex nanoseconds of their creation, so a list (by name) is in
-    # time order; `kubectl describe` keeps that order for events of the same second.
-    make_pod(core, namespace, "order", [shell("main", "exit 0")], restartPolicy="Never")
+    # time order; `kubectl describe` keeps that order for events of the same second. On the
+    # host's network, so a node without pod networks adds no HostNetwork warning to the list.
+    make_pod(
+        core, namespace, "order", [shell("main", "exit 0")], restartPolicy="Never", hostNetwork=True
+    )
     eventually(lambda: phase_is(core, namespace, "order", "Succeeded"))
 
     def reasons() -> list[str]:

@@ -78,7 +78,7 @@ def test_foreground_deletion_waits_for_blocking_dependents(http: Http, namespace
     http.patch(child, {"metadata": {"finalizers": ["example.com/slow"]}})
     marked = http.delete(owner, {"propagationPolicy": "Foreground"}).json()
     assert "foregroundDeletion" in marked["metadata"]["finalizers"]
-    eventually(lambda: http.get(child).json()["metadata"].get("deletionTimestamp"))
+    eventually(lambda: http.get(child).json()["metadata"].get("deletionTimestamp") or False)
     assert http.get(owner).status == 200
     http.patch(child, {"metadata": {"finalizers": None}})
     eventually(lambda: http.get(owner).status == 404)
