@@ -202,6 +202,10 @@ class WorkQueue:
             pending[1].cancel()
         self._timers[key] = (due, loop.call_at(due, self._fire, key))
 
+    def pending(self, key: Key) -> bool:
+        """`key` is queued, being processed, or waiting for a delay: its work is not over."""
+        return key in self._dirty or key in self._processing or key in self._timers
+
     def add_rate_limited(self, key: Key) -> None:
         """`add_after` the rate limiter's delay for this key (counting a retry)."""
         self.add_after(key, self.rate_limiter.when(key))

@@ -220,3 +220,19 @@ async def test_an_api_error_is_logged_as_a_warning_without_a_traceback(
     (record,) = [r for r in caplog.records if "modified" in r.getMessage()]
     assert record.levelno == logging.WARNING and record.exc_info is None
     assert "q: processing k failed (retry 1)" in record.getMessage()
+
+
+async def test_a_key_is_pending_while_queued_processed_or_delayed_and_not_after() -> None:
+    queue = WorkQueue()
+    assert not queue.pending("a")
+    queue.add("a")
+    assert queue.pending("a")
+    assert await _get(queue) == "a"
+    assert queue.pending("a")  # being processed
+    queue.done("a")
+    assert not queue.pending("a")
+    queue.add_after("a", 0.05)
+    assert queue.pending("a") and len(queue) == 0  # waiting for its delay
+    assert await _get(queue) == "a"
+    queue.done("a")
+    assert not queue.pending("a")
