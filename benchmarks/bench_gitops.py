@@ -329,11 +329,11 @@ def _hist_delta(m0: dict[str, float], m1: dict[str, float], name: str) -> str:
 
 async def poll_rounds(up: Up, bare: Path, tmp: Path, jobs: int, out: dict[str, str]) -> None:
     """Skipped rounds: measured by their traces (metrics, CPU) and by replaying their requests."""
-    from gitops.discovery import Discovery
-    from gitops.git import Git
-    from gitops.livestate import LiveReader
-    from gitops.pairing import key_of
-    from gitops.reconciler import DEFAULT_KINDS, JOB_REPOSITORIES
+    from gitops.engine.pairing import key_of
+    from gitops.runtime.discovery import Discovery
+    from gitops.runtime.livestate import LiveReader
+    from gitops.runtime.reconciler import DEFAULT_KINDS, JOB_REPOSITORIES
+    from gitops.source.git import Git
 
     window = 30.0
     m0, cpu0 = await up.metrics(), up.cpu()

@@ -9,7 +9,7 @@ A bare repository holds N manifests, one file each, 100 per directory under `cms
 TensorFlowTrainingJobs (default: the kind the reconciler reads from its informer cache) or
 ConfigMaps (a kind it lists) — and as many unrelated files under `docs/` (not under `path`:
 the reconciler lists only `path`'s files). The API server is `trainops apiserver` in its own
-process (so its CPU does not share this process's GIL); the GitOps reconciler (`gitops.manager.
+process (so its CPU does not share this process's GIL); the GitOps reconciler (`gitops.runtime.manager.
 GitOpsReconciler`, no leader election, its workers running) is in this process's event loop
 beside a heartbeat task that sleeps 10 ms and records how late it wakes: the loop's largest
 stall while the reconciler works. Every round is timed by wrapping `Reconciler.reconcile`.
@@ -47,10 +47,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine import cpu_model  # noqa: E402
-from gitops.giturls import normalize_repo_url  # noqa: E402
-from gitops.manager import GitOpsReconciler, GitOpsSettings  # noqa: E402
-from gitops.reconciler import JOB_REPOSITORIES  # noqa: E402
-from gitops.tenancy import Boundaries  # noqa: E402
+from gitops.engine.tenancy import Boundaries  # noqa: E402
+from gitops.engine.urls import normalize_repo_url  # noqa: E402
+from gitops.runtime.manager import GitOpsReconciler, GitOpsSettings  # noqa: E402
+from gitops.runtime.reconciler import JOB_REPOSITORIES  # noqa: E402
 from kube import resources  # noqa: E402
 from kube.client import Client  # noqa: E402
 from kube.gcfreeze import GcFreeze  # noqa: E402
@@ -362,7 +362,7 @@ async def noop_rounds(
     running: GitOpsReconciler, rounds: Rounds, beat: Heartbeat, n: int, out: dict[str, str]
 ) -> None:
     """Poll rounds (the key added to the queue) and push triggers that find nothing changed."""
-    from gitops.pushhooks import PushEvent
+    from gitops.source.pushhooks import PushEvent
 
     await asyncio.sleep(3)  # let the job events of the last sync settle (STATUS_DELAY)
     key = "default/cms"
@@ -403,7 +403,7 @@ async def push_rounds(
     out: dict[str, str],
 ) -> None:
     """Push → applied for a one-file change, `n` times."""
-    from gitops.pushhooks import PushEvent
+    from gitops.source.pushhooks import PushEvent
 
     if n <= 0:
         return

@@ -76,15 +76,15 @@ from benchmarks.cluster_probes import (  # noqa: E402
     request_buckets,
 )
 from benchmarks.machine import cpu_model  # noqa: E402
-from gitops import operations  # noqa: E402
-from gitops.compare import apply_body  # noqa: E402
-from gitops.livestate import LiveReader  # noqa: E402
-from gitops.manager import GitOpsReconciler, GitOpsSettings  # noqa: E402
-from gitops.operations import APPLY_PARALLELISM  # noqa: E402
-from gitops.pairing import ResourceKey  # noqa: E402
-from gitops.reconciler import JOB_REPOSITORIES  # noqa: E402
-from gitops.sync import SyncEngine  # noqa: E402
-from gitops.tenancy import Boundaries  # noqa: E402
+from gitops.engine.compare import apply_body  # noqa: E402
+from gitops.engine.pairing import ResourceKey  # noqa: E402
+from gitops.engine.tenancy import Boundaries  # noqa: E402
+from gitops.runtime import operations  # noqa: E402
+from gitops.runtime.livestate import LiveReader  # noqa: E402
+from gitops.runtime.manager import GitOpsReconciler, GitOpsSettings  # noqa: E402
+from gitops.runtime.operations import APPLY_PARALLELISM  # noqa: E402
+from gitops.runtime.reconciler import JOB_REPOSITORIES  # noqa: E402
+from gitops.runtime.sync import SyncEngine  # noqa: E402
 from kube import errors, resources  # noqa: E402
 from kube.client import Client  # noqa: E402
 from kube.manager import LeaderElection, Manager  # noqa: E402
@@ -184,7 +184,7 @@ async def measure_floor(
 
 
 def instrument(running: GitOpsReconciler) -> Phases:
-    """The steps of a round (`gitops.reconciler.Reconciler`) and every apply."""
+    """The steps of a round (`gitops.runtime.reconciler.Reconciler`) and every apply."""
     phases = Phases()
     reconciler = running.reconciler
     phases.wrap(reconciler, "_fetch", "fetch, checkout, load, pre-flight")

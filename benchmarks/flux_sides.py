@@ -29,7 +29,7 @@ from typing import Any
 
 from benchmarks import bench_controller as bc
 from benchmarks import bench_gitops as bg
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import errors, resources
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,9 +18,9 @@ from aiohttp import web
 from dashboard import jobapi, login, pages
 from dashboard.backend import Backend
 from dashboard.render import Renderer, add_security_headers
-from gitops import api
-from gitops.access import GROUP, JOB_GROUP, LISTED, PUBLIC, REPOSITORIES, Need, Rule
-from gitops.hub import Hub
+from gitops.api import routes as api
+from gitops.api.rules import GROUP, JOB_GROUP, LISTED, PUBLIC, REPOSITORIES, Need, Rule
+from gitops.runtime.hub import Hub
 from kube.client import Client
 
 __all__ = ["RULES", "STATIC_DIR", "install"]
@@ -44,7 +44,7 @@ RULES: dict[str, Rule] = {
     "dashboard-job-resume": (Need("patch", JOB_GROUP, "{plural}"),),
     "dashboard-job-delete": (Need("delete", JOB_GROUP, "{plural}"),),
 }
-"""Who may use each dashboard route (`gitops.access`): a page needs what its API call would."""
+"""Who may use each dashboard route (`gitops.api.rules`): a page needs what its API call would."""
 
 
 def install(
@@ -55,7 +55,7 @@ def install(
     clock: Callable[[], datetime] = pages.system_clock,
 ) -> None:
     """Add the pages, `/static/…`, the job API routes and the security headers to `app` (an
-    app from `gitops.api.create_app`)."""
+    app from `gitops.api.routes.create_app`)."""
     static = app.router.add_static("/static", STATIC_DIR, name="dashboard-static")
     assert isinstance(static, web.StaticResource)
 

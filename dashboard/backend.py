@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Any
 
-from gitops import handheld, names, ownership
-from gitops.apishow import job_row, shown_repository
-from gitops.hub import Hub, UnknownRepository
-from gitops.redact import redact_value
+from gitops.api.show import job_row, shown_repository
+from gitops.engine import handheld, names, ownership
+from gitops.engine.redact import redact_value
+from gitops.runtime.hub import Hub, UnknownRepository
 from kube import resources
 from kube.client import Client
 from kube.resources import Resource
@@ -59,7 +59,7 @@ class Backend:
         return [shown_repository(r) for r in self.hub.repositories()]
 
     def repository(self, namespace: str, name: str) -> dict[str, Any]:
-        """Raises gitops.hub.UnknownRepository."""
+        """Raises gitops.runtime.hub.UnknownRepository."""
         return shown_repository(self.hub.repository(namespace, name))
 
     def diffs(self, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -82,7 +82,7 @@ class Backend:
 
     async def events(self, namespace: str, job: dict[str, Any]) -> list[dict[str, Any]]:
         """The Events about the job itself (its uid, so a deleted namesake's are left out), with
-        URL credentials masked (`gitops.redact`: GitOps' own are already; anyone may write one)."""
+        URL credentials masked (`gitops.engine.redact`: GitOps' own are already; anyone may write one)."""
         meta = job.get("metadata") or {}
         body = await self.client.list(
             resources.EVENTS,
@@ -128,7 +128,7 @@ class Backend:
 
         Server-side apply as `trainops-dashboard` with force, so this manager owns the field
         even when it already had the value. On a Git-managed job the same apply adds the
-        pointer to `gitops.trainops.dev/held-fields` (gitops/handheld.py): Git stops managing
+        pointer to `gitops.trainops.dev/held-fields` (gitops/engine/handheld.py): Git stops managing
         the field, so neither self-heal nor a later commit undoes the pause or resume."""
         resource = _resource(plural)
         job = await self.client.get(resource, name, namespace)

@@ -8,8 +8,8 @@
     DELETE /api/v1/jobs/{namespace}/{plural}/{name}          202 (background propagation);
                                                              409 while a repository deploys it
 
-Security: nothing here. The API's own middleware (`gitops.api`, rules in `gitops.apiauth` and
-`gitops.access`) guards these routes as it guards sync and refresh: a non-loopback `Host` is
+Security: nothing here. The API's own middleware (`gitops.api.routes`, rules in `gitops.api.auth` and
+`gitops.api.rules`) guards these routes as it guards sync and refresh: a non-loopback `Host` is
 refused; every POST or DELETE is a write — refused cross-site, accepted from loopback peers only
 unless the app allows remote writes; and with the API server's reviews (`trainops up`) each
 route needs a token and its access review (`dashboard.app.RULES`: `get` on the job kind to
@@ -36,7 +36,7 @@ from aiohttp import web
 from dashboard import jobviews
 from dashboard.backend import JOB_LABEL, DeployedFromGit, UnknownJob
 from dashboard.pages import BACKEND
-from gitops.api import STREAMS, open_stream
+from gitops.api.routes import STREAMS, open_stream
 from kube import errors, resources
 
 __all__ = ["DEFAULT_TAIL", "FOLLOW_LIMIT", "MAX_TAIL", "add_routes"]

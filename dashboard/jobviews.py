@@ -24,7 +24,7 @@ from dashboard.format import (
     text,
 )
 from dashboard.views import JOB_PLURALS, job_path, repository_path, segment
-from gitops import handheld
+from gitops.engine import handheld
 
 __all__ = ["REPOSITORY_ANNOTATION", "backoff", "deadline", "job_detail", "pod_summary"]
 

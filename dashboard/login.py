@@ -5,8 +5,8 @@
                     again when the API server does not accept the token
     POST /logout    → 303 to /login with the cookie cleared
 
-The token is checked as every request's is (`gitops.api.authenticate`: a TokenReview), then
-kept in an HttpOnly, SameSite=Strict, Path=/ cookie (`gitops.api.login_cookie`), which the
+The token is checked as every request's is (`gitops.api.routes.authenticate`: a TokenReview), then
+kept in an HttpOnly, SameSite=Strict, Path=/ cookie (`gitops.api.routes.login_cookie`), which the
 pages, their fragments, the event stream and the job actions carry from then on. Both POSTs
 pass the API's write rules (cross-site refused, loopback peers only on loopback). `next` is
 followed only when it is a path of this server (`/…`, never `//host`).
@@ -17,8 +17,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from dashboard.render import Renderer
-from gitops import api
-from gitops.access import COOKIE
+from gitops.api import routes as api
+from gitops.api.rules import COOKIE
 
 __all__ = ["LOGIN_PATH", "add_routes", "safe_next"]
 

@@ -18,8 +18,8 @@ from aiohttp import web
 from dashboard import jobviews, views
 from dashboard.backend import Backend, UnknownJob
 from dashboard.render import Renderer
-from gitops import api
-from gitops.hub import UnknownRepository
+from gitops.api import routes as api
+from gitops.runtime.hub import UnknownRepository
 from kube import errors
 
 __all__ = ["BACKEND", "CLOCK", "RENDERER", "add_routes", "error_page", "not_found_middleware"]

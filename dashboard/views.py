@@ -3,8 +3,8 @@
 Why view models: templates only lay out what these return, so every decision a user sees —
 which badge, which commit counts as deployed, which rows a filter keeps, which resources get a
 diff link — is a table-tested function here (tests/dashboard/test_views.py), not logic spread
-through Jinja. Inputs are what `gitops.hub.Hub` returns: JobRepository objects (already
-masked by `gitops.api.shown_repository`), `/api/v1/jobs` rows and `ResourceDiff`s.
+through Jinja. Inputs are what `gitops.runtime.hub.Hub` returns: JobRepository objects (already
+masked by `gitops.api.routes.shown_repository`), `/api/v1/jobs` rows and `ResourceDiff`s.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def repository_row(obj: Mapping[str, Any], now: datetime) -> dict[str, Any]:
 
 
 def job_rows(rows: Iterable[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    """Front-page job rows from `/api/v1/jobs` rows (`gitops.api.job_row`), in their order."""
+    """Front-page job rows from `/api/v1/jobs` rows (`gitops.api.routes.job_row`), in their order."""
     out = []
     for row in rows:
         namespace, name, kind = text(row.get("namespace")), text(row.get("name")), row.get("kind")
@@ -217,7 +217,7 @@ def repository_detail(
         sync = sync_badge(r.get("status"))
         health = health_badge(r.get("health")) if r.get("health") else None
         diffable = sync["status"] == "OutOfSync" or key in diff_keys
-        # Missing means no live object (gitops.health.assess(None)), and no health means a
+        # Missing means no live object (gitops.engine.health.assess(None)), and no health means a
         # document that could not be read: either way there is no job page to link to.
         live = health is not None and health["status"] != "Missing"
         resources.append(
@@ -265,7 +265,7 @@ def repository_detail(
         for h in reversed([as_dict(h) for h in as_list(status.get("history"))])
     ]
     if row["automated"]:
-        # The API refuses any other revision under automated sync (gitops.manager.sync).
+        # The API refuses any other revision under automated sync (gitops.runtime.manager.sync).
         blocked = (
             f"Automated sync follows the target revision ({row['target']}): change "
             "spec.targetRevision, or turn automated sync off, to sync another revision"

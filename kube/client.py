@@ -26,6 +26,7 @@ import orjson
 from kube.auth import Auth, load
 from kube.config import Config
 from kube.errors import Unavailable, from_status
+from kube.ratelimit import RateLimiter
 from kube.resources import Resource
 from kube.transport import JSON as _JSON
 from kube.transport import Transport
@@ -69,9 +70,21 @@ class Client:
         timeout: float = 30.0,
         field_manager: str = "trainops",
         max_connections: int = 100,
+        qps: float | None = None,
+        burst: int | None = None,
     ) -> None:
-        """A client for `config` (see `from_config`)."""
-        self._http = Transport(Auth(config), user_agent=USER_AGENT, max_connections=max_connections)
+        """A client for `config` (see `from_config`). `qps`/`burst`: a client-side rate limit
+        on every request of this client and its impersonating views, as client-go's (None: no
+        limit; `burst` defaults to twice `qps`)."""
+        limiter = None
+        if qps:
+            limiter = RateLimiter(qps, burst or max(1, round(qps * 2)))
+        self._http = Transport(
+            Auth(config),
+            user_agent=USER_AGENT,
+            max_connections=max_connections,
+            rate_limiter=limiter,
+        )
         self.timeout = timeout
         self.field_manager = field_manager
         self._identities: dict[tuple[str, tuple[str, ...]], Client] = {}
@@ -85,6 +98,8 @@ class Client:
         context: str | None = None,
         field_manager: str = "trainops",
         max_connections: int = 100,
+        qps: float | None = None,
+        burst: int | None = None,
     ) -> Client:
         """In-cluster credentials when `kubeconfig` is None and KUBERNETES_SERVICE_HOST is set
         (a pod), else the kubeconfig (`kubeconfig`, or the merged $KUBECONFIG files, or
@@ -96,6 +111,8 @@ class Client:
             timeout=timeout,
             field_manager=field_manager,
             max_connections=max_connections,
+            qps=qps,
+            burst=burst,
         )
         await client._http.auth.prepare()
         return client
@@ -108,13 +125,20 @@ class Client:
         timeout: float = 30.0,
         field_manager: str = "trainops",
         max_connections: int = 100,
+        qps: float | None = None,
+        burst: int | None = None,
     ) -> Client:
         """A client for a `kube.config.Config` (server, TLS, credentials), e.g.
         `Config(server="http://127.0.0.1:8001")`. Each informer holds one connection for its
         watch, so the pool is sized generously. Credentials that need reading or running are
         obtained at the first request (`connect` obtains them at once)."""
         return cls(
-            config, timeout=timeout, field_manager=field_manager, max_connections=max_connections
+            config,
+            timeout=timeout,
+            field_manager=field_manager,
+            max_connections=max_connections,
+            qps=qps,
+            burst=burst,
         )
 
     async def close(self) -> None:

@@ -30,6 +30,7 @@ import orjson
 from kube.auth import Auth
 from kube.config import ConfigError
 from kube.errors import Unavailable, from_response
+from kube.ratelimit import RateLimiter
 
 __all__ = ["JSON", "Transport", "describe", "env_proxy", "impersonation_headers", "query_params"]
 
@@ -40,8 +41,10 @@ class _Pool:
     """The aiohttp session, made at the first request (inside the event loop) and shared by
     a transport and its impersonating views."""
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, rate_limiter: RateLimiter | None = None) -> None:
         self.max_connections = max_connections
+        self.rate_limiter = rate_limiter
+        """Every request of the transport and its views waits its turn here (None: no limit)."""
         self.session: aiohttp.ClientSession | None = None
         self.closed = False
 
@@ -69,13 +72,14 @@ class Transport:
         *,
         user_agent: str,
         max_connections: int = 100,
+        rate_limiter: RateLimiter | None = None,
         impersonate: tuple[str, tuple[str, ...]] | None = None,
         _pool: _Pool | None = None,
     ) -> None:
         self.auth = auth
         self.owns = _pool is None
         """Whether `close` closes the session (a view sharing another's does not)."""
-        self._pool = _pool or _Pool(max_connections)
+        self._pool = _pool or _Pool(max_connections, rate_limiter)
         self.impersonate = impersonate
         """(user, groups) every request acts as (`impersonation_headers`), or None."""
         self.host = auth.config.server
@@ -214,7 +218,10 @@ class Transport:
         client_timeout: aiohttp.ClientTimeout,
     ) -> Any:
         """Send the request with the current credentials; the raw aiohttp response. A 401 is
-        retried once when the credentials changed since (`Auth.unauthorized`)."""
+        retried once when the credentials changed since (`Auth.unauthorized`). Waits its turn
+        first when the client is rate-limited (`kube.ratelimit`)."""
+        if self._pool.rate_limiter is not None:
+            await self._pool.rate_limiter.wait()
         url = self.host + path
         params = query_params(query)
         if params:

@@ -74,12 +74,12 @@ def test_the_gitops_base_renders_alone_and_in_the_top_level() -> None:
 
 # Every API call `trainops gitops` makes with its own identity, by the module that makes it:
 # (module, client methods, resource names, subresource). Resource names are `kube.resources`
-# constants, or JOB_REPOSITORIES (gitops.reconciler). `test_the_gitops_calls_are_the_ones_listed`
+# constants, or JOB_REPOSITORIES (gitops.runtime.reconciler). `test_the_gitops_calls_are_the_ones_listed`
 # keeps the table true to the code, `test_every_gitops_call_is_allowed_by_its_rbac` checks it
 # against the rules. A repository's own reads and writes are not here: they are made
 # impersonating its ServiceAccount (GITOPS_IMPERSONATED), and RBAC asks that account.
 GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...] = (
-    # gitops/manager.py's informers: JobRepositories and both job kinds.
+    # gitops/runtime/manager.py's informers: JobRepositories and both job kinds.
     (
         "kube/informer.py",
         frozenset({"list", "watch"}),
@@ -87,17 +87,17 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
         None,
     ),
     # A fresh read of a repository per round; its status replaced (update), never patched.
-    ("gitops/reconciler.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
+    ("gitops/runtime/reconciler.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
     # Its status replaced (update), never patched; read again after a conflict.
-    ("gitops/statuswrite.py", frozenset({"replace"}), ("JOB_REPOSITORIES",), "status"),
-    ("gitops/statuswrite.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
+    ("gitops/runtime/statuswrite.py", frozenset({"replace"}), ("JOB_REPOSITORIES",), "status"),
+    ("gitops/runtime/statuswrite.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
     # After the user's own review: DELETE /api/v1/repositories/NS/NAME, and a sync or refresh
     # asked of any replica, a merge patch of its annotations that the leader carries out
-    # (gitops/triggers.py).
-    ("gitops/manager.py", frozenset({"delete", "patch"}), ("JOB_REPOSITORIES",), None),
+    # (gitops/engine/triggers.py).
+    ("gitops/runtime/manager.py", frozenset({"delete", "patch"}), ("JOB_REPOSITORIES",), None),
     # Who a bearer token is, and what its user may do.
     (
-        "gitops/reviews.py",
+        "gitops/api/reviews.py",
         frozenset({"create"}),
         ("TOKEN_REVIEWS", "SUBJECT_ACCESS_REVIEWS"),
         None,
@@ -112,21 +112,21 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
     ("kube/leader.py", frozenset({"get", "create", "replace"}), ("LEASES",), None),
     # Discovery documents (/api, /apis/…): readable by every authenticated user
     # (system:discovery), no rule needed.
-    ("gitops/discovery.py", frozenset({"request"}), (), None),
+    ("gitops/runtime/discovery.py", frozenset({"request"}), (), None),
 )
 GITOPS_IMPERSONATED = {
-    # gitops/acting.py: the engine (its applies, prunes and the live reads of kinds outside the
+    # gitops/runtime/acting.py: the engine (its applies, prunes and the live reads of kinds outside the
     # job caches) and the secretRef read on `client.impersonating(...)`.
-    "gitops/sync.py": frozenset({"get", "patch", "delete"}),
-    "gitops/livestate.py": frozenset({"get", "list"}),
-    "gitops/acting.py": frozenset({"get"}),
+    "gitops/runtime/sync.py": frozenset({"get", "patch", "delete"}),
+    "gitops/runtime/livestate.py": frozenset({"get", "list"}),
+    "gitops/runtime/acting.py": frozenset({"get"}),
 }
 # `request` and `stream_lines` are a GET of a subresource here (pods/log).
 _GITOPS_VERB = {**_VERB, "request": "get", "stream_lines": "get"}
 
 
 def _gitops_resource(name: str) -> Any:
-    from gitops.reconciler import JOB_REPOSITORIES
+    from gitops.runtime.reconciler import JOB_REPOSITORIES
     from kube import resources
 
     return JOB_REPOSITORIES if name == "JOB_REPOSITORIES" else getattr(resources, name)
@@ -146,21 +146,21 @@ def _names_used(tree: ast.Module) -> set[str]:
 
 def test_the_gitops_calls_are_the_ones_listed() -> None:
     trees = _gitops_modules()
-    assert {"gitops/manager.py", "kube/leader.py", "kube/informer.py"} <= set(trees)
+    assert {"gitops/runtime/manager.py", "kube/leader.py", "kube/informer.py"} <= set(trees)
     for path, tree in sorted(trees.items()):
         methods = {m for module, ms, _, _ in GITOPS_CALLS if module == path for m in ms}
         methods |= GITOPS_IMPERSONATED.get(path, frozenset())
         assert _client_calls(tree) == methods, f"{path}: client calls changed"
     # Each resource listed is named where the call is made (the informers: where they start).
     for module, _, names, _ in GITOPS_CALLS:
-        where = "gitops/manager.py" if module == "kube/informer.py" else module
+        where = "gitops/runtime/manager.py" if module == "kube/informer.py" else module
         if not module.startswith("kube/") or module == "kube/informer.py":
             assert set(names) <= _names_used(trees[where]), f"{where}: {names}"
 
 
 def test_the_gitops_engine_acts_only_through_impersonating_clients() -> None:
     """The calls left out of the ClusterRole: the sync engine's client is always an
-    impersonating view (gitops/acting.py), or the reconciler's own engine for repositories the
+    impersonating view (gitops/runtime/acting.py), or the reconciler's own engine for repositories the
     rules let act as the reconciler (off unless --allow-reconciler-identity)."""
     acting = (ROOT / "gitops" / "acting.py").read_text()
     assert "client.impersonating(identity.user, identity.groups)" in acting
@@ -193,7 +193,7 @@ def test_the_gitops_cluster_role_grants_exactly_what_the_code_needs(
 def test_the_gitops_lease_role_lives_in_its_own_namespace(
     docs: tuple[dict[str, Any], ...],
 ) -> None:
-    from gitops.manager import GitOpsSettings
+    from gitops.runtime.manager import GitOpsSettings
 
     lease = GitOpsSettings().lease_name
     role = _one(docs, "Role", GITOPS_LEASE_ROLE)
@@ -292,7 +292,7 @@ def _gitops_args(docs: tuple[dict[str, Any], ...], container: dict[str, Any]) ->
 def test_the_gitops_command_line_parses_with_trainops_own_parser(
     docs: tuple[dict[str, Any], ...], gitops_container: dict[str, Any]
 ) -> None:
-    from gitops.tenancy import Boundaries
+    from gitops.engine.tenancy import Boundaries
     from trainops.commands import gitops as command
     from trainops.commands import up_gitops
 
@@ -328,7 +328,7 @@ async def test_the_probes_ask_what_the_gitops_command_serves_without_a_token(
     tests/reference/test_gitops_deployed.py probes the running command itself."""
     from aiohttp.test_utils import TestClient, TestServer
 
-    from gitops.manager import GitOpsSettings
+    from gitops.runtime.manager import GitOpsSettings
     from kube.client import Client
     from kube.config import Config
     from kube.manager import LeaderElection, Manager

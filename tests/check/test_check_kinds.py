@@ -1,4 +1,4 @@
-"""`trainops check` judges every document's kind with `gitops.kinds`: typos fail with a
+"""`trainops check` judges every document's kind with `gitops.engine.kinds`: typos fail with a
 did-you-mean, third-party kinds warn, and JSON output carries load errors and warnings."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Safe YAML loading with line tracking (`gitops.manifests`)."""
+"""Safe YAML loading with line tracking (`gitops.engine.manifests`, `gitops.source.files`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitops.manifests import MAX_DOCUMENT_BYTES, discover, expand_lists, load_paths, load_text
+from gitops.engine.manifests import MAX_DOCUMENT_BYTES, expand_lists, load_text
+from gitops.source.files import discover, load_paths
 
 TEXT = """\
 # a comment

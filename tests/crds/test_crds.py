@@ -13,7 +13,7 @@ import celpy
 import pytest
 import yaml
 
-from gitops import crd as gitops_crd
+from gitops.engine import crd as gitops_crd
 from policies.schemas import derive, pod_template_spec
 from trainops import cli
 from trainops.commands import crds

@@ -13,9 +13,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 import dashboard
-from gitops import api
-from gitops.manager import GitOpsReconciler
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.api import routes as api
+from gitops.runtime.manager import GitOpsReconciler
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
 from tests.dashboard.dom import parse

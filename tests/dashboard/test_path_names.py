@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from yarl import URL
 
 import dashboard
-from gitops import api
-from gitops.manager import GitOpsReconciler
+from gitops.api import routes as api
+from gitops.runtime.manager import GitOpsReconciler
 from kube import resources
 from kube.client import Client
 from tests.gitops import conftest as gitops_fixtures

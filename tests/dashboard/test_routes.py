@@ -22,8 +22,8 @@ from aiohttp.test_utils import TestClient, TestServer
 import dashboard
 from dashboard.backend import JOB_LABEL
 from dashboard.render import CSP
-from gitops import api
-from gitops.manager import GitOpsReconciler
+from gitops.api import routes as api
+from gitops.runtime.manager import GitOpsReconciler
 from kube import errors, resources
 from kube.client import Client
 from tests.dashboard.dom import Element, parse

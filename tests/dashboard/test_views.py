@@ -211,7 +211,7 @@ LINKS = [
     ("Progressing", "/jobs/default/tensorflowtrainingjobs/mnist"),
     ("Degraded", "/jobs/default/tensorflowtrainingjobs/mnist"),
     ("Suspended", "/jobs/default/tensorflowtrainingjobs/mnist"),
-    ("Missing", None),  # gitops.health: the object does not exist
+    ("Missing", None),  # gitops.engine.health: the object does not exist
     (None, None),  # a document that could not be read: no object either
 ]
 

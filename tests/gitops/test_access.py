@@ -1,4 +1,4 @@
-"""The authorization decisions of the HTTP API and dashboard (gitops/access.py), as tables: which
+"""The authorization decisions of the HTTP API and dashboard (gitops/api/rules.py), as tables: which
 access review each route needs, the API server's wording of a denial, the review bodies both
 ways, the token's sources and the answers' cache."""
 
@@ -10,8 +10,9 @@ import pytest
 
 import dashboard
 from dashboard.app import RULES as DASHBOARD_RULES
-from gitops import access, api
-from gitops.access import (
+from gitops.api import routes as api
+from gitops.api import rules as access
+from gitops.api.rules import (
     API_RULES,
     GROUP,
     JOB_GROUP,

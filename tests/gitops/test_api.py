@@ -2,7 +2,7 @@
 stream and push webhooks.
 
 The reconciler is written alongside this API, so `FakeHub` is a real (small) implementation of
-`gitops.hub.Hub` fed with fixture JobRepositories: it records the actions asked of it, and
+`gitops.runtime.hub.Hub` fed with fixture JobRepositories: it records the actions asked of it, and
 `publish` feeds every open `changes()` subscription. End-to-end tests against the reconciler
 come later."""
 
@@ -28,11 +28,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from gitops import api
-from gitops.apiauth import bearer_matches, cross_site, host_name, is_loopback
-from gitops.giturls import GitError, normalize_repo_url, validate_revision
-from gitops.hub import Change, Hub, ResourceDiff, UnknownRepository
-from gitops.pushhooks import PushEvent
+from gitops.api import routes as api
+from gitops.api.auth import bearer_matches, cross_site, host_name, is_loopback
+from gitops.engine.urls import GitError, normalize_repo_url, validate_revision
+from gitops.runtime.hub import Change, Hub, ResourceDiff, UnknownRepository
+from gitops.source.pushhooks import PushEvent
 
 SECRET = b"hook-secret"
 TOKEN = "api-token-123"
@@ -302,7 +302,7 @@ async def test_an_unexpected_exception_is_a_500_without_details_and_a_logged_tra
 ) -> None:
     hub = FakeHub()
     hub.fail = RuntimeError("secret internals")
-    with caplog.at_level(logging.ERROR, logger="gitops.api"):
+    with caplog.at_level(logging.ERROR, logger="gitops.api.routes"):
         async with client_for(hub) as client:
             for method, path in (
                 ("GET", "/api/v1/repositories"),
@@ -1034,9 +1034,9 @@ async def test_a_change_is_sent_as_it_happens_not_at_the_next_poll(
 ) -> None:
     """The stream wakes on the first of (a change, shutdown), not when both have happened:
     with the poll and the heartbeat an hour long, changes still arrive at once, in order."""
-    import gitops.apistream
+    import gitops.api.stream
 
-    monkeypatch.setattr(gitops.apistream, "_POLL", 3600.0)
+    monkeypatch.setattr(gitops.api.stream, "_POLL", 3600.0)
     hub = FakeHub()
     async with client_for(hub, heartbeat=3600.0) as client:
         response = await client.get("/api/v1/stream")

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from gitops import api
-from gitops.access import Check, User
-from gitops.hub import Change
-from gitops.reviews import AccessUnavailable
+from gitops.api import routes as api
+from gitops.api.reviews import AccessUnavailable
+from gitops.api.rules import Check, User
+from gitops.runtime.hub import Change
 from tests.gitops.test_api import FakeHub, read_event, repository, wait_for
 
 ALICE = User("alice", groups=("team-a",))

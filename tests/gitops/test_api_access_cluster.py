@@ -1,4 +1,4 @@
-"""The API and dashboard authenticated and authorized by a real API server (`gitops.reviews`
+"""The API and dashboard authenticated and authorized by a real API server (`gitops.api.reviews`
 posting TokenReview and SubjectAccessReview through `kube`), over loopback.
 
 On both servers: 401 without a token and the login flow (the login link and the form set the
@@ -24,9 +24,9 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 import dashboard
-from gitops import api
-from gitops.access import GROUP, Check
-from gitops.reviews import KubeAccess
+from gitops.api import routes as api
+from gitops.api.reviews import KubeAccess
+from gitops.api.rules import GROUP, Check
 from kube import errors, resources
 from kube.client import Client
 from tests.gitops.test_api import FakeHub, repository

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gitops import api
+from gitops.api import routes as api
 from tests.gitops.test_api import DIFF, TOKEN, FakeHub, fixture_repositories, masked
 from trainops.commands.repo_output import age, describe, table
 

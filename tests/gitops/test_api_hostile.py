@@ -15,7 +15,7 @@ import logging
 
 import pytest
 
-from gitops import api
+from gitops.api import routes as api
 from tests.gitops.test_api import FakeHub
 
 WARNING = "has no secret"
@@ -57,7 +57,7 @@ async def test_headers_of_bytes_that_are_no_text_are_refused_not_a_500() -> None
 async def test_an_unsigned_hook_served_on_loopback_is_not_said_to_be_beyond_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="gitops.api")
+    caplog.set_level(logging.WARNING, logger="gitops.api.routes")
     app = api.create_app(FakeHub(), token="t", webhook_secret=None, allow_remote_writes=True)
     runner, port = await api.serve(app, "127.0.0.1", 0)
     try:

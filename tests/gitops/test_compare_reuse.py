@@ -1,5 +1,5 @@
 """compare(previous=...) keeps the states of resources whose desired and live objects did not
-change, and gives exactly what a full comparison gives (gitops/compare.py, table-tested)."""
+change, and gives exactly what a full comparison gives (gitops/engine/compare.py, table-tested)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from gitops.compare import Comparison, compare
-from gitops.pairing import ResourceKey
-from gitops.preflight import Checked, preflight
-from gitops.sources import entries_from_text
+from gitops.engine.compare import Comparison, compare
+from gitops.engine.entries import entries_from_text
+from gitops.engine.pairing import ResourceKey
+from gitops.engine.preflight import Checked, preflight
 
 REPO, UID, NS = "ns/cms", "uid-r", "ns"
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: '{v}'\n"

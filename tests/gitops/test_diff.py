@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gitops.diff import diff, normalize_live, pointers_for, remove_pointers
-from gitops.pairing import ResourceKey
+from gitops.engine.diff import diff, normalize_live, pointers_for, remove_pointers
+from gitops.engine.pairing import ResourceKey
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gitops"
 

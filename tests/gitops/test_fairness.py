@@ -1,4 +1,4 @@
-"""Fairness between tenants (`gitops.fairness`): at most `limit` rounds of one namespace in
+"""Fairness between tenants (`gitops.runtime.fairness`): at most `limit` rounds of one namespace in
 flight; a key over the limit is parked, not waited on, and gets its turn in order."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from gitops.fairness import Gate, gated, namespace_of
+from gitops.runtime.fairness import Gate, gated, namespace_of
 from kube.workqueue import WorkQueue, run_workers
 
 # Each case: the limit, then steps ("admit" | "finish", key) with what each returns.
@@ -194,7 +194,7 @@ async def test_a_key_added_again_while_parked_runs_once_more_not_twice_at_once()
 def test_parked_rounds_are_a_metric_read_at_scrape_time() -> None:
     from prometheus_client import generate_latest
 
-    from gitops.metrics import GitOpsMetrics
+    from gitops.runtime.metrics import GitOpsMetrics
 
     gate = Gate(1)
     metrics = GitOpsMetrics()

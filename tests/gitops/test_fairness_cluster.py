@@ -2,7 +2,7 @@
 cluster), against the API server and a real stalled TCP listener on loopback.
 
 The attack: namespace A's JobRepositories point at a server that accepts connections and never
-answers, so each of their rounds waits for git's timeout. Before `gitops.fairness` and the
+answers, so each of their rounds waits for git's timeout. Before `gitops.runtime.fairness` and the
 `ls-remote` timeout, with the defaults (2 workers, 60 s), B's refresh waited ~168 s behind six
 of them. Now at most one round of A is in flight and its `ls-remote` gives up after
 `ls_remote_timeout`, so B is served by the other worker at once.
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from gitops import triggers
-from gitops.manager import GitOpsReconciler, GitOpsSettings
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.engine import triggers
+from gitops.runtime.manager import GitOpsReconciler, GitOpsSettings
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube.client import Client
 from kube.manager import Manager
 from tests.gitops.conftest import (

@@ -1,4 +1,4 @@
-"""gitops.git against real repositories made with the git CLI in temporary directories."""
+"""gitops.source.git against real repositories made with the git CLI in temporary directories."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from gitops import gitproc
-from gitops.git import Git
-from gitops.giturls import (
+from gitops.engine.urls import (
     Credentials,
     GitError,
     normalize_repo_url,
     validate_revision,
     validate_url,
 )
+from gitops.source import process as gitproc
+from gitops.source.git import Git
 
 ENV = {
     **os.environ,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gitops import gittree
-from gitops.git import Git
-from gitops.giturls import GitError
+from gitops.engine.urls import GitError
+from gitops.source import tree as gittree
+from gitops.source.git import Git
 from tests.gitops.conftest import GIT_ENV, Remote
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{v: '{v}'}}\n"

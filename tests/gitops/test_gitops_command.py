@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
 from tests.gitops.conftest import (
@@ -186,7 +186,7 @@ async def test_a_started_service_serves_probes_the_login_page_and_the_authentica
 async def test_the_started_service_carries_out_a_sync_asked_through_its_api(
     cluster: Cluster, namespace: str, tmp_path: Path, remote: Remote
 ) -> None:
-    from gitops import triggers
+    from gitops.engine import triggers
 
     client = await Client.connect(cluster.kubeconfig)
     process, port = await _start(

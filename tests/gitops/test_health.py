@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gitops.health import ORDER, Health, HealthStatus, assess, worst
+from gitops.engine.health import ORDER, Health, HealthStatus, assess, worst
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gitops"
 

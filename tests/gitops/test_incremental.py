@@ -1,5 +1,5 @@
-"""Reading a commit's manifests by blob (gitops.incremental, gittree's parsers, Git.files and
-Git.blobs): the same entries as a checkout read by gitops.sources, only new blobs parsed."""
+"""Reading a commit's manifests by blob (gitops.source.incremental, gittree's parsers, Git.files and
+Git.blobs): the same entries as a checkout read by gitops.source.checkout, only new blobs parsed."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from gitops import gittree, incremental, reading, sources
-from gitops.git import Git
-from gitops.gittree import TreeEntry
-from gitops.preflight import Checked, preflight
-from gitops.spec import RepoSpec, read_spec
+from gitops.engine import entries
+from gitops.engine.preflight import Checked, preflight
+from gitops.engine.spec import RepoSpec, read_spec
+from gitops.source import checkout, incremental, reading
+from gitops.source import tree as gittree
+from gitops.source.git import Git
+from gitops.source.tree import TreeEntry
 from tests.gitops.conftest import Remote, tf_job_yaml
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: '1'\n"
@@ -89,7 +91,7 @@ def test_a_symlink_outside_path_does_not_force_a_checkout() -> None:
 
 
 def test_a_path_missing_from_the_commit_is_a_sources_error() -> None:
-    with pytest.raises(sources.SourcesError, match="path 'app' does not exist"):
+    with pytest.raises(checkout.SourcesError, match="path 'app' does not exist"):
         incremental.manifest_files(TREE, "app", recurse=True)
 
 
@@ -109,7 +111,7 @@ def test_ls_tree_and_cat_file_output_are_parsed_missing_blobs_left_out() -> None
 
 
 def _checked(file: str, text: str) -> list[Checked]:
-    return preflight(sources.entries_from_text(file, text))
+    return preflight(entries.entries_from_text(file, text))
 
 
 def test_cached_blobs_are_not_parsed_again_and_a_renamed_file_keeps_its_lines() -> None:
@@ -130,7 +132,7 @@ def test_cached_blobs_are_not_parsed_again_and_a_renamed_file_keeps_its_lines() 
 
 
 def test_a_blob_over_the_limit_is_refused_unread() -> None:
-    big = TreeEntry("100644", "e" * 40, sources.MAX_FILE_BYTES + 1, "huge.yaml")
+    big = TreeEntry("100644", "e" * 40, entries.MAX_FILE_BYTES + 1, "huge.yaml")
     assert incremental.unread([big], {}) == []
     checked, _ = incremental.assemble([big], {}, {})
     assert checked[0].error is not None and "over the 3145728-byte" in checked[0].error
@@ -164,7 +166,7 @@ async def test_reading_by_blob_gives_what_a_checkout_read_by_sources_gives(
     read = await client.blobs(remote.url, incremental.unread(files, {}))
     checked, cache = incremental.assemble(files, {}, read)
     root = await client.export(remote.url, sha, tmp_path / "tree", path="jobs")
-    expected = preflight(sources.load_directory(root, "jobs", recurse=True))
+    expected = preflight(checkout.load_directory(root, "jobs", recurse=True))
     shown = [(c.where, c.error, c.desired) for c in checked]
     assert shown == [(c.where, c.error, c.desired) for c in expected]
     assert len(shown) == 8 and len(cache) == 6
@@ -249,5 +251,5 @@ async def test_a_commit_is_read_by_blob_or_through_a_checkout_when_a_symlink_is_
         assert names == ["a", "b"] and blobs == {}  # followed inside the repository
         if expected is not None:
             assert [c.where for c in checked] == expected
-    with pytest.raises(sources.SourcesError, match="'nowhere' does not exist"):
+    with pytest.raises(checkout.SourcesError, match="'nowhere' does not exist"):
         await reading.load(client, spec_of(remote.url, "nowhere"), linked, {})

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from gitops.git import Git
-from gitops.manager import GitOpsReconciler, GitOpsSettings
+from gitops.runtime.manager import GitOpsReconciler, GitOpsSettings
+from gitops.source.git import Git
 from kube import resources
 from kube.client import Client
 from kube.manager import Manager

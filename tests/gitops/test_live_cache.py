@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from gitops.giturls import normalize_repo_url
-from gitops.manager import GitOpsReconciler
-from gitops.pushhooks import PushEvent
-from gitops.reconciler import JOB_REPOSITORIES
-from gitops.tenancy import Boundaries
+from gitops.engine.tenancy import Boundaries
+from gitops.engine.urls import normalize_repo_url
+from gitops.runtime.manager import GitOpsReconciler
+from gitops.runtime.reconciler import JOB_REPOSITORIES
+from gitops.source.pushhooks import PushEvent
 from kube import resources
 from kube.client import Client
 from kube.resources import Resource
@@ -105,7 +105,7 @@ def job_body(name: str, namespace: str, **meta: Any) -> dict[str, Any]:
 async def settled(running: GitOpsReconciler, key: str, client: Client) -> None:
     """Rounds until the repository is Synced and its jobs are in the cache as applied."""
     await running.reconciler.reconcile(key)
-    comparison = running.reconciler.memos[key].comparison
+    comparison = running.reconciler.memos[key].live.comparison
     assert comparison is not None and comparison.synced, comparison
     for r in comparison.resources:
         if r.key is not None and r.key.kind == "TensorFlowTrainingJob":
@@ -135,13 +135,13 @@ async def test_a_round_reads_the_jobs_from_the_cache_and_a_sync_is_memoised_with
     job = await kclient.get(TF, "a", namespace)
     assert job["metadata"]["labels"]["gitops.trainops.dev/repository-uid"] == uid
     memo = gitops_driven.reconciler.memos[key]
-    first = memo.comparison
+    first = memo.live.comparison
 
     # The next rounds find nothing changed: no comparison, no status write, no list of jobs.
     rv = (await kclient.get(JOB_REPOSITORIES, "jobs", namespace))["metadata"]["resourceVersion"]
     for _ in range(2):
         await gitops_driven.reconciler.reconcile(key)
-    assert memo.comparison is first
+    assert memo.live.comparison is first
     after = await kclient.get(JOB_REPOSITORIES, "jobs", namespace)
     assert after["metadata"]["resourceVersion"] == rv
     assert job_lists(rclient) == []
@@ -150,11 +150,11 @@ async def test_a_round_reads_the_jobs_from_the_cache_and_a_sync_is_memoised_with
     event = PushEvent("generic", (normalize_repo_url(remote.url),), "main", None)
     assert await gitops_driven.push(event) == [key]
     await gitops_driven.reconciler.reconcile(key)
-    assert memo.comparison is first
+    assert memo.live.comparison is first
     await gitops_driven.refresh(namespace, "jobs")
     await gitops_driven.reconciler.reconcile(key)
-    assert memo.comparison is not first
-    first = memo.comparison
+    assert memo.live.comparison is not first
+    first = memo.live.comparison
 
     # A job deleted by hand is seen through the cache: healed, still without a list.
     await kclient.delete(TF, "b", namespace)
@@ -162,7 +162,7 @@ async def test_a_round_reads_the_jobs_from_the_cache_and_a_sync_is_memoised_with
         lambda: gitops_driven.job_informers["TensorFlowTrainingJob"].get(namespace, "b") is None
     )
     await gitops_driven.reconciler.reconcile(key)
-    assert memo.comparison is not first
+    assert memo.live.comparison is not first
     assert await get_or_none(kclient, TF, "b", namespace) is not None
     assert job_lists(rclient) == []
 
@@ -184,13 +184,13 @@ async def test_a_status_write_of_another_repositorys_or_an_unrelated_job_keeps_t
     key = f"{namespace}/ours"
     await gitops_driven.reconciler.reconcile(key)
     memo = gitops_driven.reconciler.memos[key]
-    before = memo.comparison
+    before = memo.live.comparison
 
     for name in ("yours", "unrelated"):
         rv = await set_job_status(kclient, namespace, name, "1/2")
         await cached(gitops_driven, namespace, name, rv)
         await gitops_driven.reconciler.reconcile(key)
-        assert memo.comparison is before, f"a status write of {name} defeated the memo"
+        assert memo.live.comparison is before, f"a status write of {name} defeated the memo"
 
     # Its own job's status write is a change: compared again — and since neither sync nor
     # health changed, the repository's status is not written (only reconciledAt would be).
@@ -198,8 +198,8 @@ async def test_a_status_write_of_another_repositorys_or_an_unrelated_job_keeps_t
     rv = await set_job_status(kclient, namespace, "mine", "1/2")
     await cached(gitops_driven, namespace, "mine", rv)
     await gitops_driven.reconciler.reconcile(key)
-    assert memo.comparison is not before
-    (entry,) = memo.comparison.resources  # type: ignore[union-attr]
+    assert memo.live.comparison is not before
+    (entry,) = memo.live.comparison.resources  # type: ignore[union-attr]
     assert entry.live is not None and entry.live["metadata"]["resourceVersion"] == rv
     again = await kclient.get(JOB_REPOSITORIES, "ours", namespace)
     assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
@@ -264,7 +264,7 @@ async def test_objects_applied_before_the_uid_label_are_found_pruned_and_relabel
         # The next round finds no object of ours without the uid label any more (the pruned
         # one may have been on its way out at the first): the managed label is not used again.
         await running.reconciler.reconcile(key)
-        assert running.reconciler.memos[key].legacy == frozenset()
+        assert running.reconciler.memos[key].live.legacy == frozenset()
         # From now on: one list of ConfigMaps by the uid label, in the namespace; none by the
         # managed label, none of jobs.
         rclient.lists.clear()

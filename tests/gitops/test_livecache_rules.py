@@ -1,4 +1,4 @@
-"""The tracking index and the digests of `gitops.livecache` (pure), table-tested."""
+"""The tracking index and the digests of `gitops.runtime.livecache` (pure), table-tested."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gitops import livecache
+from gitops.runtime import livecache
 
 UID, OTHER = "6f1c2d4e-0000-4000-8000-000000000001", "6f1c2d4e-0000-4000-8000-000000000002"
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gitops.manager import GitOpsReconciler
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.runtime.manager import GitOpsReconciler
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
 from tests.controller.conftest import controller  # noqa: F401

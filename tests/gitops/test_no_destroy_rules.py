@@ -1,6 +1,6 @@
 """The pure rules behind "no sync silently destroys running work": tracking ids
-(gitops/ownership.py), the empty-desired-state guard (gitops/guards.py) and fields held by
-hand (gitops/handheld.py), table-tested."""
+(gitops/engine/ownership.py), the empty-desired-state guard (gitops/engine/guards.py) and fields held by
+hand (gitops/engine/handheld.py), table-tested."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from gitops import guards, handheld, ownership
-from gitops.compare import Comparison, ResourceState, compare
-from gitops.pairing import ResourceKey
-from gitops.preflight import preflight
-from gitops.sources import load_directory
+from gitops.engine import guards, handheld, ownership
+from gitops.engine.compare import Comparison, ResourceState, compare
+from gitops.engine.pairing import ResourceKey
+from gitops.engine.preflight import preflight
+from gitops.source.checkout import load_directory
 
 REPO, UID = "ns/jobs", "uid-1"
 KEY = ResourceKey("batch.tensorstack.dev", "TensorFlowTrainingJob", "ns", "a")

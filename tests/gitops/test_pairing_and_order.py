@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from gitops.order import apply_order, apply_waves, prune_order, prune_waves
-from gitops.pairing import DuplicateResourceError, ResourceKey, key_of, pair
+from gitops.engine.order import apply_order, apply_waves, prune_order, prune_waves
+from gitops.engine.pairing import DuplicateResourceError, ResourceKey, key_of, pair
 
 
 def obj(api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:

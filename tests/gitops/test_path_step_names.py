@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gitops.manager import GitOpsReconciler
+from gitops.runtime.manager import GitOpsReconciler
 from kube.client import Client
 from tests.gitops.conftest import (
     Remote,

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gitops.pushhooks import PushError, parse_push
+from gitops.source.pushhooks import PushError, parse_push
 
 SECRET = b"s3cret"
 GITHUB = json.dumps(

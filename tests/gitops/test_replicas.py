@@ -3,7 +3,7 @@
 Each replica is what `trainops gitops` runs (`trainops.commands.gitops_service.component`: the
 reconciler and its app), with its own cache directory, all on one Lease in the test's
 namespace. A sync asked through a standby's API is written to the JobRepository
-(`gitops.triggers`) and carried out by the leader once; one asked while no leader runs is
+(`gitops.engine.triggers`) and carried out by the leader once; one asked while no leader runs is
 carried out by the next leader; a request handled by one leader is not carried out again by
 the next. "Once" is counted with each replica's `trainops_gitops_syncs_total`, after a later
 refresh has been handled (so a round has run since, which would have redone a pending sync).
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from gitops import triggers
-from gitops.manager import GitOpsReconciler, GitOpsSettings
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.engine import triggers
+from gitops.runtime.manager import GitOpsReconciler, GitOpsSettings
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
 from kube.manager import LeaderElection, Manager

@@ -6,10 +6,10 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from gitops.pairing import ResourceKey
-from gitops.report import report, summary
-from gitops.status import Operation
-from gitops.sync import FAILED, Outcome
+from gitops.engine.pairing import ResourceKey
+from gitops.engine.records import FAILED, Outcome
+from gitops.engine.report import report, summary
+from gitops.engine.status import Operation
 
 KEY = ResourceKey("batch.tensorstack.dev", "TensorFlowTrainingJob", "default", "a")
 DENIAL = Outcome(KEY, FAILED, 'a.yaml:9: admission webhook "v" denied the request: spec: bad')

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gitops import triggers
-from gitops.manager import GitOpsReconciler
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.engine import triggers
+from gitops.runtime.manager import GitOpsReconciler
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
 from tests.gitops.conftest import (

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gitops import kinds, sources
-from gitops.preflight import denial_message, preflight
-from gitops.sources import ManifestEntry, SourcesError, entries_from_text, load_directory
+from gitops.engine import kinds
+from gitops.engine.entries import ManifestEntry, entries_from_bytes, entries_from_text
+from gitops.engine.preflight import denial_message, preflight
+from gitops.source.checkout import SourcesError, load_directory
 
 JOB = """\
 apiVersion: batch.tensorstack.dev/v1beta1
@@ -134,7 +135,7 @@ def test_unknown_kinds_keep_their_object_and_class_for_the_sync_engine() -> None
 
 
 def test_unreadable_bytes_become_an_entry() -> None:
-    (entry,) = sources.entries_from_bytes("bin.yaml", b"\xff\xfe\x00")
+    (entry,) = entries_from_bytes("bin.yaml", b"\xff\xfe\x00")
     assert entry.error is not None and entry.error.startswith("not UTF-8 text")
 
 

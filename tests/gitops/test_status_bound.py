@@ -1,5 +1,5 @@
 """The JobRepository status stays small at any repository size (etcd refuses requests over
-1.5 MiB): `gitops.status` lists every resource of a small repository, only those needing
+1.5 MiB): `gitops.engine.status` lists every resource of a small repository, only those needing
 attention (capped) of a big one, and counts them all. Pure."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from gitops import status
-from gitops.compare import Comparison, ResourceState
-from gitops.health import Health, HealthStatus
-from gitops.pairing import ResourceKey
-from gitops.sync import FAILED, Outcome
+from gitops.engine import status
+from gitops.engine.compare import Comparison, ResourceState
+from gitops.engine.health import Health, HealthStatus
+from gitops.engine.pairing import ResourceKey
+from gitops.engine.records import FAILED, Outcome
 
 NOW = datetime(2026, 11, 26, 8, 0, tzinfo=UTC)
 SHA = "a" * 40

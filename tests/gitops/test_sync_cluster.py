@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gitops.manager import GitOpsReconciler
+from gitops.runtime.manager import GitOpsReconciler
 from kube import resources
 from kube.client import Client
 from tests.gitops.conftest import (
@@ -298,8 +298,8 @@ async def test_without_an_automated_policy_drift_is_reported_and_synced_only_whe
 async def test_the_hub_refreshes_on_matching_pushes_and_streams_changes(
     gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
 ) -> None:
-    from gitops.giturls import normalize_repo_url
-    from gitops.pushhooks import PushEvent
+    from gitops.engine.urls import normalize_repo_url
+    from gitops.source.pushhooks import PushEvent
 
     changes = gitops.changes()
     sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 import policies
-from gitops.hub import UnknownRepository
-from gitops.manager import GitOpsReconciler, GitOpsSettings
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.runtime.hub import UnknownRepository
+from gitops.runtime.manager import GitOpsReconciler, GitOpsSettings
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import resources
 from kube.client import Client
 from kube.manager import Manager
@@ -193,7 +193,9 @@ async def test_a_restart_does_not_record_another_sync(
     try:
         key = f"{namespace}/jobs"
         await aeventually(
-            lambda: key in again.reconciler.memos and again.reconciler.memos[key].revision == sha,
+            lambda: (
+                key in again.reconciler.memos and again.reconciler.memos[key].live.revision == sha
+            ),
             timeout=15,
         )
         await asyncio.sleep(1.5)
@@ -236,7 +238,7 @@ async def test_a_failed_apply_carries_its_file_and_line(
 
 
 def test_the_retry_back_off_is_argo_cds_duration_times_factor_capped() -> None:
-    from gitops.spec import Retry, backoff_seconds
+    from gitops.engine.spec import Retry, backoff_seconds
 
     retry = Retry(limit=5, duration=5.0, factor=2.0, max_duration=30.0)
     assert [backoff_seconds(retry, n) for n in range(5)] == [5.0, 10.0, 20.0, 30.0, 30.0]

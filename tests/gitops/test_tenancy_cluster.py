@@ -22,9 +22,9 @@ import pytest
 import yaml
 from aiohttp import web
 
-from gitops.manager import GitOpsReconciler, GitOpsSettings
-from gitops.reconciler import JOB_REPOSITORIES
-from gitops.tenancy import Boundaries
+from gitops.engine.tenancy import Boundaries
+from gitops.runtime.manager import GitOpsReconciler, GitOpsSettings
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import errors, resources
 from kube.client import Client
 from kube.manager import LeaderElection, Manager

@@ -1,4 +1,4 @@
-"""The tenancy rules (`gitops.tenancy`), pure: identity, boundaries, URLs and Secrets."""
+"""The tenancy rules (`gitops.engine.tenancy`), pure: identity, boundaries, URLs and Secrets."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from gitops import tenancy
-from gitops.preflight import preflight
-from gitops.sources import entries_from_text
-from gitops.tenancy import Boundaries, Identity, Refused
+from gitops.engine import tenancy
+from gitops.engine.entries import entries_from_text
+from gitops.engine.preflight import preflight
+from gitops.engine.tenancy import Boundaries, Identity, Refused
 
 SAFE = Boundaries()
 

@@ -1,5 +1,5 @@
 """Sync and refresh requests on a JobRepository, and what the leader records as handled
-(`gitops.triggers`, pure): pending while the annotation differs from the recorded value."""
+(`gitops.engine.triggers`, pure): pending while the annotation differs from the recorded value."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gitops import triggers
-from gitops.triggers import Pending
+from gitops.engine import triggers
+from gitops.engine.triggers import Pending
 
 T1 = "2026-11-26T10:20:31.123456Z"
 T2 = "2026-11-26T10:20:35.000001Z"

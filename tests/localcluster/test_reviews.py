@@ -1,4 +1,4 @@
-"""TokenReview and SubjectAccessReview, as trainops' HTTP API posts them (gitops/reviews.py):
+"""TokenReview and SubjectAccessReview, as trainops' HTTP API posts them (gitops/api/reviews.py):
 the embedded server answers both as kube-apiserver does, from the tokens it accepts; it does no
 RBAC, so every SubjectAccessReview is allowed (tests/gitops/test_api_access_cluster.py has what
 a real server's RBAC refuses)."""

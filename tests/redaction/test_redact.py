@@ -1,4 +1,4 @@
-"""gitops.redact: the one masking function, table-tested."""
+"""gitops.engine.redact: the one masking function, table-tested."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gitops.redact import RedactingFormatter, printable, redact, redact_value
+from gitops.engine.redact import RedactingFormatter, printable, redact, redact_value
 
 MASKED = {
     "https user and password": (

@@ -35,8 +35,8 @@ import aiohttp
 import pytest
 
 from dashboard.backend import JOB_LABEL
-from gitops import triggers
-from gitops.reconciler import JOB_REPOSITORIES
+from gitops.engine import triggers
+from gitops.runtime.reconciler import JOB_REPOSITORIES
 from kube import errors, resources
 from kube.client import Client
 from kube.manager import LeaderElection

@@ -12,7 +12,7 @@ ancestor that exists there when the field is missing), because users fix YAML in
     FILE:LINE: KIND/NAME: warning: TEXT      (LINE of the field the warning names, if any)
     3 jobs checked: 2 admitted, 1 denied; 1 other document skipped
 
-Other documents are judged by their kind with `gitops.kinds.classify` (the GitOps sources use
+Other documents are judged by their kind with `gitops.engine.kinds.classify` (the GitOps sources use
 the same function):
 - a known kind (ConfigMap, Deployment, …, JobRepository) is skipped and counted;
 - a mistaken kind fails like a denied job, at the line of `kind:`, with a did-you-mean when one
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 if TYPE_CHECKING:
-    from gitops.manifests import Document, LoadError
+    from gitops.engine.manifests import Document, LoadError
     from policies.fieldpath import FieldError
 
 __all__ = ["Report", "Violation", "WarningEntry", "check_documents", "register", "run"]
@@ -117,16 +117,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from gitops import manifests
+    from gitops.engine import manifests
+    from gitops.source import files as manifest_files
 
     paths = [p for p in args.paths if p != "-"]
-    documents, errors = manifests.load_paths(paths)
+    documents, errors = manifest_files.load_paths(paths)
     if "-" in args.paths:
         docs, errs = manifests.load_text(sys.stdin.read(), "<stdin>")
         documents.extend(docs)
         errors.extend(errs)
     for path in paths:  # a directory without manifests is most likely the wrong directory
-        if os.path.isdir(path) and not manifests.discover([path])[0]:
+        if os.path.isdir(path) and not manifest_files.discover([path])[0]:
             print(f"{path}: warning: no *.yaml or *.yml files found", file=sys.stderr)
     outcome = check_documents(manifests.expand_lists(documents))
     if errors:
@@ -162,7 +163,7 @@ def stdout_closed() -> None:
 def check_documents(documents: list[Document]) -> Outcome:
     """Admit every training job among `documents`; judge the others' kinds; count the rest."""
     import policies
-    from gitops import kinds
+    from gitops.engine import kinds
 
     reports: list[Report] = []
     skipped = 0
@@ -200,7 +201,7 @@ def check_documents(documents: list[Document]) -> Outcome:
 
 def _kind_report(doc: Document, kind_class: Any, message: str) -> Report:
     """A mistaken kind (a violation of `kind`) or an unknown one (a warning)."""
-    from gitops import kinds
+    from gitops.engine import kinds
 
     line = doc.line_of(("kind",))
     mistaken = kind_class is kinds.KindClass.INVALID

@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="kubeconfig to use (default: in-cluster credentials, else $KUBECONFIG)",
     )
+    runtime.add_client_arguments(parser)
     parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles (default 4)")
     parser.add_argument(
         "--resync-seconds",
@@ -83,6 +84,8 @@ async def _main(args: argparse.Namespace) -> int:
             field_manager="trainops",
             probe="/api/v1/pods",
             command="trainops controller",
+            qps=args.kube_api_qps,
+            burst=args.kube_api_burst,
         )
     except kubeconnect.StartError as exc:
         print(f"trainops controller: {exc}", file=sys.stderr)

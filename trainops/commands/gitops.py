@@ -5,7 +5,7 @@ Argument parsing and wiring only. What runs is `gitops_service.component` — th
 and the probes authenticated with a TokenReview, authorized with SubjectAccessReviews). Several
 replicas elect one reconciling leader through the Lease `trainops-gitops`; every replica serves
 the API and the dashboard from its informer caches, and a sync or refresh asked of any of them
-is a write to the JobRepository that the leader carries out (`gitops.triggers`).
+is a write to the JobRepository that the leader carries out (`gitops.engine.triggers`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainops.commands import up_gitops
+from trainops.commands import runtime, up_gitops
 from trainops.commands.up_args import port_number
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="kubeconfig to use (default: in-cluster credentials, else $KUBECONFIG)",
     )
+    runtime.add_client_arguments(parser)
     parser.add_argument(
         "--bind",
         default="0.0.0.0",
@@ -146,7 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gitops.redact import RedactingFormatter
+    from gitops.engine.redact import RedactingFormatter
 
     level = getattr(logging, str(args.log_level).upper(), None)
     if not isinstance(level, int):
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--ls-remote-timeout must be more than 0 seconds")
     if args.max_rounds_per_namespace < 1:
         return _usage("--max-rounds-per-namespace must be at least 1")
-    # Every line masked (`gitops.redact`): a repoURL may carry a token, and git echoes it.
+    # Every line masked (`gitops.engine.redact`): a repoURL may carry a token, and git echoes it.
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler])
@@ -180,8 +181,8 @@ def _usage(message: str) -> int:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from gitops import api
-    from gitops.manager import GitOpsSettings
+    from gitops.api import routes as api
+    from gitops.runtime.manager import GitOpsSettings
     from trainops.commands import gitops_service, kubeconnect, runtime
 
     cache_dir = _cache_dir(args.cache_dir)
@@ -197,6 +198,8 @@ async def _main(args: argparse.Namespace) -> int:
             field_manager="trainops-gitops",
             probe=probe,
             command=_NAME,
+            qps=args.kube_api_qps,
+            burst=args.kube_api_burst,
         )
     except kubeconnect.StartError as exc:
         text = str(exc)

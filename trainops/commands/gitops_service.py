@@ -1,14 +1,14 @@
 """The GitOps component, wired once: what `trainops gitops` and `trainops up` both run.
 
-Wiring only. `component` builds the reconciler (`gitops.manager.GitOpsReconciler`, its loops
+Wiring only. `component` builds the reconciler (`gitops.runtime.manager.GitOpsReconciler`, its loops
 leader-elected by its settings) and one aiohttp application over it: the HTTP API and push hook
-(`gitops.api`, every request authenticated with a TokenReview and authorized with a
-SubjectAccessReview, `gitops.reviews.KubeAccess`), the dashboard (`dashboard.install`) and the
+(`gitops.api.routes`, every request authenticated with a TokenReview and authorized with a
+SubjectAccessReview, `gitops.api.reviews.KubeAccess`), the dashboard (`dashboard.install`) and the
 probes — `/healthz` (the loop answers), `/readyz` (informers synced, no loop crashing) and
 `/metrics`. The application is stateless over the reconciler's informer caches, so every replica
 serves it; sync and refresh are writes to the JobRepository that the leader carries out
-(`gitops.triggers`). It lives here, not in `gitops/`, because `gitops/` may not import
-`dashboard/`. Neither starts nor serves: the caller does (`reconciler.start()`, `gitops.api.
+(`gitops.engine.triggers`). It lives here, not in `gitops/`, because `gitops/` may not import
+`dashboard/`. Neither starts nor serves: the caller does (`reconciler.start()`, `gitops.api.routes.
 serve`), so `up` can keep its loopback address and port file and `gitops` its `--bind`.
 """
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from gitops.manager import GitOpsReconciler, GitOpsSettings
+    from gitops.runtime.manager import GitOpsReconciler, GitOpsSettings
     from kube.manager import Manager
 
 __all__ = ["PROBES", "Component", "component"]
@@ -51,10 +51,10 @@ def component(
     `registries` are more Prometheus registries for `/metrics` besides the reconciler's and the
     Manager's own (`up`'s controller), read at each scrape."""
     import dashboard
-    from gitops import api
-    from gitops.access import PUBLIC
-    from gitops.manager import GitOpsReconciler
-    from gitops.reviews import KubeAccess
+    from gitops.api import routes as api
+    from gitops.api.reviews import KubeAccess
+    from gitops.api.rules import PUBLIC
+    from gitops.runtime.manager import GitOpsReconciler
 
     client = manager.client
     reconciler = GitOpsReconciler(manager, cache_dir, settings)

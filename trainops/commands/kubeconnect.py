@@ -64,6 +64,8 @@ async def connect(
     field_manager: str,
     probe: str = "/api/v1/namespaces",
     command: str = "trainops up",
+    qps: float | None = None,
+    burst: int | None = None,
 ) -> Client:
     """A client that has been answered once, from `kubeconfig` (None: `default_kubeconfig()`).
 
@@ -84,7 +86,9 @@ async def connect(
             # $KUBECONFIG that do not exist are skipped, as kubectl skips them.)
             kubeconfig.read_bytes()
         # Without --kubeconfig: in-cluster, or every file of $KUBECONFIG merged as kubectl does.
-        client = await Client.connect(explicit, field_manager=field_manager)
+        client = await Client.connect(
+            explicit, field_manager=field_manager, qps=qps or None, burst=burst or None
+        )
     except OSError as e:
         raise StartError(f"{flag} {kubeconfig}: {e.strerror or e}") from None
     except ConfigError as e:  # names the file (or plugin) and the field

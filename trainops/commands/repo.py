@@ -1,7 +1,7 @@
 """`trainops repo list|get|sync|refresh|diff`: JobRepositories through the GitOps HTTP API.
 
 The server is `--server URL`, else `$TRAINOPS_SERVER`, else the address `trainops up` recorded
-in its data directory (`DATA_DIR/api.json`, see `gitops.api.read_address`); the token is
+in its data directory (`DATA_DIR/api.json`, see `gitops.api.routes.read_address`); the token is
 `--token`, else `$TRAINOPS_TOKEN`, else the one in `api.json` (only for the server named
 there): a token the cluster accepts (the API asks it, TokenReview), whose user's rights decide
 what it may see and do (403 otherwise). `NAME` is `namespace/name` or `name` in `-n/--namespace` (default `default`).
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gitops.redact import printable
+from gitops.engine.redact import printable
 from trainops.commands.repo_output import age, describe, print_objects, table
 
 __all__ = ["age", "register", "run", "table"]
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _server(args: argparse.Namespace) -> tuple[str, str | None]:
-    from gitops.api import API_FILE, read_address
+    from gitops.api.routes import API_FILE, read_address
     from trainops.commands.up_args import default_data_dir
 
     token = args.token or os.environ.get("TRAINOPS_TOKEN") or None

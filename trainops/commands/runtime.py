@@ -20,10 +20,32 @@ if TYPE_CHECKING:
     from kube.manager import Manager
 
 __all__ = [
+    "add_client_arguments",
     "add_leader_arguments",
     "new_manager",
     "serve_probes",
 ]
+
+
+def add_client_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--kube-api-qps` / `--kube-api-burst`: the API client's client-side rate limit."""
+    parser.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=0.0,
+        metavar="QPS",
+        help="at most QPS requests a second to the API server on average, as client-go's "
+        "client-side limit (default 0: no limit; the server's own priority and fairness still "
+        "applies)",
+    )
+    parser.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=0,
+        metavar="N",
+        help="requests allowed at once above --kube-api-qps after a quiet spell (default: twice "
+        "the QPS)",
+    )
 
 
 def add_leader_arguments(parser: argparse.ArgumentParser) -> None:

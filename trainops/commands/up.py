@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitops.redact import RedactingFormatter, redact
+from gitops.engine.redact import RedactingFormatter, redact
+from gitops.engine.urls import absolute_local_path
 from localcluster import datadir
 from trainops.commands import runtime, up_args, up_cluster, up_gitops
 
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if (args.path or args.revision or args.repo_name) and not args.repo:
         print("trainops up: --path, --revision and --repo-name need --repo", file=sys.stderr)
         return 2
+    if args.repo:
+        args.repo = absolute_local_path(args.repo, os.getcwd())
     kubeconfig = getattr(args, "kubeconfig", None)
     if kubeconfig is not None and args.port:
         print(
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             print(f"trainops up: {problem}", file=sys.stderr)
             return 2
-    # Every line masked (`gitops.redact`): a --repo URL may carry a token, and git echoes it.
+    # Every line masked (`gitops.engine.redact`): a --repo URL may carry a token, and git echoes it.
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.basicConfig(
@@ -188,7 +191,7 @@ class Stack:
     hurry: list[Any] = field(default_factory=list)
     stopping: bool = False
     gitops: Any = None
-    """The GitOps reconciler (a `gitops.hub.Hub`), once started."""
+    """The GitOps reconciler (a `gitops.runtime.hub.Hub`), once started."""
     gitops_app: Any = None
     """The GitOps component's application (API, push hook, dashboard, probes), to serve."""
     metrics_registries: list[Any] = field(default_factory=list)

@@ -1,9 +1,9 @@
 """`trainops up`'s GitOps part: the reconciler, `--repo`'s JobRepository, and the HTTP API.
 
 Wiring only, split from `up.py` to keep each module to one screenful of concerns: the
-reconciler (`gitops.manager.GitOpsReconciler`, always running: users may create JobRepository
+reconciler (`gitops.runtime.manager.GitOpsReconciler`, always running: users may create JobRepository
 objects with kubectl), the JobRepository `up --repo` keeps applied, its log lines, and the HTTP
-API (`gitops.api`) on 127.0.0.1 with `/metrics` of the controller, the reconciler and their shared caches beside it.
+API (`gitops.api.routes`) on 127.0.0.1 with `/metrics` of the controller, the reconciler and their shared caches beside it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitops.redact import RedactingFormatter, redact
+from gitops.engine.redact import RedactingFormatter, redact
 
 if TYPE_CHECKING:
     from kube.client import Client
@@ -78,7 +78,7 @@ _UP_TENANCY = (
 
 
 def add_tenancy_arguments(parser: argparse.ArgumentParser, description: str = _UP_TENANCY) -> None:
-    """The reconciler's tenancy flags (`gitops.tenancy.Boundaries`; docs/GITOPS.md, "Trust
+    """The reconciler's tenancy flags (`gitops.engine.tenancy.Boundaries`; docs/GITOPS.md, "Trust
     and tenancy"): each widens one boundary of what a JobRepository may reach."""
     group = parser.add_argument_group("GitOps tenancy", description)
     group.add_argument(
@@ -116,10 +116,10 @@ def add_tenancy_arguments(parser: argparse.ArgumentParser, description: str = _U
 
 
 def boundaries(args: argparse.Namespace, *, embedded: bool | None = None) -> Any:
-    """The `gitops.tenancy.Boundaries` of the tenancy flags: embedded `up` (one user, no RBAC)
+    """The `gitops.engine.tenancy.Boundaries` of the tenancy flags: embedded `up` (one user, no RBAC)
     acts as itself and allows local repositories; `up --kubeconfig` and `trainops gitops`
     (`embedded=False`) only when told."""
-    from gitops.tenancy import Boundaries
+    from gitops.engine.tenancy import Boundaries
 
     if embedded is None:
         embedded = getattr(args, "kubeconfig", None) is None
@@ -140,7 +140,7 @@ def boundaries(args: argparse.Namespace, *, embedded: bool | None = None) -> Any
 def repo_problem(args: argparse.Namespace) -> str | None:
     """Why the reconciler would refuse `--repo`'s JobRepository (`up --kubeconfig` without the
     flag it needs), so `up` can say so before anything starts; None when it would not."""
-    from gitops import tenancy
+    from gitops.engine import tenancy
 
     url = getattr(args, "repo", None)
     if not url:
@@ -201,7 +201,7 @@ async def choose_repository(
     """The JobRepository `default/<name>` for `--repo url --path path`: `--repo-name` when
     given, else the first candidate that is free or follows this source already. Never one
     following another source (RuntimeError: one line saying which name to use)."""
-    from gitops.reconciler import JOB_REPOSITORIES
+    from gitops.runtime.reconciler import JOB_REPOSITORIES
     from kube import errors
 
     names = [explicit] if explicit else repository_candidates(url, path)
@@ -239,8 +239,8 @@ async def start_gitops(
     with --repo the JobRepository `default/<name>` it keeps applied (`choose_repository`: one per
     URL and path, never repointed). Without `reconcile` (`--no-gitops`) it only watches, for the
     dashboard: another install syncs."""
-    from gitops.manager import GitOpsSettings
-    from gitops.reconciler import JOB_REPOSITORIES
+    from gitops.runtime.manager import GitOpsSettings
+    from gitops.runtime.reconciler import JOB_REPOSITORIES
     from trainops.commands import gitops_service
 
     client = manager.client
@@ -300,7 +300,7 @@ async def start_api(stack: Any, client: Client, args: argparse.Namespace, data_d
     accepts (TokenReview) and is authorized as its user (SubjectAccessReview). Embedded, that
     is `DATA_DIR/api-token` (the embedded server knows it; the banner's login link carries it);
     with --kubeconfig, the CLI uses the kubeconfig's own token when it has one."""
-    from gitops import api
+    from gitops.api import routes as api
 
     app = stack.gitops_app
     remembered = data_dir / DASHBOARD_PORT_FILE

@@ -1,0 +1,135 @@
+"""Where the tenancy rules meet a reconcile round: whom each JobRepository acts as (I/O shell).
+
+`gitops.engine.tenancy` decides (pure); this module applies the decisions to one round of one
+repository, for `gitops.runtime.reconciler`:
+
+- `admit` settles, before any request of the round, the identity the repository acts as and
+  checks its URL (`tenancy.Refused` otherwise: the round records a ComparisonError);
+- `engine` is the sync engine acting as that identity — one per ServiceAccount, cached, on a
+  `kube.Client.impersonating` view of the reconciler's client; the reconciler's own engine
+  only when the rules say the repository acts as the reconciler. It fails closed: a key not
+  admitted this round has no engine. Every engine reads the same shared cache (training jobs,
+  read with the reconciler's rights and kept within the repository's scope); its lists and
+  GETs of other kinds are the identity's;
+- `secret` reads the `secretRef` Secret as that identity and refuses it unless it names the
+  repository URL, before git is run;
+- `bounded` is the pre-flight's boundary step (`tenancy.enforce`) with each kind's scope
+  asked of discovery; `scope` where live state may be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gitops.engine import kinds, tenancy
+from gitops.engine.preflight import Checked
+from gitops.engine.spec import RepoSpec
+from gitops.engine.urls import GitError
+from gitops.runtime.discovery import Discovery
+from gitops.runtime.sync import SyncEngine
+from kube import errors, resources
+from kube.client import Client
+
+__all__ = ["Tenants", "repository_key"]
+
+
+class Tenants:
+    def __init__(
+        self,
+        client: Client,
+        discovery: Discovery,
+        own: SyncEngine,
+        boundaries: tenancy.Boundaries,
+    ) -> None:
+        self.client = client
+        self.discovery = discovery
+        self.own = own
+        """The reconciler's own engine (repositories acting as the reconciler)."""
+        self.boundaries = boundaries
+        self.identities: dict[str, tenancy.Identity | None] = {}
+        """The identity each repository acts as, settled at the start of its round."""
+        self._engines: dict[tenancy.Identity, SyncEngine] = {}
+
+    def admit(self, obj: dict[str, Any], spec: RepoSpec) -> None:
+        """Settle the identity `obj` acts as and check its URL, before any request of its
+        round; tenancy.Refused (naming what to set) otherwise."""
+        key = repository_key(obj)
+        self.identities.pop(key, None)
+        identity = tenancy.identity_for(obj, self.boundaries)
+        refusal = tenancy.check_source(spec.repo_url, self.boundaries)
+        if refusal is not None:
+            raise tenancy.Refused(refusal)
+        self.identities[key] = identity
+
+    def engine(self, key: str) -> SyncEngine:
+        """The sync engine acting as the identity admitted for `key` this round."""
+        if key not in self.identities:  # fail closed: never act as ourselves by omission
+            raise RuntimeError(f"{key}: no identity settled for this round")
+        identity = self.identities[key]
+        if identity is None:
+            return self.own
+        engine = self._engines.get(identity)
+        if engine is None:
+            client = self.client.impersonating(identity.user, identity.groups)
+            engine = self._engines[identity] = SyncEngine(
+                client, self.discovery, cache=self.own.cache
+            )
+        return engine
+
+    def scope(self, obj: dict[str, Any], spec: RepoSpec) -> tenancy.Scope | None:
+        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+        return tenancy.live_scope(namespace, spec.destination, self.boundaries)
+
+    async def secret(self, obj: dict[str, Any], spec: RepoSpec) -> dict[str, Any]:
+        """The `secretRef` Secret, read as the repository's identity (it may name only a
+        Secret its account may read) and refused unless it names the repository URL."""
+        assert spec.secret_name
+        namespace = str((obj.get("metadata") or {}).get("namespace", ""))
+        where = f"{namespace}/{spec.secret_name}"
+        problem = resources.name_problem(spec.secret_name)
+        if problem is not None:  # `..`: a path step, another object's URL
+            raise tenancy.Refused(f"spec.secretRef.name {spec.secret_name!r}: {problem}")
+        client = self.engine(repository_key(obj)).client
+        try:
+            secret = await client.get(resources.SECRETS, spec.secret_name, namespace)
+        except errors.NotFound:
+            raise GitError(f"secret {where} (secretRef) not found") from None
+        except errors.Forbidden as exc:
+            raise tenancy.Refused(f"secret {where} (secretRef): {exc.message or exc}") from None
+        refusal = tenancy.check_secret(secret, spec.repo_url, where=where)
+        if refusal is not None:
+            raise tenancy.Refused(refusal)
+        return secret
+
+    async def bounded(
+        self, obj: dict[str, Any], spec: RepoSpec, checked: list[Checked]
+    ) -> tuple[list[Checked], frozenset[tuple[str, str]]]:
+        """The pre-flight's boundary step: a refused manifest becomes an entry error at its
+        file:line. The scope of each kind is discovery's (the built-in table otherwise); the
+        cluster-scoped (group, kind)s so decided come back with the entries, for pairing."""
+        scopes: dict[tuple[str, str], bool] = {}
+        for c in checked:
+            if c.desired is None:
+                continue
+            api_version, kind = str(c.desired.get("apiVersion")), str(c.desired.get("kind"))
+            if (api_version, kind) not in scopes:
+                resource = await self.discovery.resource(api_version, kind)
+                if resource is not None:
+                    scopes[(api_version, kind)] = resource.namespaced
+        bounded = await asyncio.to_thread(  # every manifest of the repository: off the loop
+            lambda: tenancy.enforce(
+                checked,
+                repository_namespace=str((obj.get("metadata") or {}).get("namespace") or ""),
+                destination=spec.destination,
+                scopes=scopes,
+                boundaries=self.boundaries,
+            )
+        )
+        return bounded, kinds.cluster_scoped(scopes)
+
+
+def repository_key(obj: dict[str, Any]) -> str:
+    """`namespace/name` of a JobRepository object (the work queue's key)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
