@@ -133,7 +133,8 @@ def _gitops_resource(name: str) -> Any:
 
 
 def _gitops_modules() -> dict[str, ast.Module]:
-    """gitops/*.py, dashboard/*.py (served by the same process) and the kube modules they import."""
+    """gitops/**/*.py, dashboard/**/*.py (served by the same process) and the kube modules they
+    import."""
     return modules_with_their_kube("gitops", "dashboard")
 
 
@@ -162,10 +163,10 @@ def test_the_gitops_engine_acts_only_through_impersonating_clients() -> None:
     """The calls left out of the ClusterRole: the sync engine's client is always an
     impersonating view (gitops/runtime/acting.py), or the reconciler's own engine for repositories the
     rules let act as the reconciler (off unless --allow-reconciler-identity)."""
-    acting = (ROOT / "gitops" / "acting.py").read_text()
+    acting = (ROOT / "gitops" / "runtime" / "acting.py").read_text()
     assert "client.impersonating(identity.user, identity.groups)" in acting
     assert re.search(r"SyncEngine\(\s*client, self\.discovery", acting)
-    sync = (ROOT / "gitops" / "sync.py").read_text()
+    sync = (ROOT / "gitops" / "runtime" / "sync.py").read_text()
     assert "self.reader = LiveReader(client, discovery, cache)" in sync  # the same client
 
 
