@@ -33,21 +33,19 @@ COPY webhook/ webhook/
 COPY controller/ controller/
 COPY gitops/ gitops/
 COPY certs/ certs/
-COPY localcluster/ localcluster/
 COPY kube/ kube/
 COPY dashboard/ dashboard/
-# kubernetes-validate ships the JSON schemas of every Kubernetes version (~100 MB); the image
-# reads one (localcluster.schema.builtindefs.SCHEMA_VERSION, for `trainops up`/`apiserver`), so
-# the others go. pip and setuptools go too: nothing installs into the image at run time.
+# The image holds only what deploy/ runs: not the embedded cluster (localcluster/, the `local`
+# extra with kubernetes-validate), which `trainops up` and `trainops apiserver` need — both say so
+# when it is missing. pip and setuptools go too: nothing installs into the image at run time.
 RUN --mount=type=secret,id=pip-cert \
     if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
     && TRAINOPS_MYPYC=1 /opt/build-tools/bin/pip wheel --no-cache-dir --disable-pip-version-check \
         --no-build-isolation --no-deps -w /tmp/wheel . \
     && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /tmp/wheel/trainops-*.whl \
     && cd / && /opt/trainops/bin/python -c 'import policies.job as j, sys; sys.exit(0 if j.__file__.endswith(".so") else "rules not compiled: " + j.__file__)' \
-    && cd /src && /opt/trainops/bin/python -c 'import pathlib, shutil, kubernetes_validate; from localcluster.schema.builtindefs import SCHEMA_VERSION as v; [shutil.rmtree(d) for d in (pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir() if d.name not in (v + "-local", v + "-local-strict")]' \
-    && /opt/trainops/bin/pip uninstall -y --disable-pip-version-check pip setuptools \
-    && /opt/trainops/bin/python -c 'from localcluster.schema.builtindefs import builtin_definitions as d; assert d() and d(strict=True)'
+    && /opt/trainops/bin/python -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ("localcluster", "kubernetes_validate")) and "the embedded cluster is in the image")' \
+    && /opt/trainops/bin/pip uninstall -y --disable-pip-version-check pip setuptools
 
 # -- runtime -----------------------------------------------------------------------------------
 FROM debian:bookworm-slim

@@ -7,7 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from localcluster import datadir
 from trainops.commands.up import lock_data_dir, secure_data_dir
 from trainops.commands.up_args import port_number
 
@@ -45,6 +44,13 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import signal
 
+    from trainops.commands import local
+
+    absent = local.missing("trainops apiserver")
+    if absent is not None:
+        print(absent, file=sys.stderr)
+        return 1
+    from localcluster import datadir
     from localcluster.apiserver import ApiServerConfig, start_apiserver
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from localcluster.http.cells import human_duration
+from policies.durations import human_duration
 
 __all__ = ["COLUMNS", "age", "describe", "print_objects", "table", "without_managed_fields"]
 

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitops.engine.redact import RedactingFormatter, redact
 from gitops.engine.urls import absolute_local_path
-from localcluster import datadir
-from trainops.commands import runtime, up_args, up_cluster, up_gitops
+from trainops.commands import local, runtime, up_args, up_cluster, up_gitops
 
 if TYPE_CHECKING:
     from controller.manager import Controller
@@ -60,6 +59,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    absent = local.missing("trainops up")
+    if absent is not None:
+        print(absent, file=sys.stderr)
+        return 1
     if (args.path or args.revision or args.repo_name) and not args.repo:
         print("trainops up: --path, --revision and --repo-name need --repo", file=sys.stderr)
         return 2
@@ -111,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     # Everything up writes (and git, the shims) is its user's alone; containers get 0022 back.
     os.umask(0o077)
     secure_data_dir(data_dir)  # before anything else touches it, so the log names all
+    from localcluster import datadir
+
     try:
         datadir.make_private_dir(data_dir)
     except OSError as e:
@@ -137,6 +142,8 @@ def secure_data_dir(data_dir: Path) -> None:
     Secret, the admin token and keys), and say so in the log. Nothing to do for a new one."""
     if not data_dir.is_dir():
         return
+    from localcluster import datadir
+
     changed = datadir.secure(data_dir)
     if changed:
         logging.getLogger("trainops.up").warning(

@@ -146,6 +146,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def image_env(text: str) -> Any:
     """An argparse type for `--image IMAGE=ENV_DIR`: the directory must exist and have bin/."""
+    from trainops.commands import local
+
+    absent = local.missing("--image")
+    if absent is not None:
+        raise argparse.ArgumentTypeError(absent)
     from localcluster.kubelet import images
 
     parsed = images.parse(text)
