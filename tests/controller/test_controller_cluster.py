@@ -42,12 +42,12 @@ def _command(job: dict[str, Any], rtype: str, command: list[str]) -> dict[str, A
 
 
 async def _wait_pods(client: Client, namespace: str, job: str, names: set[str]) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | bool:
+    async def check() -> tuple[dict[str, Any]] | bool:
         pods = await pods_of(client, namespace, job)
         live = {n: p for n, p in pods.items() if not p["metadata"].get("deletionTimestamp")}
-        return live if set(live) == names else False
+        return (live,) if set(live) == names else False  # `{}` is an answer: wrapped
 
-    found: dict[str, Any] = await aeventually(check, timeout=15)
+    (found,) = await aeventually(check, timeout=15)
     return found
 
 

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+
+from tests.support.cluster import eventually as support_eventually
 
 T = TypeVar("T")
 
@@ -33,19 +34,9 @@ class LocalNode:
 
 
 def eventually(check: Callable[[], T], timeout: float = 15.0, interval: float = 0.05) -> T:
-    """Poll `check` until it returns a truthy value without raising; raise the last error."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-            last = AssertionError(f"check returned {value!r}")
-        except Exception as e:
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"not true within {timeout}s: {last}") from last
+    """`tests.support.cluster.eventually` (one rule: a truthy value), with the node's longer
+    default timeout."""
+    return support_eventually(check, timeout, interval)
 
 
 def stray_processes(data_dir: Path) -> list[str]:

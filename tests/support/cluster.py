@@ -193,11 +193,14 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
 
 
 def _passed(result: Any) -> bool:
-    return result is not False
+    """The one rule of `eventually` and `aeventually`: a check has passed when it returns a
+    truthy value without raising. A check with nothing to give back returns True; one whose
+    answer can be empty wraps it (`(found,)`)."""
+    return bool(result)
 
 
 def eventually(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
-    """Call `check` until it returns (anything but False) without raising; return its value."""
+    """Call `check` until it returns a truthy value without raising; return that value."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
     while True:
@@ -216,7 +219,7 @@ def eventually(check: Callable[[], T], timeout: float = 10.0, interval: float = 
 async def aeventually(
     check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05
 ) -> Any:
-    """Async `eventually`: `check` may be a plain or an async function."""
+    """Async `eventually` (the same rule): `check` may be a plain or an async function."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
     while True:
