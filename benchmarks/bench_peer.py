@@ -2,8 +2,8 @@
 go to docs/PERFORMANCE.md).
 
     .venv/bin/python benchmarks/bench_peer.py --kubeconfig FILE [--jobs 200] [--rates 5,10]
-                                              [--rounds 2] [--paced-jobs 300]
-                                              [--run-seconds 0]
+                                              [--rounds 3] [--paced-jobs 300]
+                                              [--run-seconds 0,2]
 
 The peer is `github.com/kubeflow/training-operator/cmd/training-operator.v1@v1.9.3`, built with
 `go install` from the Go module proxy into ~/.cache/trainops/peer/ (once; its TFJob CRD comes
@@ -13,11 +13,20 @@ measurement and in a fresh namespace that is deleted afterwards; the same simula
 (benchmarks/bench_controller.py) sets every pod Running and, once a job's four replicas run,
 its chief Succeeded. Same job shape for both: a chief, two workers and a parameter server.
 
-The peer runs with its TFJob scheme only, no leader election, its client limit raised
-(`--kube-api-qps 1000 --kube-api-burst 2000`, as most tuned installs) and one worker thread (its
-default); trainops runs `trainops controller` with its defaults (4 workers).
+Like with like: both reconcile with WORKERS (4) concurrent workers (the peer's
+`--controller-threads`, trainops' `--workers`), both log at error level only (the peer's zap
+logger in production mode, `--zap-devel=false --zap-log-level=error`; trainops
+`--log-level ERROR`), neither elects a leader, and the peer's client limit is raised
+(`--kube-api-qps 1000 --kube-api-burst 2000`, as most tuned installs; trainops has none by
+default). The peer runs its TFJob scheme only. Each controller is measured only once it is
+ready: a canary job in a namespace of its own has been given a status by it (no fixed wait).
+A run in which not every job Succeeded within its deadline stops the benchmark: it is a
+failure, not a figure.
 
-Within each round the two controllers alternate figure by figure (burst, then each rate), the
+Jobs that exit at once and jobs that run (`--run-seconds 0,2`: a chief exits that long after
+its job's four replicas run; with 0 a job can be over inside trainops' status batching window,
+with 2 it cannot) are measured in every round. Within each round the two controllers alternate
+figure by figure (burst, then each rate), the
 order flipping every time. For each controller and round: jobs/s with every job submitted at
 once; p50/p99/max from the chief's exit to the job's Succeeded at each paced rate (300 jobs by
 default: with 100, p99 is the slowest job alone, and one stall of the shared machine decides
@@ -63,6 +72,10 @@ PEER_NAMESPACE = "kubeflow"
 PEER_SECRET = "training-operator-webhook-cert"
 PEER_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 PEER_METRICS = 18090
+WORKERS = 4
+"""Concurrent reconciles, for both controllers alike."""
+LOG_LEVEL = "error"
+"""The level both log at (zap has no warning level on its command line)."""
 LOGS = Path(tempfile.gettempdir()) / "bench-peer-logs"
 _FAMILIES = (
     "apiserver_request_total",
@@ -177,7 +190,9 @@ def _start_peer(kubeconfig: Path) -> subprocess.Popen[bytes]:
             "--health-probe-bind-address=127.0.0.1:0",
             "--kube-api-qps=1000",
             "--kube-api-burst=2000",
-            "--controller-threads=1",
+            f"--controller-threads={WORKERS}",
+            "--zap-devel=false",
+            f"--zap-log-level={LOG_LEVEL}",
         ],
         env={k: v for k, v in os.environ.items() if k != "KUBEFLOW_NAMESPACE"},
         stdout=log,
@@ -192,7 +207,7 @@ def _start_trainops(kubeconfig: Path) -> subprocess.Popen[bytes]:
             sys.executable,
             *("-m", "trainops", "controller", "--kubeconfig", str(kubeconfig)),
             *("--no-leader-elect", "--port", str(bc.METRICS_PORT), "--bind", "127.0.0.1"),
-            *("--log-level", "WARNING"),
+            *("--workers", str(WORKERS), "--log-level", LOG_LEVEL.upper()),
         ],
         cwd=REPO,
         stdout=log,
@@ -214,12 +229,18 @@ async def measure(
     await bc._wait_service_account(client, namespace)
     proc = _start_peer(kubeconfig) if name == "training-operator" else _start_trainops(kubeconfig)
     try:
-        await _settle(proc, name)
+        await _wait_ready(client, proc, name, flavor)
         metrics0 = await bc._apiserver_metrics(client, _FAMILIES)
         server_pids = bc._reference_pids(kubeconfig)
         server_cpu0 = {k: bc._cpu_seconds(pid) for k, pid in server_pids.items()}
         load0 = os.getloadavg()[0]
         out = await bc._run(client, proc, jobs, rate, namespace, flavor, run_seconds)
+        finished = out["all Succeeded"].split()[0]
+        if finished != f"{jobs}/{jobs}":
+            raise SystemExit(
+                f"{name}: only {finished} jobs Succeeded ({out['all Succeeded']}; rate {rate}, "
+                f"run {run_seconds:g} s): a run that did not finish is a failure, not a figure"
+            )
         server_ms = {
             k: (bc._cpu_seconds(pid) - server_cpu0[k]) / jobs * 1000
             for k, pid in server_pids.items()
@@ -255,13 +276,27 @@ async def measure(
         await client.close()
 
 
-async def _settle(proc: subprocess.Popen[bytes], name: str) -> None:
-    """Give the controller time to list and watch (both log nothing we could wait on)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{name} exited with {proc.returncode}")
-        await asyncio.sleep(0.25)
+async def _wait_ready(
+    client: Client, proc: subprocess.Popen[bytes], name: str, flavor: bc.Flavor
+) -> None:
+    """Wait until the controller has listed, watched and reconciled: a canary job in a
+    namespace of its own gets a status from it. Then the canary's namespace goes."""
+    namespace = f"ready-{name[:8]}-{int(time.time() * 1000) % 10**9}"
+    await _ensure_namespace(client, namespace)
+    try:
+        await client.create(flavor.resource, flavor.make_job(0, namespace))
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"{name} exited with {proc.returncode} (logs in {LOGS})")
+            job = await client.get(flavor.resource, "job-0000", namespace)
+            if job.get("status"):
+                return
+            if time.monotonic() >= deadline:
+                raise SystemExit(f"{name} gave its canary job no status within 120 s")
+            await asyncio.sleep(0.1)
+    finally:
+        await _delete_namespace(client, namespace)
 
 
 def _peak_rss_mib(pid: int) -> float:
@@ -323,15 +358,21 @@ async def main_async(args: argparse.Namespace) -> None:
     rows: dict[str, list[dict[str, dict[str, Any]]]] = {name: [] for name in names}
     # Alternating within each figure: the two bursts (and the two runs at a rate) follow each
     # other, so a change in the machine's load between them is as short as it can be.
-    runs = ["burst", *(f"{rate:g}" for rate in rates)]
+    run_seconds = [float(s) for s in str(args.run_seconds).split(",") if s]
+    runs = [
+        f"{kind}@{seconds:g}"
+        for seconds in run_seconds
+        for kind in ("burst", *(f"{rate:g}" for rate in rates))
+    ]
     for round_ in range(args.rounds):
         row_of: dict[str, dict[str, Any]] = {name: {} for name in names}
         for i, run in enumerate(runs):
             order = names if (round_ + i) % 2 == 0 else tuple(reversed(names))
+            kind, seconds = run.split("@")
             for name in order:
-                rate = None if run == "burst" else float(run)
-                count = args.jobs if run == "burst" else args.paced_jobs
-                figures = await measure(name, kubeconfig, count, rate, args.run_seconds)
+                rate = None if kind == "burst" else float(kind)
+                count = args.jobs if kind == "burst" else args.paced_jobs
+                figures = await measure(name, kubeconfig, count, rate, float(seconds))
                 row_of[name][run] = figures
                 print(f"round {round_ + 1} {name} {run}: {figures['context']}", file=sys.stderr)
         for name in names:
@@ -345,21 +386,30 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; load {load[0]:.1f} {load[1]:.1f}")
     print(f"at: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; rounds alternate")
     print(f"burst: {args.jobs} jobs at once; paced: {args.paced_jobs} jobs at {args.rates} jobs/s")
-    print(f"a chief exits {args.run_seconds:g} s after its job's four replicas run")
+    print(f"both: {WORKERS} workers, logging at {LOG_LEVEL}; {args.rounds} alternating rounds")
+    titles = {
+        "trainops": "trainops",
+        "training-operator": f"training-operator v1.9.3 ({WORKERS} threads)",
+    }
+    for chief_seconds in run_seconds:
+        at = f"@{chief_seconds:g}"
+        print()
+        print(f"a chief exits {chief_seconds:g} s after its job's four replicas run:")
+        print()
+        print("| figure (one value per round) | " + " | ".join(titles[n] for n in names) + " |")
+        print("|---" * (len(names) + 1) + "|")
+        print(f"| {args.jobs} jobs at once, jobs/s | {cells('burst' + at, 'jobs/s', '{:.1f}')} |")
+        for rate in rates:
+            latency = cells(f"{rate:g}{at}", "latency")
+            print(f"| chief exit → Succeeded at {rate:g} jobs/s | {latency} |")
+        first = (f"{rates[0]:g}" if rates else "burst") + at
+        cpu = cells(first, "cpu_ms_per_job", "{:.1f}")
+        print(f"| controller CPU per job at {first.split('@')[0]}/s, ms | {cpu} |")
+        print(f"| peak RSS (burst run), MiB | {cells('burst' + at, 'rss_mib', '{:.0f}')} |")
+        requests = cells(first, "requests_per_job", "{:.1f}")
+        print(f"| API requests per job at {first.split('@')[0]}/s | {requests} |")
     print()
-    titles = {"trainops": "trainops", "training-operator": "training-operator v1.9.3 (tuned)"}
-    print("| figure (one value per round) | " + " | ".join(titles[n] for n in names) + " |")
-    print("|---" * (len(names) + 1) + "|")
-    print(f"| {args.jobs} jobs at once, jobs/s | {cells('burst', 'jobs/s', '{:.1f}')} |")
-    for rate in rates:
-        print(f"| chief exit → Succeeded at {rate:g} jobs/s | {cells(f'{rate:g}', 'latency')} |")
-    first = f"{rates[0]:g}" if rates else "burst"
-    print(
-        f"| controller CPU per job at {first}/s, ms | {cells(first, 'cpu_ms_per_job', '{:.1f}')} |"
-    )
-    print(f"| peak RSS (burst run), MiB | {cells('burst', 'rss_mib', '{:.0f}')} |")
-    print(f"| API requests per job at {first}/s | {cells(first, 'requests_per_job', '{:.1f}')} |")
-    print()
+    first = (f"{rates[0]:g}" if rates else "burst") + f"@{run_seconds[0]:g}"
     for name in names:
         for i, row in enumerate(rows[name]):
             print(f"requests per job, {name}, round {i + 1}: {row[first]['requests']}")
@@ -382,15 +432,14 @@ def main() -> None:
         help="jobs per paced run (p99 is their 1%% slowest: with 100 it is the slowest alone)",
     )
     parser.add_argument("--rates", default="5,10", help="paced rates, jobs/s (comma-separated)")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--only", help="trainops or training-operator: measure just that one")
     parser.add_argument(
         "--run-seconds",
-        type=float,
-        default=0.0,
-        help="how long a chief runs once its job's four replicas run (default 0: it exits at "
-        "once, so a job is over before any batched status write of its progress; 2 measures "
-        "the exit of a job whose Running status was written)",
+        default="0,2",
+        help="how long a chief runs once its job's four replicas run, comma-separated, each "
+        "measured in every round (default 0,2: 0 exits at once, so a job can be over before any "
+        "batched status write of its progress; 2 exits a job whose Running status was written)",
     )
     asyncio.run(main_async(parser.parse_args()))
 
