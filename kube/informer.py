@@ -97,14 +97,34 @@ class Informer:
         self._indices: dict[str, dict[str, set[str]]] = {n: {} for n in self._indexers}
         self._index_values: dict[str, dict[str, tuple[str, ...]]] = {n: {} for n in self._indexers}
         self._handlers: list[Handler] = []
+        self._replays: set[asyncio.Future[Any]] = set()
+        """Async handlers' replays of the cache for a late handler, still running."""
         self._synced = asyncio.Event()
 
     # -- handlers and cache reads ------------------------------------------------------------
 
     def add_handler(self, fn: Handler) -> None:
-        """Call `fn(event_type, obj, old)` for every change (add handlers before `run`: one
-        added later does not see what is already cached)."""
+        """Call `fn(event_type, obj, old)` for every change. A handler added while the informer
+        already holds objects (a second reader of a shared cache) is first given each of them
+        as ADDED, as client-go's late handlers are, so it misses nothing that came before it."""
         self._handlers.append(fn)
+        for key, obj in list(self._items.items()):
+            try:
+                result = fn(ADDED, obj, None)
+            except Exception:
+                self._log.error("%s: handler %s failed replaying %s", self.name, _name(fn), key,
+                                exc_info=True)  # fmt: skip
+                continue
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                self._replays.add(task)
+                task.add_done_callback(self._replayed)
+
+    def _replayed(self, task: asyncio.Future[Any]) -> None:
+        self._replays.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._log.error("%s: a handler failed replaying the cache", self.name,
+                            exc_info=task.exception())  # fmt: skip
 
     def add_indexer(self, name: str, fn: IndexFunc) -> None:
         """Add the index `name`, built at once over what is already cached (so it may be added
@@ -367,3 +387,7 @@ async def wait_synced(informers: Iterable[Informer], timeout: float | None = Non
 def unsynced(informers: Iterable[Informer]) -> dict[str, str]:
     """Readiness problems: `informer/<name>` for each one that has not listed yet."""
     return {f"informer/{i.name}": "cache not synced yet" for i in informers if not i.has_synced}
+
+
+def _name(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", fn))

@@ -90,6 +90,26 @@ async def test_an_informer_lists_then_sees_adds_changes_and_deletes(
         assert [o["metadata"]["name"] for o in informer.list()] == ["before"]
 
 
+async def test_a_handler_added_late_is_given_what_is_already_cached(
+    client: Client, namespace: str
+) -> None:
+    """As client-go's late handlers: the objects cached before it came, as ADDED, then the
+    changes as everyone sees them (a second reader of a shared cache misses nothing)."""
+    for name in ("one", "two"):
+        await client.create(resources.CONFIGMAPS, _cm(name, namespace))
+    informer = Informer(client, resources.CONFIGMAPS, namespace, field_selector=NOT_PUBLISHED)
+    async with running(informer):
+        late, plain = Recorder(), []
+        informer.add_handler(late)
+        informer.add_handler(lambda event, obj, old: plain.append((event, obj["metadata"]["name"])))
+        assert sorted(plain) == [("ADDED", "one"), ("ADDED", "two")]
+        await aeventually(lambda: len(late.events) == 2)
+        assert sorted(late.events) == [("ADDED", "one"), ("ADDED", "two")]
+        await client.create(resources.CONFIGMAPS, _cm("three", namespace))
+        await aeventually(lambda: len(late.events) == 3 and len(plain) == 3)
+        assert late.events[-1] == plain[-1] == ("ADDED", "three")
+
+
 async def test_a_failing_handler_is_logged_and_does_not_stop_the_informer(
     client: Client, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
