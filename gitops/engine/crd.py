@@ -237,6 +237,22 @@ def _sync_policy() -> dict[str, Any]:
                     },
                 },
             ),
+            "rerunFinishedJobs": {
+                "type": "boolean",
+                "description": "Create a training job again when it finished (Succeeded or "
+                "Failed) and was deleted, though its manifest did not change. Unset or false: "
+                "a finished job deleted by hand stays deleted until its manifest changes "
+                "(status.finishedJobs remembers it).",
+                "default": False,
+            },
+            "adoptExisting": {
+                "type": "boolean",
+                "description": "Take over an object that already exists and was not created "
+                "by a JobRepository (no tracking annotation: made by kubectl, a script, another "
+                "tool). Unset or false: such an object is left alone and its manifest is an "
+                "error at its file:line.",
+                "default": False,
+            },
             "allowEmpty": {
                 "type": "boolean",
                 "description": "Let a sync whose manifests define no object at all prune "
@@ -386,6 +402,24 @@ def _status() -> dict[str, Any]:
                     required=["apiVersion", "kind"],
                 ),
                 256,
+            ),
+            "finishedJobs": _arr(
+                "Training jobs that finished (Succeeded or Failed) in sync with Git, with a "
+                "digest of the manifest they ran: one deleted since is not created again while "
+                "its manifest is unchanged (unless syncPolicy.rerunFinishedJobs). Deleted jobs "
+                "first; at most 1000.",
+                _obj(
+                    "A finished training job.",
+                    {
+                        "kind": _str("TensorFlowTrainingJob or XGBoostTrainingJob."),
+                        "namespace": _str("Its namespace."),
+                        "name": _str("Its name."),
+                        "phase": _str("How it finished.", enum=["Succeeded", "Failed"]),
+                        "manifest": _str("A digest of the object applied when it finished."),
+                    },
+                    required=["kind", "namespace", "name", "phase", "manifest"],
+                ),
+                1000,
             ),
             "history": _arr(
                 "The last 10 syncs, newest last.",

@@ -10,9 +10,13 @@ with one name, must never prune each other's jobs. So:
 - **another repository's**: it carries a tracking id that is not ours *and that repository
   still exists* (same uid). It is never applied to (no server-side apply with force) and never
   pruned; its resource entry says `tracked by <namespace>/<name>`;
-- **untracked or orphaned** (no tracking id, or its repository is gone or was recreated under
-  the same name with a new uid): adopted on sync as before — the object is desired as it is in
-  Git, tracking included, so it is OutOfSync until applied in place (same uid).
+- **orphaned** (its repository is gone, or was recreated under the same name with a new uid):
+  adopted on sync — GitOps made it — the object is desired as it is in Git, tracking included,
+  so it is OutOfSync until applied in place (same uid);
+- **untracked** (no tracking id at all: made by `kubectl apply`, a script, another tool):
+  never taken over silently (Argo CD's and Flux's ownership checks): an error at the
+  manifest's file:line that applies nothing, unless the repository allows adoption
+  (`spec.syncPolicy.adoptExisting: true`, `refuse_untracked`).
 
 Pure but for `foreign_claims`, which is given the one lookup it needs (a repository's uid).
 """
@@ -32,10 +36,12 @@ __all__ = [
     "UNKNOWN",
     "Lookup",
     "Tracking",
+    "adopt_existing",
     "claimed",
     "foreign_claims",
     "is_ours",
     "mark_foreign",
+    "refuse_untracked",
     "tracked_by_message",
     "tracking",
 ]
@@ -76,6 +82,46 @@ def is_ours(obj: Mapping[str, Any] | None, repository: str, uid: str) -> bool:
     if t.uid is not None:
         return bool(uid) and t.uid == uid
     return t.repository == repository
+
+
+def adopt_existing(repository: Mapping[str, Any]) -> bool:
+    """`spec.syncPolicy.adoptExisting` of a JobRepository (false unless true)."""
+    policy = ((repository.get("spec") or {}).get("syncPolicy")) or {}
+    return isinstance(policy, dict) and policy.get("adoptExisting") is True
+
+
+UNTRACKED_MESSAGE = (
+    "exists and was not created by a JobRepository: not taken over (set "
+    "spec.syncPolicy.adoptExisting: true to adopt it, or delete it to let this repository "
+    "create it)"
+)
+
+
+def refuse_untracked(comparison: Comparison, *, allow: bool) -> Comparison:
+    """`comparison` with every desired object whose live one carries no tracking id at all
+    made an error that applies nothing (OutOfSync, `UNTRACKED_MESSAGE` at its file:line),
+    unless `allow`."""
+    if allow:
+        return comparison
+    out = []
+    changed = False
+    for r in comparison.resources:
+        if r.live is None or r.desired is None or r.prune or tracking(r.live).tracked:
+            out.append(r)
+            continue
+        changed = True
+        out.append(
+            dataclasses.replace(
+                r,
+                desired=None,
+                status=OUT_OF_SYNC,
+                health=health.assess(r.live),
+                message=UNTRACKED_MESSAGE,
+                error=UNTRACKED_MESSAGE,
+                diff=None,
+            )
+        )
+    return dataclasses.replace(comparison, resources=tuple(out)) if changed else comparison
 
 
 def tracked_by_message(owner: str) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from gitops.engine import kinds, status, triggers
 from gitops.engine.compare import Comparison, Reuse
+from gitops.engine.finished import Finished
 from gitops.engine.pairing import ResourceKey
 from gitops.engine.preflight import Checked
 from gitops.engine.records import Commit
@@ -72,6 +73,9 @@ class Live:
     """The last comparison's `Comparison.reuse`: the next compares only what changed."""
     claimed: bool = False
     """Whether `comparison` kept off another repository's object (`ownership.claimed`)."""
+    finished: dict[ResourceKey, Finished] | None = None
+    """The training jobs that finished in sync with Git (`gitops.engine.finished`); None until
+    the first comparison after a start, which reads them from the status."""
 
 
 @dataclass

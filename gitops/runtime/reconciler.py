@@ -36,7 +36,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from gitops.engine import guards, keys, ownership, report, status, tenancy, triggers
+from gitops.engine import finished, guards, keys, ownership, report, status, tenancy, triggers
 from gitops.engine.compare import Comparison, compare
 from gitops.engine.crd import JOB_REPOSITORIES
 from gitops.engine.pairing import ResourceKey
@@ -271,10 +271,14 @@ class Reconciler:
         applied = (memo.source.git_kinds | state.kinds) - DEFAULT_KINDS
         await self._write_status(
             obj,
-            lambda old: guards.with_prune_condition(
-                status.build(old, comparison, commit.sha, self.clock(), operation, applied),
+            lambda old: finished.with_records(
+                guards.with_prune_condition(
+                    status.build(old, comparison, commit.sha, self.clock(), operation, applied),
+                    comparison,
+                    self.clock(),
+                ),
+                memo.live.finished or {},
                 comparison,
-                self.clock(),
             ),
             # A comparison nobody asked for that changes nothing but `reconciledAt` (an own
             # job's status write, a repository compared every round) writes nothing.
@@ -429,6 +433,12 @@ class Reconciler:
         desired = [r.key for r in comparison.resources if r.key is not None and not r.prune]
         foreign = await ownership.foreign_claims(live, desired, key, uid, self._repository_uid)
         comparison = ownership.mark_foreign(comparison, foreign)
+        comparison = ownership.refuse_untracked(comparison, allow=ownership.adopt_existing(obj))
+        known = memo.live.finished
+        if known is None:  # a restart, or a new leader: what the status remembers
+            known = finished.from_status(obj.get("status"))
+        comparison = finished.keep_deleted(comparison, known, rerun=finished.rerun_finished(obj))
+        memo.live.finished = finished.record(comparison, known)
         return guards.guard_empty(comparison, allowed=guards.allow_empty(obj), path=spec.path)
 
     async def _repository_uid(self, namespace: str, name: str) -> str | None:

@@ -285,13 +285,15 @@ async def test_a_job_that_existed_before_gitops_is_adopted_then_pruned_when_it_l
     gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
 ) -> None:
     # `kubectl apply -f job.yaml` first (defaulted as the webhook would; none runs here), then a
-    # repository holding the same manifest.
+    # repository holding the same manifest that allows adoption (without it the job is left
+    # alone: tests/gitops/test_finished_jobs.py).
     before = policies.admit(yaml.safe_load(tf_job_yaml("a"))).obj
     before["metadata"]["namespace"] = namespace
     await kclient.create(TF, before)
     sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
     body = repository(namespace, remote.url)
     del body["spec"]["syncPolicy"]["automated"]
+    body["spec"]["syncPolicy"]["adoptExisting"] = True
     repo_uid = (await create_repository(kclient, body))["metadata"]["uid"]
     st = await wait_status(
         kclient, namespace, lambda s: (s.get("sync") or {}).get("revision") == sha
