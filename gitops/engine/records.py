@@ -9,7 +9,7 @@ from typing import Any
 
 from gitops.engine.pairing import ResourceKey
 
-__all__ = ["FAILED", "PRUNED", "PRUNE_SKIPPED", "SYNCED", "Commit", "Outcome"]
+__all__ = ["FAILED", "PRUNED", "PRUNE_SKIPPED", "REPLACING", "SYNCED", "Commit", "Outcome"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class Commit:
 
 
 SYNCED, FAILED, PRUNED, PRUNE_SKIPPED = "Synced", "SyncFailed", "Pruned", "PruneSkipped"
+REPLACING = "Replacing"
+"""A Replace=true object deleted, to be created again by the next round once it is gone."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Outcome:
 
     key: ResourceKey
     status: str
-    """Synced, SyncFailed, Pruned or PruneSkipped."""
+    """Synced, SyncFailed, Pruned, PruneSkipped or Replacing."""
     message: str
     live: dict[str, Any] | None = None
     """The object after the operation (None after a prune or a failure)."""

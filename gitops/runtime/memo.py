@@ -85,6 +85,8 @@ class Retry:
     synced_revision: str | None = None
     attempts: int = 0
     retry_at: float | None = None
+    replacing: set[ResourceKey] = field(default_factory=set)
+    """Objects a Replace deleted that a later round creates again (`REPLACING`)."""
 
 
 @dataclass

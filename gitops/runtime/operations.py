@@ -15,7 +15,7 @@ from typing import Any
 from gitops.engine import order, report, status
 from gitops.engine.compare import Comparison, ResourceState
 from gitops.engine.pairing import ResourceKey
-from gitops.engine.records import FAILED, PRUNE_SKIPPED, Commit, Outcome
+from gitops.engine.records import FAILED, PRUNE_SKIPPED, REPLACING, SYNCED, Commit, Outcome
 from gitops.engine.spec import RepoSpec, backoff_seconds
 from gitops.runtime.memo import Retry
 from gitops.runtime.metrics import GitOpsMetrics
@@ -79,6 +79,9 @@ async def run(
             outcome = await engine.apply(r)
         if outcome.failed and r.where:
             outcome = Outcome(outcome.key, FAILED, f"{r.where}: {outcome.message}")
+        elif outcome.status == SYNCED and outcome.key in retry.replacing:
+            retry.replacing.discard(outcome.key)
+            outcome = Outcome(outcome.key, SYNCED, REPLACED, outcome.live)
         applied_kinds.add((str(r.desired.get("apiVersion")), _key(r).kind))  # type: ignore[union-attr]
         return outcome
 
@@ -102,9 +105,13 @@ async def run(
     if new_revision:
         retry.attempts = 0
     retry.synced_revision = commit.sha
+    replacing = {o.key for o in outcomes if o.status == REPLACING}
+    retry.replacing = (retry.replacing & {_key(r) for r in todo}) | replacing
     if applied_failed and retry.attempts < spec.retry.limit:
         retry.retry_at = monotonic() + backoff_seconds(spec.retry, retry.attempts)
         retry.attempts += 1
+    elif replacing:  # the next round creates them once gone: no back-off, no attempt counted
+        retry.retry_at = monotonic() + REPLACE_RECHECK
     else:
         retry.retry_at = None
         if not applied_failed:
@@ -123,6 +130,10 @@ async def run(
         new_revision=new_revision,
     )
 
+
+REPLACE_RECHECK = 1.0
+"""Seconds until the round after a Replace's deletion, which creates the object once gone."""
+REPLACED = "replaced (deleted and recreated)"
 
 APPLY_PARALLELISM = 8
 """Applies (and prunes) in flight at once within a wave of `order.apply_waves`."""

@@ -12,22 +12,22 @@ gitops-engine's `pkg/sync` reduced to what trainops needs, on `kube.Client`:
   gives it. A training job whose immutable fields changed in Git is denied by the API server
   ("field is immutable…"); the message keeps that text and adds how to opt in to replacement.
 - **Replace** (`gitops.trainops.dev/sync-options: Replace=true` on the object in Git): only
-  when apply was refused as immutable — delete in the foreground, wait (bounded) until it is
-  gone, apply again. A job is restarted only when it has to be.
+  when apply was refused as immutable — delete in the foreground and report `Replacing`; the
+  round ends and the next one (asked for at once by `gitops.runtime.operations`) creates the
+  object when it is gone. No worker waits on a deletion. A job is restarted only when it has
+  to be.
 - **Prune** deletes in the background with a uid precondition, so an object recreated by hand
   under the same name in the meantime survives.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from gitops.engine import names
 from gitops.engine.compare import ResourceState, replace_requested
 from gitops.engine.pairing import ResourceKey
-from gitops.engine.records import FAILED, PRUNED, SYNCED, Outcome
+from gitops.engine.records import FAILED, PRUNED, REPLACING, SYNCED, Outcome
 from gitops.runtime.discovery import Discovery
 from gitops.runtime.livecache import LiveCache
 from gitops.runtime.livestate import LiveReader
@@ -50,17 +50,16 @@ class SyncEngine:
         discovery: Discovery,
         *,
         cache: LiveCache | None = None,
-        replace_timeout: float = 60.0,
     ) -> None:
         self.client = client
         self.discovery = discovery
         self.cache = cache
         self.reader = LiveReader(client, discovery, cache)
-        self.replace_timeout = replace_timeout
 
     async def apply(self, state: ResourceState) -> Outcome:
-        """Server-side apply of `state.desired` (Replace=true: delete and recreate when the
-        API server refuses the change as immutable)."""
+        """Server-side apply of `state.desired` (Replace=true: delete when the API server
+        refuses the change as immutable — `REPLACING`: the object is created again by a later
+        round, once its deletion has completed; no worker waits for it)."""
         assert state.key is not None and state.desired is not None
         key, body = state.key, state.desired
         resource = await self.discovery.resource(str(body.get("apiVersion", "")), key.kind)
@@ -75,7 +74,7 @@ class SyncEngine:
                 return Outcome(key, FAILED, _message(exc))
             if not replace_requested(body):
                 return Outcome(key, FAILED, f"{_message(exc)} ({REPLACE_HINT})")
-            return await self._replace(resource, key, body, state.live)
+            return await self._replace(resource, key, state.live)
         return Outcome(key, SYNCED, _verb(state.live, after), after)
 
     async def prune(self, state: ResourceState) -> Outcome:
@@ -118,10 +117,14 @@ class SyncEngine:
         self,
         resource: Resource,
         key: ResourceKey,
-        body: dict[str, Any],
         live: dict[str, Any] | None,
     ) -> Outcome:
-        uid = ((live or {}).get("metadata") or {}).get("uid")
+        """Delete (foreground: its pods first), and say so; the object is created again once it
+        is gone, by the next round (`gitops.runtime.operations` asks for it at once)."""
+        meta = (live or {}).get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return Outcome(key, REPLACING, "replace: still being deleted; created again once gone")
+        uid = meta.get("uid")
         try:
             await self.client.delete(
                 resource,
@@ -134,25 +137,7 @@ class SyncEngine:
             pass
         except errors.APIError as exc:
             return Outcome(key, FAILED, f"replace: deleting: {_message(exc)}")
-        deadline = time.monotonic() + self.replace_timeout
-        while True:
-            try:
-                await self.client.get(resource, key.name, key.namespace or None)
-            except errors.NotFound:
-                break
-            if time.monotonic() >= deadline:
-                return Outcome(
-                    key,
-                    FAILED,
-                    f"replace: still being deleted after {self.replace_timeout:.0f}s; "
-                    "it is recreated once gone",
-                )
-            await asyncio.sleep(0.2)
-        try:
-            after = await self._apply(resource, key, body)
-        except errors.APIError as exc:
-            return Outcome(key, FAILED, f"replace: recreating: {_message(exc)}")
-        return Outcome(key, SYNCED, "replaced (deleted and recreated)", after)
+        return Outcome(key, REPLACING, "replace: deleted; created again once gone")
 
 
 def _immutable(exc: errors.APIError) -> bool:

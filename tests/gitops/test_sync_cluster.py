@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from gitops.runtime.manager import GitOpsReconciler
 from kube import resources
@@ -200,12 +201,21 @@ async def test_an_immutable_change_is_reported_and_replaced_only_when_asked(
     assert resource_entry(st, "a")["status"] == "OutOfSync"
     replace = "\n  annotations:\n    gitops.trainops.dev/sync-options: Replace=true"
     third = remote.commit("replace", {"a.yaml": tf_job_yaml("a", workers=2, extra_meta=replace)})
-    st = await wait_status(kclient, namespace, synced(third), timeout=30)
+    # The first sync deletes it (Replacing; no worker waits for the deletion), the next one,
+    # asked for at once, creates it again.
+    seen: list[str] = []
+
+    def replaced(st: dict[str, Any]) -> bool:
+        if not synced(third)(st):  # type: ignore[operator]
+            return False
+        result = st["operationState"]["syncResult"]["resources"][0]
+        seen.append(result["status"])
+        return bool(result["status"] == "Synced")
+
+    st = await wait_status(kclient, namespace, replaced, timeout=30)
     result = st["operationState"]["syncResult"]["resources"][0]
-    assert (result["status"], result["message"]) == (
-        "Synced",
-        "replaced (deleted and recreated)",
-    ), result["message"]
+    assert result["message"] == "replaced (deleted and recreated)", result["message"]
+    assert set(seen) <= {"Replacing", "Synced"}
     job = await kclient.get(TF, "a", namespace)
     assert job["metadata"]["uid"] != old["metadata"]["uid"]
     assert job["spec"]["replicaSpecs"][1]["replicas"] == 2
@@ -318,3 +328,48 @@ async def test_the_hub_refreshes_on_matching_pushes_and_streams_changes(
     await wait_status(kclient, namespace, synced(second))
     assert gitops.repository(namespace, "jobs")["metadata"]["name"] == "jobs"
     await changes.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_replace_waiting_on_a_deletion_holds_no_worker_and_completes_when_it_ends(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    """A finalizer holds the old job's deletion: the sync reports Replacing and the round ends
+    (no worker polls the deletion); once the finalizer goes, a later round creates the job."""
+    replace = "\n  annotations:\n    gitops.trainops.dev/sync-options: Replace=true"
+    first = remote.commit("one", {"a.yaml": tf_job_yaml("a", extra_meta=replace)})
+    await create_repository(kclient, repository(namespace, remote.url))
+    await wait_status(kclient, namespace, synced(first))
+    hold = {"metadata": {"finalizers": ["test.trainops.dev/hold"]}}
+    await kclient.patch(TF, "a", hold, namespace, patch_type="merge")
+    second = remote.commit("two", {"a.yaml": tf_job_yaml("a", workers=2, extra_meta=replace)})
+
+    def replacing(st: dict[str, Any]) -> bool:
+        if not synced(second)(st):  # type: ignore[operator]
+            return False
+        result = st["operationState"]["syncResult"]["resources"][0]
+        return bool(result["status"] == "Replacing")
+
+    st = await wait_status(kclient, namespace, replacing, timeout=30)
+    assert (
+        "created again once gone" in st["operationState"]["syncResult"]["resources"][0]["message"]
+    )
+    held = await kclient.get(TF, "a", namespace)
+    assert held["metadata"].get("deletionTimestamp")
+    await kclient.patch(TF, "a", {"metadata": {"finalizers": None}}, namespace, patch_type="merge")
+
+    async def recreated() -> bool:
+        job = await kclient.get(TF, "a", namespace)
+        return bool(
+            job["metadata"]["uid"] != held["metadata"]["uid"]
+            and job["spec"]["replicaSpecs"][1]["replicas"] == 2
+        )
+
+    assert await aeventually(recreated, timeout=30)
+    st = await wait_status(
+        kclient,
+        namespace,
+        lambda s: s["operationState"]["syncResult"]["resources"][0]["status"] == "Synced",
+    )
+    assert st["operationState"]["syncResult"]["resources"][0]["message"] == (
+        "replaced (deleted and recreated)"
+    )
