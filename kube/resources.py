@@ -26,6 +26,7 @@ __all__ = [
     "REPLICASETS",
     "RESOURCEQUOTAS",
     "SECRETS",
+    "SELF_SUBJECT_ACCESS_REVIEWS",
     "SERVICES",
     "SUBJECT_ACCESS_REVIEWS",
     "TFJOBS",
@@ -148,6 +149,11 @@ def cached_training_job(obj: dict[str, Any]) -> dict[str, Any]:
 
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False)
 """Whose is a bearer token (POST only: answered, never stored)."""
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False
+)
+"""May I (the client's identity, or whom it impersonates) do a verb on a resource (POST only)."""
+
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False
 )

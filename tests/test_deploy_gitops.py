@@ -117,9 +117,12 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
 GITOPS_IMPERSONATED = {
     # gitops/runtime/acting.py: the engine (its applies, prunes and the live reads of kinds outside the
     # job caches) and the secretRef read on `client.impersonating(...)`.
-    "gitops/runtime/sync.py": frozenset({"get", "patch", "delete"}),
+    "gitops/runtime/sync.py": frozenset({"patch", "delete"}),
     "gitops/runtime/livestate.py": frozenset({"get", "list"}),
     "gitops/runtime/acting.py": frozenset({"get"}),
+    # The cache reads' SelfSubjectAccessReviews, asked as the repository's identity (every
+    # authenticated user may create them: system:basic-user).
+    "gitops/runtime/tenantview.py": frozenset({"create"}),
 }
 # `request` and `stream_lines` are a GET of a subresource here (pods/log).
 _GITOPS_VERB = {**_VERB, "request": "get", "stream_lines": "get"}
@@ -168,6 +171,38 @@ def test_the_gitops_engine_acts_only_through_impersonating_clients() -> None:
     assert re.search(r"SyncEngine\(\s*client, self\.discovery", acting)
     sync = (ROOT / "gitops" / "runtime" / "sync.py").read_text()
     assert "self.reader = LiveReader(client, discovery, cache)" in sync  # the same client
+    livestate = (ROOT / "gitops" / "runtime" / "livestate.py").read_text()
+    assert "self.access = CacheAccess(client)" in livestate  # cache reads asked as it too
+
+
+def test_the_tenant_view_is_the_only_way_to_the_cache_and_client_on_a_tenants_behalf() -> None:
+    """One object is a tenant's view: `LiveReader` (inside each repository's SyncEngine). Only
+    gitops/runtime/acting.py makes impersonating clients; only gitops/runtime/livestate.py reads
+    the shared live cache's objects (`tracked_by`); the other modules naming the live cache only
+    build it (the manager) or pass it on. A new path on a tenant's behalf fails here, to be
+    reviewed."""
+    impersonating: set[str] = set()
+    cache_users: set[str] = set()
+    cache_readers: set[str] = set()
+    for path in sorted((ROOT / "gitops").rglob("*.py")) + sorted(
+        (ROOT / "dashboard").rglob("*.py")
+    ):
+        text = path.read_text()
+        name = str(path.relative_to(ROOT))
+        if ".impersonating(" in text:
+            impersonating.add(name)
+        if re.search(r"^from gitops\.runtime(\.livecache| import .*\blivecache\b)", text, re.M):
+            cache_users.add(name)
+        if ".tracked_by(" in text:
+            cache_readers.add(name)
+    assert impersonating == {"gitops/runtime/acting.py"}
+    assert cache_readers == {"gitops/runtime/livestate.py"}
+    assert cache_users == {
+        "gitops/runtime/livestate.py",
+        "gitops/runtime/manager.py",
+        "gitops/runtime/reconciler.py",
+        "gitops/runtime/sync.py",
+    }
 
 
 def test_the_gitops_cluster_role_grants_exactly_what_the_code_needs(

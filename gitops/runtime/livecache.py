@@ -124,6 +124,10 @@ class LiveCache(Protocol):
         """Whether objects of this kind are read from the cache (never listed per round)."""
         ...
 
+    def plural(self, group: str, kind: str) -> str:
+        """The resource name of a kind it `serves` (for access reviews)."""
+        ...
+
     def tracked_by(self, ids: Iterable[str]) -> list[dict[str, Any]]:
         """Every cached object indexed under any of `ids` (each once), every namespace."""
         ...
@@ -155,6 +159,9 @@ class InformerCache:
 
     def serves(self, group: str, kind: str) -> bool:
         return (group, kind) in self._by_kind
+
+    def plural(self, group: str, kind: str) -> str:
+        return self._by_kind[(group, kind)].resource.plural
 
     def tracked_by(self, ids: Iterable[str]) -> list[dict[str, Any]]:
         ids = list(dict.fromkeys(ids))

@@ -36,6 +36,7 @@ from gitops.engine import keys, names, ownership, tenancy
 from gitops.engine.pairing import ResourceKey, key_of
 from gitops.runtime import livecache
 from gitops.runtime.discovery import Discovery
+from gitops.runtime.tenantview import CacheAccess
 from kube import errors
 from kube.client import Client
 from kube.resources import Resource
@@ -73,7 +74,11 @@ class State:
 
 
 class LiveReader:
-    """Live state as one identity (`client`) sees it; `cache` None: every kind is listed."""
+    """Live state as one identity (`client`) sees it; `cache` None: every kind is listed.
+
+    This is a tenant's view: what it lists and GETs is sent as the identity (the client
+    impersonates it), and what it takes from the shared cache is only what the identity may
+    list there (`access`, asked as the identity: `gitops.runtime.tenantview`)."""
 
     def __init__(
         self, client: Client, discovery: Discovery, cache: livecache.LiveCache | None = None
@@ -81,6 +86,7 @@ class LiveReader:
         self.client = client
         self.discovery = discovery
         self.cache = cache
+        self.access = CacheAccess(client)
 
     def cached(self, key: ResourceKey) -> bool:
         return self.cache is not None and self.cache.serves(key.group, key.kind)
@@ -188,7 +194,23 @@ class LiveReader:
         )
         snapshot.hits = [cache.get(k) for k in snapshot.wanted]
         snapshot.before = [cache.get(k) for k, _ in snapshot.done]
+        snapshot.allowed = await self._readable(cache, snapshot)
         return await asyncio.to_thread(_assemble, probe, snapshot, repository, uid, scope)
+
+    async def _readable(
+        self, cache: livecache.LiveCache, snap: _Snapshot
+    ) -> set[tuple[str, str, str]]:
+        """The (group, kind, namespace)s of the snapshot's objects the identity may list."""
+        seen = {
+            (key.group, key.kind, key.namespace)
+            for key in [key_of(o) for o in snap.own]
+            + [k for k, hit in zip(snap.wanted, snap.hits, strict=True) if hit is not None]
+        }
+        allowed = set()
+        for group, kind, namespace in sorted(seen):
+            if await self.access.may_list(group, cache.plural(group, kind), namespace):
+                allowed.add((group, kind, namespace))
+        return allowed
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -267,6 +289,8 @@ class _Snapshot:
     done: list[tuple[ResourceKey, dict[str, Any] | None]]
     hits: list[dict[str, Any] | None] = field(default_factory=list)
     before: list[dict[str, Any] | None] = field(default_factory=list)
+    allowed: set[tuple[str, str, str]] = field(default_factory=set)
+    """(group, kind, namespace) the identity may list: the cached objects it may see."""
 
 
 def _assemble(
@@ -279,6 +303,8 @@ def _assemble(
         if not _in_namespaces(str(meta.get("namespace") or ""), scope):
             continue
         key = key_of(obj)
+        if (key.group, key.kind, key.namespace) not in snap.allowed:
+            continue  # the identity may not list it: as if a list had been forbidden
         objects[key] = obj
         if ownership.is_ours(obj, repository, uid):
             tracked.add(key)
@@ -286,6 +312,8 @@ def _assemble(
     for key, hit in zip(snap.wanted, snap.hits, strict=True):
         if not _in_namespaces(key.namespace, scope):
             continue
+        if hit is not None and (key.group, key.kind, key.namespace) not in snap.allowed:
+            hit = None
         wanted.append(key)
         hits[key] = hit
         if hit is not None and key not in objects:

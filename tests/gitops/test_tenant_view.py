@@ -1,0 +1,86 @@
+"""A repository's reads of the shared cache are asked as its identity
+(`gitops.runtime.tenantview.CacheAccess`): the API server's RBAC, not our rules, decides which
+cached training jobs a repository's round may see."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gitops.runtime.tenantview import CacheAccess, review
+from kube import Client
+from kube.resources import NAMESPACES
+from tests.support.tenants import DEPLOYER_RULES, ROLE_BINDINGS, service_account
+
+REAL_RBAC = pytest.mark.skipif(
+    not os.environ.get("TRAINOPS_TEST_KUBECONFIG"),
+    reason="the embedded API server does not enforce RBAC (run on the reference cluster: "
+    "hack/reference-tests)",
+)
+JOBS = ("batch.tensorstack.dev", "tensorflowtrainingjobs")
+
+
+def test_the_review_asks_for_the_verb_on_the_resource_in_the_namespace() -> None:
+    assert review("list", *JOBS, "team-a")["spec"] == {
+        "resourceAttributes": {
+            "verb": "list",
+            "group": "batch.tensorstack.dev",
+            "resource": "tensorflowtrainingjobs",
+            "namespace": "team-a",
+        }
+    }
+    assert "namespace" not in review("list", "", "nodes", "")["spec"]["resourceAttributes"]
+
+
+async def test_answers_are_kept_for_their_ttl_then_asked_again(
+    kclient: Client,
+) -> None:
+    """Against the API server (the embedded one allows every review): one review per
+    (group, resource, namespace) within the ttl."""
+    now = [0.0]
+    access = CacheAccess(kclient, ttl=10, clock=lambda: now[0])
+    assert await access.may_list(*JOBS, "default")
+    assert list(access._answers) == [(*JOBS, "default")]
+    first = access._answers[(*JOBS, "default")][0]
+    now[0] = 9.0
+    assert await access.may_list(*JOBS, "default")
+    assert access._answers[(*JOBS, "default")][0] == first  # kept, not asked again
+    now[0] = 11.0
+    assert await access.may_list(*JOBS, "default")
+    assert access._answers[(*JOBS, "default")][0] == 11.0  # asked again
+
+
+@pytest.fixture
+async def two_namespaces(kclient: Client) -> AsyncIterator[tuple[str, str]]:
+    names = tuple(f"view-{uuid.uuid4().hex[:6]}-{side}" for side in "ab")
+    for name in names:
+        await kclient.create(NAMESPACES, {"metadata": {"name": name}})
+    try:
+        yield names[0], names[1]
+    finally:
+        for name in names:
+            await kclient.delete(NAMESPACES, name)
+
+
+@REAL_RBAC
+async def test_a_repository_may_see_only_what_its_service_account_may_list(
+    kclient: Client, two_namespaces: tuple[str, str]
+) -> None:
+    mine, theirs = two_namespaces
+    await service_account(kclient, mine, "deployer", DEPLOYER_RULES)
+    identity = kclient.impersonating(
+        f"system:serviceaccount:{mine}:deployer",
+        ("system:serviceaccounts", f"system:serviceaccounts:{mine}", "system:authenticated"),
+    )
+    now = [0.0]
+    access = CacheAccess(identity, ttl=10, clock=lambda: now[0])
+    assert await access.may_list(*JOBS, mine)
+    assert not await access.may_list(*JOBS, theirs)
+    # Its RoleBinding gone, the cache is closed to it once the answer expires.
+    await kclient.delete(ROLE_BINDINGS, "deployer", mine)
+    assert await access.may_list(*JOBS, mine)  # within the ttl
+    now[0] = 11.0
+    assert not await access.may_list(*JOBS, mine)
