@@ -11,7 +11,7 @@ this module is transport only. Routes (docs/GITOPS.md, "HTTP API and CLI"):
     GET  /api/v1/repositories/{namespace}/{name}/diff  {"items": [ResourceDiff]}
     GET  /api/v1/jobs                                  {"items": [job row]}
     GET  /api/v1/stream                                server-sent events, one per Hub.Change
-    POST /api/v1/webhooks/git                          push hooks → 202 {"refreshed": [...]}
+    POST /api/v1/webhooks/git                          push hooks → 202 {"refreshed": N}
 
 Every error is JSON, `{"error": "<message>"}`; an unexpected exception is logged with its
 traceback and answered 500 `{"error": "internal error"}`. URL userinfo (a token in
@@ -395,7 +395,10 @@ async def _webhook(request: web.Request) -> web.Response:
         event.branch or event.tag or "?",
         ", ".join(refreshed) or "nothing",
     )
-    return _json({"refreshed": list(refreshed)}, status=202)
+    # A count, never names: the caller is anonymous (no secret) or knows a secret every
+    # tenant's Git host shares; which repositories of which namespaces follow a URL is not
+    # theirs to learn. The log above, the operator's, names them.
+    return _json({"refreshed": len(refreshed)}, status=202)
 
 
 # --- helpers -------------------------------------------------------------------------------------
