@@ -4,6 +4,7 @@ credential helper script git runs (`gitops.source.process.HELPER`), which must a
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -132,3 +133,34 @@ def test_an_ssh_key_is_pinned_by_the_secrets_known_hosts_and_never_offered_over_
             extra_env={},
             known_hosts=tmp_path / "k",
         )
+
+
+def test_ssh_reads_the_pinned_options_as_meant(tmp_path: Path) -> None:
+    """`ssh -G` prints the configuration ssh would connect with: the options of
+    GIT_SSH_COMMAND as the real ssh reads them (no server needed): no config file's
+    ProxyCommand or agent, the Secret's host keys and only them, checked strictly."""
+    creds = Credentials(ssh_private_key="KEY", known_hosts="h.example ssh-ed25519 AAAA")
+    env = gitproc.environment(
+        tmp_path,
+        "ssh://git@h.example:2222/a/x.git",
+        creds,
+        extra_env={},
+        known_hosts=tmp_path / "k",
+    )
+    command = shlex.split(env["GIT_SSH_COMMAND"])
+    out = subprocess.run(
+        [*command, "-G", "-p", "2222", "git@h.example"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    ).stdout
+    config = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert config["stricthostkeychecking"] in ("true", "yes")
+    assert config["userknownhostsfile"] == str(tmp_path / "known_hosts")
+    assert config["globalknownhostsfile"] == "/dev/null"
+    assert config["identitiesonly"] == "yes"
+    assert config["forwardagent"] == "no"
+    assert config["batchmode"] == "yes"
+    assert config["identityfile"] == str(tmp_path / "id")
+    assert "proxycommand" not in config and "proxyjump" not in config
