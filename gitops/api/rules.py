@@ -16,12 +16,16 @@ decisions; `gitops.api.reviews` posts the reviews through `kube`, and `gitops.ap
 - `user_from_review` / `access_review`: the review bodies, both ways.
 - `TtlCache`: answers kept `ttl` seconds, at most `size` of them (the oldest dropped first);
   the caller passes `now`.
+- `served_securely`: whether the browser reached us over TLS — our own, or a proxy's that
+  says so (`X-Forwarded-Proto: https`) from an address `proxy_networks` trusts; the login
+  cookie is `Secure` then.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -43,6 +47,8 @@ __all__ = [
     "forbidden_message",
     "job_plural",
     "needs",
+    "proxy_networks",
+    "served_securely",
     "user_from_review",
 ]
 
@@ -54,7 +60,48 @@ _JOB_PLURALS = {
     "XGBoostTrainingJob": "xgboosttrainingjobs",
 }
 COOKIE = "trainops-token"
-"""The dashboard's login cookie: the bearer token, HttpOnly, SameSite=Strict, Path=/."""
+"""The dashboard's login cookie: the bearer token, HttpOnly, SameSite=Strict, Path=/ (and
+Secure when `served_securely`)."""
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def proxy_networks(values: Iterable[str]) -> tuple[Network, ...]:
+    """`--trusted-proxy` values (an address or a CIDR, several comma-separated) as networks;
+    ValueError naming the value that is neither."""
+    out: list[Network] = []
+    for value in values:
+        for part in value.split(","):
+            text = part.strip()
+            if not text:
+                continue
+            try:
+                out.append(ipaddress.ip_network(text, strict=False))
+            except ValueError:
+                raise ValueError(f"{text!r} is not an IP address or CIDR") from None
+    return tuple(out)
+
+
+def served_securely(
+    *, tls: bool, peer: str | None, forwarded_proto: str | None, trusted: tuple[Network, ...]
+) -> bool:
+    """Whether the browser's connection is TLS: ours (`tls`), or — only when the direct `peer`
+    is in `trusted` — the proxy's, as its `X-Forwarded-Proto` says (the last value: the one
+    the nearest proxy set). From anyone else the header is ignored: a client cannot talk the
+    cookie into, or out of, `Secure`."""
+    if tls:
+        return True
+    if not forwarded_proto or not peer or not trusted:
+        return False
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if not any(address in network for network in trusted):
+        return False
+    return forwarded_proto.rsplit(",", 1)[-1].strip().lower() == "https"
 
 
 @dataclass(frozen=True)

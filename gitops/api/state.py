@@ -50,6 +50,12 @@ class Settings:
     write_timeout: float = 30.0
     max_streams: int = 64
     max_streams_per_user: int = 8
+    trusted_proxies: tuple[rules.Network, ...] = ()
+    """Peers whose `X-Forwarded-Proto: https` makes the login cookie Secure (`--trusted-proxy`)."""
+    stream_recheck: float = 30.0
+    """How often an open event stream asks again whether its token is valid (a TokenReview)."""
+    stream_lifetime: float = 3600.0
+    """The longest an event stream stays open; the browser reconnects (and is authenticated)."""
 
 
 @dataclass

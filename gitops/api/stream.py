@@ -6,6 +6,12 @@ of namespaces the user may list are sent (`gitops.api.access.may_see`). It ends 
 goes away (noticed within a second), stops reading (a write blocked `write_timeout`, 30 s: its
 connection is dropped) or the app shuts down (`end_streams`, on shutdown, ends every open
 stream at once). Each stream counts against the caps (`open_stream`: 429 beyond).
+
+A stream outlives no token: every `stream_recheck` seconds (30) its token is reviewed again
+(a TokenReview, through the access cache of `gitops.api.reviews`: at most its `ttl` old), and
+the stream ends — with a `: ` comment saying why — once the API server no longer accepts it,
+names another user, or cannot be asked. Whatever happens, it ends after `stream_lifetime`
+seconds (an hour); the browser's EventSource reconnects, authenticated anew.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gitops.api.access import may_see, open_stream
+from gitops.api import rules
+from gitops.api.access import authenticate, may_see, open_stream, user_of
 from gitops.api.show import shown_repository
-from gitops.api.state import HUB, SETTINGS, STREAMS
+from gitops.api.state import ACCESS, HUB, SETTINGS, STREAMS, ApiError
 from gitops.runtime.hub import Change
 
 __all__ = ["end_streams", "stream"]
@@ -54,11 +61,26 @@ async def _serve_stream(request: web.Request, response: web.StreamResponse) -> w
     try:
         await response.prepare(request)
         await response.write(f"retry: {settings.retry_ms}\n\n".encode())
-        quiet_since = loop.time()
+        quiet_since = started = checked = loop.time()
         while not streams.closing.is_set() and not _gone(request):
+            now = loop.time()
+            if now - started >= settings.stream_lifetime:
+                await _write(response, b": the stream's lifetime is over\n\n", 1.0)
+                break
+            if now - checked >= settings.stream_recheck:
+                why = await _invalid(request)
+                if why:
+                    await _write(response, f": {why}\n\n".encode(), 1.0)
+                    break
+                checked = loop.time()
             if pending is None:
                 pending = asyncio.ensure_future(anext(iterator))
-            wait = max(0.0, min(_POLL, quiet_since + settings.heartbeat - loop.time()))
+            due = min(
+                quiet_since + settings.heartbeat,
+                checked + settings.stream_recheck,
+                started + settings.stream_lifetime,
+            )
+            wait = max(0.0, min(_POLL, due - loop.time()))
             await asyncio.wait(
                 {pending, closing}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
             )
@@ -98,6 +120,26 @@ async def _serve_stream(request: web.Request, response: web.StreamResponse) -> w
             except Exception:
                 log.exception("closing a change subscription failed")
     return response
+
+
+async def _invalid(request: web.Request) -> str:
+    """Why the stream's token no longer holds ("": it does): the API server does not accept
+    it, names another user, or cannot be asked. Without `ACCESS` (the API's own token)
+    nothing is reviewed."""
+    if ACCESS not in request.app:
+        return ""
+    token = rules.bearer_token(
+        request.headers.get("Authorization"), request.cookies.get(rules.COOKIE)
+    )
+    if token is None:
+        return "the token is no longer valid"
+    try:
+        user = await authenticate(request, token)
+    except ApiError:
+        return "the token cannot be checked now: the API server did not answer"
+    if user is None or user != user_of(request):
+        return "the token is no longer valid"
+    return ""
 
 
 async def _write(response: web.StreamResponse, data: bytes, timeout: float) -> None:

@@ -29,7 +29,14 @@ from typing import Any
 
 from gitops.engine import kinds, names
 from gitops.engine.preflight import Checked
-from gitops.engine.urls import GitError, is_local_path, normalize_repo_url, scrub, validate_url
+from gitops.engine.urls import (
+    GitError,
+    canonical_url,
+    is_local_path,
+    path_problem,
+    scrub,
+    validate_url,
+)
 from kube.resources import name_problem
 
 __all__ = [
@@ -47,6 +54,7 @@ __all__ = [
     "identity_for",
     "is_local",
     "live_scope",
+    "secret_binding",
     "secret_urls",
     "service_account_of",
     "url_matches",
@@ -215,13 +223,24 @@ def secret_urls(secret: Mapping[str, Any]) -> tuple[str, ...]:
 
 def url_matches(url: str, prefix: str) -> bool:
     """Whether `url` is `prefix` or below it, compared normalized (scheme and host in lower
-    case, no userinfo, default port, `.git` or trailing slash) and only at a path boundary:
-    `https://git.example.com/team-a` covers `…/team-a/jobs.git`, not `…/team-a-evil/x` nor
-    `https://git.example.com.evil.io/…`, and an `https` prefix never covers `http`."""
-    u, p = normalize_repo_url(url), normalize_repo_url(prefix)
+    case, no userinfo, default port, `.git` or trailing slash; escapes of unreserved characters
+    decoded) and only at a path boundary: `https://git.example.com/team-a` covers
+    `…/team-a/jobs.git`, not `…/team-a-evil/x` nor `https://git.example.com.evil.io/…`, and an
+    `https` prefix never covers `http`. A URL or prefix whose path a server could resolve
+    elsewhere (`urls.path_problem`: `..`, `%2e%2e`, `%2f`) matches nothing."""
+    if path_problem(url) or path_problem(prefix):
+        return False
+    u, p = canonical_url(url), canonical_url(prefix)
     if not p or not u:
         return False
     return u == p or u.startswith(p.rstrip("/") + "/")
+
+
+def secret_binding(secret: Mapping[str, Any], url: str) -> str | None:
+    """The Secret's URL (`secret_urls`) that covers `url` — the longest, when several do — or
+    None: the credentials are given to git for requests under it alone."""
+    covering = [p for p in secret_urls(secret) if url_matches(url, p)]
+    return max(covering, key=lambda p: len(canonical_url(p)), default=None)
 
 
 def check_secret(secret: Mapping[str, Any], url: str, *, where: str) -> str | None:
@@ -237,6 +256,13 @@ def check_secret(secret: Mapping[str, Any], url: str, *, where: str) -> str | No
         return (
             f"secret {where} (secretRef) names no repository URL, so its credentials are not "
             f"sent anywhere: {how}"
+        )
+    problem = path_problem(url)
+    if problem:
+        return (
+            f"secret {where} (secretRef): repoURL {_shown(url)} is not matched against the "
+            f"Secret's URLs because {problem} (a server may resolve it outside them): write "
+            "the URL without it"
         )
     if any(url_matches(url, prefix) for prefix in urls):
         return None

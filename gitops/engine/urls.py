@@ -23,19 +23,23 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from urllib.parse import quote as url_quote
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from gitops.engine import redact
 
 __all__ = [
     "FULL_SHA",
     "SHA",
+    "Binding",
     "Credentials",
     "GitError",
     "absolute_local_path",
+    "binding_of",
+    "canonical_url",
     "is_insecure",
     "is_local_path",
     "normalize_repo_url",
+    "path_problem",
     "quote",
     "scrub",
     "shown",
@@ -73,6 +77,13 @@ class Credentials:
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
     ssh_private_key: str | None = field(default=None, repr=False)
+    bound_to: str | None = None
+    """The URL or prefix the credentials are for (the Secret's `url` that covers the repository
+    URL); None: the repository URL itself. Git is given them only for requests there
+    (`binding_of`): not after a redirect elsewhere, not for another port, scheme or path."""
+    known_hosts: str | None = None
+    """For an SSH key: the server's host keys (known_hosts lines); with them the host is pinned
+    (StrictHostKeyChecking=yes), without them its first key is recorded and then required."""
 
     def secrets(self) -> tuple[str, ...]:
         return tuple(s for s in (self.password, self.token, self.ssh_private_key) if s)
@@ -109,10 +120,10 @@ def normalize_repo_url(url: str) -> str:
         port = parts.port
     except ValueError:
         return text
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
     if port is not None and _DEFAULT_PORTS.get(scheme) != port:
         host = f"{host}:{port}"
-    if ":" in (parts.hostname or "") and parts.hostname:  # IPv6 literal
-        host = f"[{host}]"
     path = parts.path.rstrip("/")
     if path.endswith(".git"):
         path = path[: -len(".git")]
@@ -242,3 +253,97 @@ def _file_uri(path: str) -> str:
     if normal.startswith("//"):
         normal = "/" + normal.lstrip("/")
     return "file://" + url_quote(normal, safe="/")
+
+
+# --- where credentials may go -----------------------------------------------------------------
+
+_UNRESERVED = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where credentials may be sent, in the terms of git's credential protocol: `protocol`,
+    `hosts` (host[:port] as git writes it — both forms when the port is the default one) and
+    `path` (decoded, no `/` at either end, no `.git`; "" for every path on the host).
+
+    `gitops.source.process` hands git the credentials through a helper that compares each of
+    git's requests with these fields; `covers` is the same rule in Python."""
+
+    protocol: str
+    hosts: tuple[str, ...]
+    path: str
+
+    def covers(self, protocol: str, host: str, path: str) -> bool:
+        """Whether git's request for (`protocol`, `host`, `path` — decoded, as git passes
+        them with `credential.useHttpPath`) is one the credentials are for."""
+        if protocol != self.protocol or host.lower() not in self.hosts:
+            return False
+        path = path.strip("/")
+        if any(c in path for c in "%\\;\0") or _dot_segment(path.split("/")):
+            return False
+        if not self.path:
+            return True
+        return any(path == p or path.startswith(p + "/") for p in (self.path, self.path + ".git"))
+
+
+def path_problem(url: str) -> str | None:
+    """Why `url`'s path is ambiguous to match against a prefix, or None: a `.` or `..` segment,
+    written plainly, percent-encoded (`%2e%2e`, twice encoded, with `;params`), or an encoded
+    `/` or `\\` (`%2f`, `%5c`) or a backslash — a server may resolve any of them to a path
+    outside the prefix the URL seems to be under."""
+    text = url.strip()
+    scp = _SCP.match(text) if "://" not in text else None
+    try:
+        path = scp["path"] if scp is not None else urlsplit(text).path
+    except ValueError:
+        return "it cannot be parsed"
+    if "\\" in path:
+        return "its path has a backslash"
+    decoded = path
+    for _ in range(3):  # a server may decode more than once
+        segments = decoded.split("/")
+        if _dot_segment(segments):
+            return "its path has a '.' or '..' segment (plain or percent-encoded)"
+        if any(c in unquote(s) for s in segments for c in "/\\\0"):
+            return "its path has an encoded '/', '\\' or NUL (%2f, %5c, %00)"
+        decoded = "/".join(unquote(s) for s in segments)
+    return None
+
+
+def binding_of(url: str) -> Binding:
+    """The `Binding` of a URL or prefix (as `normalize_repo_url` reads it), or GitError when its
+    path is ambiguous (`path_problem`) or it has no host."""
+    problem = path_problem(url)
+    if problem:
+        raise GitError(f"credentials are not bound to {quote(scrub(url))}: {problem}")
+    canonical = normalize_repo_url(url)
+    parts = urlsplit(canonical)
+    host = (parts.hostname or "").lower()
+    if not parts.scheme or not host:
+        raise GitError(f"credentials are not bound to {quote(scrub(url))}: no scheme or host")
+    if ":" in host:
+        host = f"[{host}]"
+    default = _DEFAULT_PORTS.get(parts.scheme)
+    port = parts.port or default
+    hosts = (f"{host}:{port}",) if port != default else (host, f"{host}:{port}")
+    path = unquote(parts.path).strip("/")
+    return Binding(parts.scheme, hosts, path)
+
+
+def canonical_url(url: str) -> str:
+    """`normalize_repo_url`, with percent-escapes of unreserved characters decoded and the
+    others' hex in upper case (RFC 3986, 6.2.2): `team-%61` is `team-a`."""
+
+    def fix(m: re.Match[str]) -> str:
+        char = chr(int(m[1], 16))
+        return char if char.isascii() and (char.isalnum() or char in "-._~") else m[0].upper()
+
+    return _UNRESERVED.sub(fix, normalize_repo_url(url))
+
+
+def _dot_segment(segments: list[str]) -> bool:
+    for segment in segments:
+        plain = unquote(segment).split(";", 1)[0]
+        if plain in (".", ".."):
+            return True
+    return False

@@ -387,7 +387,7 @@ class Reconciler:
         secret = await self.tenants.secret(obj, spec)  # as the repository's ServiceAccount
         raw = secret.get("data") or {}
         data: dict[str, str] = {}
-        for name in ("username", "password", "token", "sshPrivateKey"):
+        for name in ("username", "password", "token", "sshPrivateKey", "knownHosts", "known_hosts"):
             if raw.get(name):
                 try:
                     data[name] = base64.b64decode(raw[name]).decode()
@@ -401,6 +401,8 @@ class Reconciler:
             password=data.get("password"),
             token=data.get("token"),
             ssh_private_key=data.get("sshPrivateKey"),
+            bound_to=tenancy.secret_binding(secret, spec.repo_url),
+            known_hosts=data.get("knownHosts") or data.get("known_hosts"),
         )
 
     async def _compare(

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Required, TypedDict, Unpack
 
@@ -177,11 +177,8 @@ class Clones:
         clean, user, password = split_url(url)
         if user is not None or password is not None:
             base = credentials or Credentials()
-            credentials = Credentials(
-                username=base.username or user,
-                password=base.password or password,
-                token=base.token,
-                ssh_private_key=base.ssh_private_key,
+            credentials = replace(
+                base, username=base.username or user, password=base.password or password
             )
         return clean, credentials
 

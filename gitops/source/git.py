@@ -4,7 +4,7 @@ revision, export of one commit into a directory.
 Why the CLI and not a library: it speaks every transport and credential scheme users have, and
 it is what they debug with. Every call is one sandboxed asyncio subprocess (`gitops.source.process`:
 its own process group, killed whole on timeout; no hooks, no helpers, no prompts; credentials
-only through askpass or a 0600 key file). URLs and revisions are checked first
+only through a credential helper bound to their URL, or a 0600 key file). URLs and revisions are checked first
 (`gitops.engine.urls`), and `--` goes before positional arguments wherever git accepts it: nothing
 user-written can become an option.
 

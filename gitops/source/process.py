@@ -5,10 +5,14 @@ ssh and remote helpers); the event loop never blocks. The sandbox:
 - `protocol.allow=never` with only https, http, ssh (and file, for file URLs) allowed back on:
   no `ext::` helpers; hooks go to /dev/null; no system or global config; no terminal prompts;
 - credentials never appear on a command line, in a URL handed to git, in the environment of
-  other processes, or in messages: HTTPS credentials reach git through a GIT_ASKPASS script
-  reading variables set only for that subprocess; an SSH key through a 0600 temp file and
-  `GIT_SSH_COMMAND`; git's stderr is scrubbed (`giturls.scrub`) and explained in one line
-  (`gitmessages.explain`).
+  other processes, or in messages: HTTPS credentials reach git through a credential helper
+  script reading variables set only for that subprocess; an SSH key through a 0600 temp file
+  and `GIT_SSH_COMMAND` (no ssh config, no agent; the host pinned by the Secret's known_hosts,
+  else its first key kept); git's stderr is scrubbed (`urls.scrub`) and explained in one line
+  (`gitmessages.explain`);
+- credentials only where they are bound (`Credentials.bound_to`, `urls.Binding`): git runs
+  with them only for a URL the binding covers, and the helper answers only requests for the
+  bound scheme, host, port and path prefix — a redirect to anywhere else gets none.
 """
 
 from __future__ import annotations
@@ -21,8 +25,17 @@ import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from gitops.engine.urls import Credentials, GitError, scrub, shown
+from gitops.engine.urls import (
+    Binding,
+    Credentials,
+    GitError,
+    binding_of,
+    normalize_repo_url,
+    scrub,
+    shown,
+)
 from gitops.source import messages as gitmessages
 
 __all__ = ["config_args", "environment", "run_bytes"]
@@ -42,11 +55,34 @@ ENV_PASSTHROUGH = (
     "https_proxy",
     "no_proxy",
 )
-ASKPASS = """#!/bin/sh
-case "$1" in
-  Username*|username*) printf '%s\\n' "$TRAINOPS_GIT_USERNAME" ;;
-  *) printf '%s\\n' "$TRAINOPS_GIT_PASSWORD" ;;
-esac
+HELPER_NAME = "credential-helper.sh"
+HELPER = r"""#!/bin/sh
+# A git credential helper that answers `get` only for requests its binding covers (the
+# same rule as gitops.engine.urls.Binding.covers): after a redirect elsewhere git asks
+# again, for the new protocol, host and path, and gets nothing.
+[ "$1" = get ] || exit 0
+protocol='' host='' path=''
+while IFS= read -r line; do
+  case "$line" in
+    '') break ;;
+    protocol=*) protocol=${line#protocol=} ;;
+    host=*) host=${line#host=} ;;
+    path=*) path=${line#path=} ;;
+  esac
+done
+[ "$protocol" = "$TRAINOPS_GIT_PROTOCOL" ] || exit 0
+host=$(printf '%s' "$host" | tr 'A-Z' 'a-z')
+[ "$host" = "$TRAINOPS_GIT_HOST" ] || [ "$host" = "$TRAINOPS_GIT_HOST_PORT" ] || exit 0
+while :; do case "$path" in /*) path=${path#/} ;; */) path=${path%/} ;; *) break ;; esac; done
+case "/$path/" in *%*|*\\*|*\;*|*/./*|*/../*) exit 0 ;; esac
+bound=$TRAINOPS_GIT_PATH
+if [ -n "$bound" ]; then
+  case "$path" in
+    "$bound"|"$bound"/*|"$bound".git|"$bound".git/*) ;;
+    *) exit 0 ;;
+  esac
+fi
+printf 'username=%s\npassword=%s\n' "$TRAINOPS_GIT_USERNAME" "$TRAINOPS_GIT_PASSWORD"
 """
 
 
@@ -72,7 +108,8 @@ async def run_bytes(
     with tempfile.TemporaryDirectory(prefix="trainops-git-") as tmp:
         full_env = environment(Path(tmp), url, creds, extra_env=extra_env, known_hosts=known_hosts)
         full_env.update(env or {})
-        cmd = [git, *config_args(url), *args]
+        helper = Path(tmp) / HELPER_NAME
+        cmd = [git, *config_args(url, helper if helper.exists() else None), *args]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cmd,
@@ -104,8 +141,11 @@ async def run_bytes(
     return out
 
 
-def config_args(url: str | None) -> list[str]:
-    """The `-c` options of the sandbox for a git talking to `url`."""
+def config_args(url: str | None, helper: Path | None = None) -> list[str]:
+    """The `-c` options of the sandbox for a git talking to `url`; `helper`, the credential
+    helper `environment` wrote (asked with the path of every request: `useHttpPath`).
+    Redirects are followed on the first request only (git's default, said here), and a
+    redirect elsewhere gets no credentials from the helper."""
     config = [
         "protocol.allow=never",
         "protocol.https.allow=always",
@@ -116,9 +156,12 @@ def config_args(url: str | None) -> list[str]:
         "core.askPass=",
         "advice.detachedHead=false",
         "gc.auto=0",
+        "http.followRedirects=initial",
     ]
     if url is not None and url.startswith("file://"):
         config.append("protocol.file.allow=always")
+    if helper is not None:
+        config += [f"credential.helper=!{_sh(str(helper))}", "credential.useHttpPath=true"]
     out: list[str] = []
     for item in config:
         out += ["-c", item]
@@ -133,8 +176,9 @@ def environment(
     extra_env: Mapping[str, str],
     known_hosts: Path,
 ) -> dict[str, str]:
-    """The environment of one git process: no user config, no prompts, and `creds` as an
-    askpass script or a 0600 key file in the private directory `tmp`."""
+    """The environment of one git process: no user config, no prompts, and `creds` as a
+    credential helper or a 0600 key file in the private directory `tmp`, for `url` alone when
+    their binding covers it (GitError otherwise: nothing is sent)."""
     env = {k: os.environ[k] for k in ENV_PASSTHROUGH if k in os.environ}
     env.update(extra_env)
     env.update(
@@ -149,27 +193,60 @@ def environment(
             "LC_ALL": "C",
         }
     )
-    if creds is None:
+    if creds is None or url is None or url.startswith("file://"):
         return env
-    if creds.ssh_private_key:
+    binding = _binding(url, creds)
+    if creds.ssh_private_key and binding.protocol == "ssh":
         key = tmp / "id"
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(creds.ssh_private_key.rstrip("\n") + "\n")
-        known = known_hosts
+        known, checking = known_hosts, "accept-new"
+        if creds.known_hosts:  # pinned: these keys and no others
+            known, checking = tmp / "known_hosts", "yes"
+            known.write_text(creds.known_hosts.rstrip("\n") + "\n")
         env["GIT_SSH_COMMAND"] = (
-            f"ssh -i {_sh(str(key))} -o IdentitiesOnly=yes -o BatchMode=yes "
-            f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={_sh(str(known))}"
+            f"ssh -F /dev/null -i {_sh(str(key))} -o IdentitiesOnly=yes -o BatchMode=yes "
+            f"-o StrictHostKeyChecking={checking} -o UserKnownHostsFile={_sh(str(known))} "
+            "-o GlobalKnownHostsFile=/dev/null -o ForwardAgent=no"
         )
     password = creds.password or creds.token
-    if password:
-        askpass = tmp / "askpass.sh"
-        askpass.write_text(ASKPASS)
-        askpass.chmod(stat.S_IRWXU)
-        env["GIT_ASKPASS"] = str(askpass)
-        env["TRAINOPS_GIT_USERNAME"] = creds.username or "x-access-token"
-        env["TRAINOPS_GIT_PASSWORD"] = password
+    if password and binding.protocol in ("http", "https"):
+        username = creds.username or "x-access-token"
+        if any(c in username + password for c in "\n\r\0"):
+            raise GitError("the credentials contain a line break or NUL: they are not used")
+        helper = tmp / HELPER_NAME
+        helper.write_text(HELPER)
+        helper.chmod(stat.S_IRWXU)
+        env.update(
+            {
+                "TRAINOPS_GIT_USERNAME": username,
+                "TRAINOPS_GIT_PASSWORD": password,
+                "TRAINOPS_GIT_PROTOCOL": binding.protocol,
+                "TRAINOPS_GIT_HOST": binding.hosts[0],
+                "TRAINOPS_GIT_HOST_PORT": binding.hosts[-1],
+                "TRAINOPS_GIT_PATH": binding.path,
+            }
+        )
     return env
+
+
+def _binding(url: str, creds: Credentials) -> Binding:
+    """Where `creds` may go (their `bound_to`, else `url` itself), or GitError when `url`, the
+    one git is about to talk to, is not there."""
+    binding = binding_of(creds.bound_to or url)
+    try:
+        target = binding_of(url)
+        parts = urlsplit(url if "://" in url else normalize_repo_url(url))
+        host = parts.netloc.rpartition("@")[2].lower()
+    except (GitError, ValueError):
+        target, host = None, ""
+    if target is None or not binding.covers(target.protocol, host or target.hosts[0], target.path):
+        raise GitError(
+            f"the credentials are for {shown(creds.bound_to or url)}, not for {shown(url)}: "
+            "they are not sent there"
+        )
+    return binding
 
 
 def _sh(text: str) -> str:

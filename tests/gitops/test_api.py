@@ -524,7 +524,7 @@ async def test_with_a_token_mutating_calls_need_it(remote: bool) -> None:
             json={"repository": "https://github.com/org/jobs", "branch": "main"},
         )
         assert response.status == 202
-        assert await body(response) == {"refreshed": ["default/jobs"]}
+        assert await body(response) == {"refreshed": 1}
 
 
 def from_peer(address: str) -> Any:
@@ -696,7 +696,7 @@ def pushes(hub: FakeHub) -> list[PushEvent]:
         (
             {"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + hexmac(GITHUB_PUSH)},
             GITHUB_PUSH,
-            ["default/jobs"],
+            1,
             PushEvent(
                 "github",
                 ("https://github.com/org/jobs", "ssh://github.com/org/jobs"),
@@ -707,7 +707,7 @@ def pushes(hub: FakeHub) -> list[PushEvent]:
         (
             {"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": SECRET.decode()},
             GITLAB_PUSH,
-            ["team-a/models"],
+            1,
             PushEvent(
                 "gitlab",
                 ("https://gitlab.example.com/g/models", "ssh://gitlab.example.com/g/models"),
@@ -718,20 +718,20 @@ def pushes(hub: FakeHub) -> list[PushEvent]:
         (
             {"X-Gitea-Event": "push", "X-Gitea-Signature": hexmac(GITEA_PUSH)},
             GITEA_PUSH,
-            ["default/private"],
+            1,
             PushEvent("gitea", ("https://github.com/org/private",), "dev", "c" * 40),
         ),
         (
             {"X-Trainops-Token": SECRET.decode(), "Content-Type": "application/json"},
             b'{"repository": "https://GITHUB.com/org/jobs/", "branch": "main"}',
-            ["default/jobs"],
+            1,
             PushEvent("generic", ("https://github.com/org/jobs",), "main", None),
         ),
     ],
     ids=["github", "gitlab", "gitea", "generic"],
 )
 async def test_signed_pushes_refresh_the_matching_repositories(
-    headers: dict[str, str], payload: bytes, refreshed: list[str], expected: PushEvent
+    headers: dict[str, str], payload: bytes, refreshed: int, expected: PushEvent
 ) -> None:
     hub = FakeHub()
     async with client_for(hub, webhook_secret=SECRET) as client:
@@ -809,14 +809,36 @@ async def test_without_a_secret_unsigned_pushes_are_accepted_and_unmatched_ones_
             data=GITHUB_PUSH,
             headers={"X-GitHub-Event": "push"},
         )
-        assert await body(response) == {"refreshed": ["default/jobs"]}
+        assert await body(response) == {"refreshed": 1}
         response = await client.post(
             "/api/v1/webhooks/git",
             json={"repository": "https://github.com/org/other", "ref": "refs/heads/main"},
         )
         assert response.status == 202
-        assert await body(response) == {"refreshed": []}
+        assert await body(response) == {"refreshed": 0}
     assert [p.provider for p in pushes(hub)] == ["github", "generic"]
+
+
+async def test_the_push_hooks_answer_names_no_repository() -> None:
+    """An anonymous push (no secret configured) matching repositories of two namespaces
+    learns how many it refreshed, not which: no namespace, no name in the body."""
+    hub = FakeHub()
+    for namespace, name in (("team-a", "train"), ("team-b", "secret-project")):
+        hub.repos[(namespace, name)] = {
+            "metadata": {"namespace": namespace, "name": name},
+            "spec": {"repoURL": "https://github.com/org/shared.git", "targetRevision": "main"},
+        }
+    async with client_for(hub) as client:
+        response = await client.post(
+            "/api/v1/webhooks/git",
+            json={"repository": "https://github.com/org/shared", "ref": "refs/heads/main"},
+        )
+        assert response.status == 202
+        raw = await response.text()
+    assert json.loads(raw) == {"refreshed": 2}
+    for word in ("team-a", "team-b", "train", "secret-project"):
+        assert word not in raw
+    assert len(pushes(hub)) == 1
 
 
 # --- the event stream ----------------------------------------------------------------------------

@@ -38,11 +38,14 @@ class TableAccess:
     def __init__(self) -> None:
         self.asked: list[tuple[str, Check]] = []
         self.down = False
+        self.revoked: set[str] = set()
+        self.reviews = 0
 
     async def authenticate(self, token: str) -> User | None:
         if self.down:
             raise AccessUnavailable("connection refused")
-        return TOKENS.get(token)
+        self.reviews += 1
+        return None if token in self.revoked else TOKENS.get(token)
 
     async def allowed(self, user: User, check: Check) -> bool:
         self.asked.append((user.name, check))

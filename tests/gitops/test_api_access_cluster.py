@@ -29,10 +29,10 @@ from gitops.api.reviews import KubeAccess
 from gitops.api.rules import GROUP, Check
 from kube import errors, resources
 from kube.client import Client
-from tests.gitops.test_api import FakeHub, repository
+from tests.gitops.test_api import FakeHub, read_event, repository
 from tests.reference.conftest import service_account_kubeconfig
 from tests.support.cluster import Cluster, aeventually
-from tests.support.tenants import ROLE_BINDINGS, team_token
+from tests.support.tenants import ROLE_BINDINGS, SERVICE_ACCOUNTS, team_token
 
 REAL_RBAC = pytest.mark.skipif(
     not os.environ.get("TRAINOPS_TEST_KUBECONFIG"),
@@ -324,6 +324,46 @@ async def test_a_token_the_cluster_does_not_accept_is_401_and_a_revoked_binding_
         assert response.status == 401
     with pytest.raises(errors.NotFound):
         await admin.get(ROLE_BINDINGS, "trainops-user-alice", team_a)
+
+
+@REAL_RBAC
+async def test_an_open_stream_ends_once_its_service_account_is_deleted(
+    admin: Client, teams: tuple[str, str]
+) -> None:
+    """Issue 29's finding: after the user's ServiceAccount is deleted its token gets 401, but
+    an open stream kept delivering. Now the stream reviews the token every `stream_recheck`
+    seconds (TokenReview) and ends within that period once the API server refuses it."""
+    team_a, _ = teams
+    carol = await team_token(admin, team_a, "carol")
+    hub = FakeHub(repositories=[repository(team_a, "jobs", "https://git.example/a.git")], diffs={})
+    app = api.create_app(
+        hub,
+        token=None,
+        webhook_secret=None,
+        allow_remote_writes=False,
+        access=KubeAccess(admin, ttl=0.0),  # no caching: each recheck is a TokenReview
+        stream_recheck=1.0,
+    )
+    async with TestClient(TestServer(app, host="127.0.0.1")) as site:
+        response = await site.get("/api/v1/stream", headers={"Authorization": f"Bearer {carol}"})
+        assert response.status == 200
+        assert await read_event(response) == ["retry: 2000"]
+        await admin.delete(SERVICE_ACCOUNTS, "carol", team_a)
+
+        async def refused() -> bool:
+            answer = await site.get(
+                "/api/v1/repositories", headers={"Authorization": f"Bearer {carol}"}
+            )
+            return answer.status == 401
+
+        await aeventually(refused, timeout=30, interval=0.2)
+        refused_at = asyncio.get_running_loop().time()
+        lines: list[list[str]] = []
+        with pytest.raises(EOFError):
+            while True:
+                lines.append(await read_event(response, timeout=10))
+        assert lines[-1] == [": the token is no longer valid"]
+        assert asyncio.get_running_loop().time() - refused_at < 1.0 + 2.0
 
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "gitops" / "rbac.yaml"

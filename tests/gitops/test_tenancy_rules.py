@@ -324,12 +324,100 @@ MATCHES = {
         True,
     ),
     "empty prefix": ("https://git.example.com/team-a/x.git", "", False),
+    "a dot-dot segment out of the prefix": (
+        "http://127.0.0.1:18081/team-a/../team-b/x.git",
+        "http://127.0.0.1:18081/team-a",
+        False,
+    ),
+    "a dot-dot segment staying inside": (
+        "https://git.example.com/team-a/b/../x.git",
+        "https://git.example.com/team-a",
+        False,
+    ),
+    "a dot segment": ("https://git.example.com/team-a/./x.git", "https://git.example.com", False),
+    "an encoded dot-dot": (
+        "https://git.example.com/team-a/%2e%2e/team-b/x.git",
+        "https://git.example.com/team-a",
+        False,
+    ),
+    "an encoded dot-dot, upper and lower case": (
+        "https://git.example.com/team-a/%2E%2e/team-b/x.git",
+        "https://git.example.com/team-a",
+        False,
+    ),
+    "a twice-encoded dot-dot": (
+        "https://git.example.com/team-a/%252e%252e/team-b/x.git",
+        "https://git.example.com/team-a",
+        False,
+    ),
+    "a dot-dot with a ;parameter": (
+        "https://git.example.com/team-a/..;x/team-b/x.git",
+        "https://git.example.com/team-a",
+        False,
+    ),
+    "an encoded slash": (
+        "https://git.example.com/team-a%2f..%2fteam-b/x.git",
+        "https://git.example.com/team-a",
+        False,
+    ),
+    "an encoded backslash": (
+        "https://git.example.com/team-a/..%5cteam-b/x.git",
+        "https://git.example.com/team-a",
+        False,
+    ),
+    "a backslash": (
+        "https://git.example.com/team-a/..\\team-b/x.git",
+        "https://git.example.com/team-a",
+        False,
+    ),
+    "a dot-dot in scp form": (
+        "git@git.example.com:team-a/../team-b/x.git",
+        "ssh://git.example.com/team-a",
+        False,
+    ),
+    "a dot-dot in the prefix matches nothing": (
+        "https://git.example.com/team-b/x.git",
+        "https://git.example.com/team-a/../team-b",
+        False,
+    ),
+    "an escaped unreserved character is the character": (
+        "https://git.example.com/team-%61/x.git",
+        "https://git.example.com/team-a",
+        True,
+    ),
+    "a dot inside a name is no dot segment": (
+        "https://git.example.com/team-a/x.y..z.git",
+        "https://git.example.com/team-a",
+        True,
+    ),
+    "an encoded dot inside a name": (
+        "https://git.example.com/team-a/v1%2e2.git",
+        "https://git.example.com/team-a",
+        True,
+    ),
 }
 
 
 @pytest.mark.parametrize(("url", "prefix", "expected"), MATCHES.values(), ids=MATCHES)
 def test_secret_urls_match_at_path_boundaries(url: str, prefix: str, expected: bool) -> None:
     assert tenancy.url_matches(url, prefix) is expected
+
+
+def test_the_binding_is_the_longest_secret_url_covering_the_repository() -> None:
+    secret = {"stringData": {"url": "https://h/ https://h/team-a/x https://h/team-a"}}
+    assert tenancy.secret_binding(secret, "https://h/team-a/x.git") == "https://h/team-a/x"
+    assert tenancy.secret_binding(secret, "https://h/team-a/y.git") == "https://h/team-a"
+    assert tenancy.secret_binding(secret, "http://h/team-a/y.git") is None
+
+
+def test_a_dot_segment_repository_url_is_refused_with_the_reason() -> None:
+    secret = {"stringData": {"url": "http://127.0.0.1:18081/team-a"}}
+    why = tenancy.check_secret(
+        secret, "http://127.0.0.1:18081/team-a/../team-b/x.git", where="team-a/git"
+    )
+    assert why is not None
+    assert "'.' or '..' segment" in why
+    assert why.startswith("secret team-a/git (secretRef): repoURL ")
 
 
 def _secret(url: str | None = None, annotation: str | None = None) -> dict[str, Any]:

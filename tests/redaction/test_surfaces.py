@@ -97,7 +97,7 @@ def test_the_status_says_why_git_failed_with_the_url_masked(leaky: tuple[Up, str
     up, _ = leaky
     (jobs,) = _conditions(up, "jobs")
     assert jobs["type"] == "ComparisonError"
-    # git is handed the URL without userinfo (it goes through askpass), and echoes the query.
+    # git is handed the URL without userinfo (it goes through the credential helper), and echoes the query.
     assert "/org/jobs.git?private_token=*** unable to access" in jobs["message"], jobs
     (other,) = _conditions(up, "other")
     assert other["type"] == "ComparisonError"

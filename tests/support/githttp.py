@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator
+import posixpath
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 from aiohttp import web
 
@@ -27,6 +29,9 @@ class GitHttp:
     base: str
     authorizations: list[str | None] = field(default_factory=list)
     """The Authorization header of every request, None where there was none."""
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+    """Every request's path as a server that decodes and resolves it reads it (`%2e%2e` and
+    `..` resolved), with its Authorization header."""
 
     def url_of(self, name: str) -> str:
         return f"{self.base}/{name}"
@@ -34,10 +39,21 @@ class GitHttp:
 
 @asynccontextmanager
 async def serve_git_http(
-    root: Path, *, username: str | None = None, password: str | None = None
+    root: Path,
+    *,
+    username: str | None = None,
+    password: str | None = None,
+    host: str = "127.0.0.1",
+    redirect: Callable[[str], str | None] | None = None,
+    redirect_status: int = 302,
+    redirect_after_auth: bool = False,
 ) -> AsyncIterator[GitHttp]:
-    """Serve every bare repository under `root` at http://127.0.0.1:PORT/<name>; with
-    `username`/`password`, only to requests carrying them (401 otherwise, as a Git host)."""
+    """Serve every bare repository under `root` at http://HOST:PORT/<name>; with
+    `username`/`password`, only to requests carrying them (401 otherwise, as a Git host).
+
+    `redirect(path)` (the resolved path, query excluded) may name where to send a request
+    instead, answered with `redirect_status` — before authentication, or only once the
+    request carries the credentials (`redirect_after_auth`); the query string is kept."""
     expected = None
     if username is not None:
         token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
@@ -47,13 +63,21 @@ async def serve_git_http(
     async def handle(request: web.Request) -> web.StreamResponse:
         given = request.headers.get("Authorization")
         server.authorizations.append(given)
-        if expected is not None and given != expected:
+        raw = request.raw_path.partition("?")[0]
+        path = posixpath.normpath(unquote(unquote(raw)))
+        server.requests.append((path, given))
+        target = redirect(path) if redirect is not None else None
+        authorized = expected is None or given == expected
+        if target is not None and (authorized or not redirect_after_auth):
+            query = f"?{request.query_string}" if request.query_string else ""
+            raise _redirect(redirect_status, target + query)
+        if not authorized:
             return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})
         body = await request.read()
         env = {
             "GIT_PROJECT_ROOT": str(root),
             "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": request.path,
+            "PATH_INFO": path,
             "QUERY_STRING": request.query_string,
             "REQUEST_METHOD": request.method,
             "CONTENT_TYPE": request.headers.get("Content-Type", ""),
@@ -86,11 +110,22 @@ async def serve_git_http(
     app.router.add_route("*", "/{tail:.*}", handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, host, 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    server.base = f"http://127.0.0.1:{port}"
+    server.base = f"http://{host}:{port}"
     try:
         yield server
     finally:
         await runner.cleanup()
+
+
+def _redirect(status: int, location: str) -> web.HTTPException:
+    kinds: dict[int, type[web.HTTPMove]] = {
+        301: web.HTTPMovedPermanently,
+        302: web.HTTPFound,
+        303: web.HTTPSeeOther,
+        307: web.HTTPTemporaryRedirect,
+        308: web.HTTPPermanentRedirect,
+    }
+    return kinds[status](location)

@@ -135,6 +135,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"without either flag, ${SECRET_ENV} when set; without any, pushes are accepted "
         "unsigned (they only trigger fetches)",
     )
+    parser.add_argument(
+        "--trusted-proxy",
+        metavar="CIDR",
+        action="append",
+        default=[],
+        type=_proxy,
+        help="an address or CIDR (repeat, or comma-separate) of the TLS proxy in front, e.g. "
+        "the Ingress controller's pods: its X-Forwarded-Proto: https makes the login cookie "
+        "Secure (from anyone else the header is ignored; default: nobody)",
+    )
+    parser.add_argument(
+        "--stream-recheck",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how often an open event stream reviews its token again (TokenReview) and ends "
+        "once it is no longer valid (default 30)",
+    )
+    parser.add_argument(
+        "--stream-lifetime",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="the longest an event stream stays open; the browser reconnects (default 3600)",
+    )
     up_gitops.add_tenancy_arguments(
         parser,
         "What each JobRepository may reach. By default each acts as its "
@@ -160,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--ls-remote-timeout must be more than 0 seconds")
     if args.max_rounds_per_namespace < 1:
         return _usage("--max-rounds-per-namespace must be at least 1")
+    if not args.stream_recheck > 0 or not args.stream_lifetime > 0:
+        return _usage("--stream-recheck and --stream-lifetime must be more than 0 seconds")
     # Every line masked (`gitops.engine.redact`): a repoURL may carry a token, and git echoes it.
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -225,6 +252,9 @@ async def _main(args: argparse.Namespace) -> int:
             ),
             webhook_secret=secret,
             allow_remote_writes=True,  # every request authenticated and authorized
+            trusted_proxies=args.trusted_proxy,
+            stream_recheck=args.stream_recheck,
+            stream_lifetime=args.stream_lifetime,
         )
         try:
             runner, port = await api.serve(built.app, args.bind, args.port)
@@ -252,6 +282,17 @@ async def _main(args: argparse.Namespace) -> int:
     finally:
         await client.close()
     return 0
+
+
+def _proxy(value: str) -> str:
+    """A `--trusted-proxy` value, checked (argparse says which is wrong)."""
+    from gitops.api.rules import proxy_networks
+
+    try:
+        proxy_networks([value])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
 
 
 def _cache_dir(path: Path) -> Path:

@@ -46,6 +46,9 @@ def component(
     webhook_secret: bytes | None,
     allow_remote_writes: bool,
     registries: Sequence[Any] = (),
+    trusted_proxies: Sequence[str] = (),
+    stream_recheck: float = 30.0,
+    stream_lifetime: float = 3600.0,
 ) -> Component:
     """The reconciler, added to `manager` (which the caller starts), and its application.
     `registries` are more Prometheus registries for `/metrics` besides the reconciler's and the
@@ -64,6 +67,9 @@ def component(
         webhook_secret=webhook_secret,
         allow_remote_writes=allow_remote_writes,
         access=KubeAccess(client),
+        trusted_proxies=trusted_proxies,
+        stream_recheck=stream_recheck,
+        stream_lifetime=stream_lifetime,
     )
     dashboard.install(app, hub=reconciler, client=client)
     _add_probes(app, manager, reconciler, registries)
