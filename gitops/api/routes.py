@@ -65,7 +65,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gitops.api import rules
+from gitops.api import floods, rules
 from gitops.api.access import (
     authenticate,
     authorize,
@@ -95,6 +95,7 @@ from gitops.api.state import (
     LOGIN_PATH,
     PAGE_ERROR,
     PREFIX,
+    PUSH_LIMITER,
     RULES,
     SETTINGS,
     STREAMS,
@@ -193,6 +194,7 @@ def create_app(
     app[SETTINGS] = settings
     app[STREAMS] = Streams()
     app[RULES] = dict(rules.API_RULES)
+    app[PUSH_LIMITER] = floods.PushLimiter()
     if access is not None:
         app[ACCESS] = access
     app.on_shutdown.append(end_streams)
@@ -388,6 +390,10 @@ async def _jobs(request: web.Request) -> web.Response:
 
 
 async def _webhook(request: web.Request) -> web.Response:
+    wait = request.app[PUSH_LIMITER].admit(request.remote or "", asyncio.get_running_loop().time())
+    if wait:  # before the body is read: a flood costs no more than its headers
+        retry = {"Retry-After": str(max(1, round(wait + 0.49)))}
+        raise ApiError(429, "too many pushes from this address or in all: retry later", retry)
     body = await _read_body(request)
     try:
         event = parse_push(request.headers, body, request.app[SETTINGS].webhook_secret)

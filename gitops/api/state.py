@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from gitops.api import rules
+from gitops.api.floods import PushLimiter
 from gitops.api.reviews import Access
 from gitops.api.rules import User
 from gitops.runtime.hub import Hub
@@ -80,6 +81,8 @@ PAGE_ERROR = web.AppKey[PageError]("gitops_api_page_error")
 """How a page (not `/api/v1/`) shows a 403 or 503 (the dashboard's HTML error page); JSON
 without it."""
 LOGIN_PATH = web.AppKey("gitops_api_login_path", str)
+PUSH_LIMITER = web.AppKey("gitops_api_push_limiter", PushLimiter)
+"""The push hook's token buckets (`gitops.api.floods`)."""
 """Where a page request without a valid token is sent (the dashboard sets `/login`)."""
 USER: Any = (
     web.RequestKey("gitops_api_user", User) if hasattr(web, "RequestKey") else "gitops_api_user"
