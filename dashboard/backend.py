@@ -66,7 +66,8 @@ class Backend:
         return [asdict(d) for d in self.hub.diff(namespace, name)]
 
     def job_rows(self) -> list[dict[str, Any]]:
-        rows = [job_row(j) for j in self.hub.jobs()]
+        # With each job's replicas (`status.tasks`): a finished job's READY counts them.
+        rows = [job_row(j) | {"tasks": _tasks(j)} for j in self.hub.jobs()]
         rows.sort(key=lambda r: (r["namespace"] or "", r["name"] or "", r["kind"] or ""))
         return rows
 
@@ -201,3 +202,8 @@ def _resource(plural: str) -> Resource:
         return JOB_RESOURCES[plural]
     except KeyError:
         raise UnknownJob(plural) from None
+
+
+def _tasks(job: dict[str, Any]) -> Any:
+    status = job.get("status")
+    return status.get("tasks") if isinstance(status, dict) else None

@@ -17,7 +17,9 @@ __all__ = [
     "ago",
     "as_dict",
     "as_list",
+    "condition_tone",
     "duration",
+    "finished_replicas",
     "health_badge",
     "parse_time",
     "phase_badge",
@@ -64,6 +66,43 @@ _PHASE = {
     "Failed": ("failed", "cross"),
     "Deleted": ("unknown", "cross"),
 }
+
+
+# What a condition that is True means, by type: done (ok), trouble (failed, warn), a pause.
+# Any other True condition (Running, Created, Initialized, …) is news without a verdict, and a
+# False one is not in effect: neither is coloured green just for saying "True".
+_CONDITION_TONES = {
+    "Succeeded": "ok",
+    "Completed": "ok",
+    "Failed": "failed",
+    "ComparisonError": "failed",
+    "SyncError": "failed",
+    "ReplicaFailure": "warn",
+    "Paused": "suspended",
+}
+
+
+def condition_tone(kind: Any, status: Any) -> str:
+    """The colour of a condition by what it means: `ok`, `failed`, `warn`, `suspended`,
+    `neutral` (True, no verdict) or `muted` (False or Unknown: not in effect)."""
+    if status != "True":
+        return "muted"
+    return _CONDITION_TONES.get(kind, "neutral") if isinstance(kind, str) else "neutral"
+
+
+def finished_replicas(tasks: Any) -> str:
+    """READY of a finished job: ready counts say nothing once every pod is gone (`0/4`), so
+    like `kubectl get jobs`' COMPLETIONS it counts the replicas that succeeded out of all
+    (`3/4 succeeded, 1 failed`, from `status.tasks[].replicas[].phase`); `-` when the status
+    lists no replica."""
+    phases = [
+        as_dict(r).get("phase") for t in as_list(tasks) for r in as_list(as_dict(t).get("replicas"))
+    ]
+    if not phases:
+        return "-"
+    failed = phases.count("Failed")
+    shown = f"{phases.count('Succeeded')}/{len(phases)} succeeded"
+    return f"{shown}, {failed} failed" if failed else shown
 
 
 def sync_badge(status: Any) -> dict[str, str]:
