@@ -70,6 +70,22 @@ CASES = {
             why=f"$KUBECONFIG ({KIND}: not the cluster of trainops up in {DATA})",
         ),
     ),
+    "the kubeconfig in use is an up's own (DATA_DIR/kubeconfig): that up": (
+        {
+            "beside_kubeconfig": (Path("/tmp/x"), "http://127.0.0.1:9", "its"),
+            "env_kubeconfig": "/tmp/x/kubeconfig",
+            "env_server": UP_SERVER,
+        },
+        Choice(server="http://127.0.0.1:9", token="its", why="trainops up of /tmp/x"),
+    ),
+    "--kubeconfig of an up: that up, not a proxy it does not have": (
+        {
+            "kubeconfig": Path("/tmp/x/kubeconfig"),
+            "beside_kubeconfig": (Path("/tmp/x"), "http://127.0.0.1:9", "its"),
+            "token": "mine",
+        },
+        Choice(server="http://127.0.0.1:9", token="mine", why="trainops up of /tmp/x"),
+    ),
     "--data-dir names an up: it, whatever $KUBECONFIG says": (
         {
             "data_dir_given": True,

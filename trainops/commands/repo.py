@@ -22,6 +22,7 @@ differences, 1 differences, 2 an error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -200,6 +201,15 @@ def _choice(args: argparse.Namespace) -> Choice:
             raise Failure(f"cannot read the API address: {e}") from None
     env_kubeconfig = os.environ.get("KUBECONFIG") or None
     first = default_kubeconfig()
+    in_use = (
+        args.kubeconfig.expanduser() if args.kubeconfig else (first if env_kubeconfig else None)
+    )
+    beside = None
+    if in_use is not None:
+        with contextlib.suppress(ValueError, OSError):
+            found = read_address(in_use.parent)
+            if found is not None:
+                beside = (in_use.parent, found.url, found.token)
     home_config = Path.home() / ".kube" / "config"
     choice = choose(
         server=args.server or os.environ.get("TRAINOPS_SERVER") or None,
@@ -214,6 +224,7 @@ def _choice(args: argparse.Namespace) -> Choice:
         local_server=server_of(data_dir / "kubeconfig") if address else None,
         default_kubeconfig_exists=home_config.exists(),
         in_cluster=bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
+        beside_kubeconfig=beside,
     )
     if isinstance(choice, str):
         raise Failure(f"{choice}: {_START_HINT}")

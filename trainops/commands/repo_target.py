@@ -68,6 +68,7 @@ def choose(
     local_server: str | None,
     default_kubeconfig_exists: bool,
     in_cluster: bool,
+    beside_kubeconfig: tuple[Path, str, str | None] | None = None,
 ) -> Choice | str:
     """The way in, or why there is none (one line, naming what was looked at).
 
@@ -75,9 +76,17 @@ def choose(
     (its `trainops up`); a running `trainops up` in the default data directory — unless
     $KUBECONFIG names another cluster than that `up`'s own API server (`env_server` is not
     `local_server`), whose in-cluster install is then meant; else any kubeconfig at all
-    ($KUBECONFIG, in-cluster credentials, ~/.kube/config) through the service proxy."""
+    ($KUBECONFIG, in-cluster credentials, ~/.kube/config) through the service proxy.
+
+    `beside_kubeconfig` is (directory, url, token) of a running `trainops up` whose data
+    directory holds the kubeconfig in use (`--kubeconfig`, else the first of $KUBECONFIG): that
+    kubeconfig is the up's own (`DATA_DIR/kubeconfig`), and its API is the one meant (the
+    embedded API server has no service proxy to go through)."""
     if server:
         return Choice(server=server, token=token, why=f"--server {server}")
+    if beside_kubeconfig is not None and not data_dir_given:
+        up_dir, up_url, up_token = beside_kubeconfig
+        return Choice(server=up_url, token=token or up_token, why=f"trainops up of {up_dir}")
     if kubeconfig is not None:
         return Choice(
             token=token, proxy=True, kubeconfig=kubeconfig, why=f"--kubeconfig {kubeconfig}"
