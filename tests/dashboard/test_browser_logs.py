@@ -114,17 +114,23 @@ def _contrast(page: Page, selector: str) -> float:
     return (fg + 0.05) / (bg + 0.05)
 
 
-def test_the_pressed_follow_button_is_readable_under_the_pointer_and_away_from_it(
+def test_the_pressed_follow_button_is_readable_and_running_true_is_not_green(
     chatty: tuple[Up, str], browser: Browser
 ) -> None:
     page = _open_job(browser, *chatty)
     try:
-        _follow(page)  # clicked: the pointer is on the button
+        _follow(page)
+        # Under the pointer, as right after the click (the wider label may move it away).
+        page.locator("#log-follow").hover()
         assert page.locator("#log-follow:hover").count() == 1
         assert _contrast(page, "#log-follow") >= 4.5
         page.mouse.move(5, 5)
         assert page.locator("#log-follow:hover").count() == 0
         assert _contrast(page, "#log-follow") >= 4.5
+        # The timeline's Running True is news, not success: plain text colour, not green.
+        running = page.locator('#conditions-timeline li[data-type="Running"] .condition-status')
+        expect(running).to_have_text("True", timeout=LIVE)
+        assert running.evaluate("e => getComputedStyle(e).color") == "rgb(29, 43, 54)"
     finally:
         page.context.close()
 
