@@ -17,6 +17,7 @@ __all__ = [
     "ago",
     "as_dict",
     "as_list",
+    "condition_tone",
     "duration",
     "health_badge",
     "parse_time",
@@ -64,6 +65,28 @@ _PHASE = {
     "Failed": ("failed", "cross"),
     "Deleted": ("unknown", "cross"),
 }
+
+
+# What a condition that is True means, by type: done (ok), trouble (failed, warn), a pause.
+# Any other True condition (Running, Created, Initialized, …) is news without a verdict, and a
+# False one is not in effect: neither is coloured green just for saying "True".
+_CONDITION_TONES = {
+    "Succeeded": "ok",
+    "Completed": "ok",
+    "Failed": "failed",
+    "ComparisonError": "failed",
+    "SyncError": "failed",
+    "ReplicaFailure": "warn",
+    "Paused": "suspended",
+}
+
+
+def condition_tone(kind: Any, status: Any) -> str:
+    """The colour of a condition by what it means: `ok`, `failed`, `warn`, `suspended`,
+    `neutral` (True, no verdict) or `muted` (False or Unknown: not in effect)."""
+    if status != "True":
+        return "muted"
+    return _CONDITION_TONES.get(kind, "neutral") if isinstance(kind, str) else "neutral"
 
 
 def sync_badge(status: Any) -> dict[str, str]:

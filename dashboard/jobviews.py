@@ -10,7 +10,7 @@ activeDeadlineSeconds` counted from the start, or from the last resume; stopped 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from dashboard.format import (
@@ -18,18 +18,27 @@ from dashboard.format import (
     ago,
     as_dict,
     as_list,
+    condition_tone,
     duration,
     parse_time,
     phase_badge,
     text,
 )
 from dashboard.views import JOB_PLURALS, job_path, repository_path, segment
+from gitops.api.show import FINISHED_PHASES, finished_replicas
 from gitops.engine import handheld
 
-__all__ = ["REPOSITORY_ANNOTATION", "backoff", "deadline", "job_detail", "pod_summary"]
+__all__ = [
+    "REPOSITORY_ANNOTATION",
+    "backoff",
+    "deadline",
+    "event_time",
+    "job_detail",
+    "pod_summary",
+]
 
 REPOSITORY_ANNOTATION = "gitops.trainops.dev/repository"
-_FINISHED = ("Succeeded", "Failed", "Completed")
+_FINISHED = FINISHED_PHASES
 _ORDER = ("Initialized", "Running", "ReplicaFailure", "Paused", "Completed", "Failed")
 
 
@@ -68,8 +77,13 @@ def job_detail(
         "repository": repository,
         "repository_path": repository_path(ns, rname) if ns and rname else None,
         "conditions": _timeline(status, now),
+        "not_in_effect": _not_in_effect(status),
         "replicas": replicas,
-        "ready": text(status.get("readyReplicas")),
+        "ready": (
+            finished_replicas(status.get("tasks"))
+            if phase in _FINISHED
+            else text(status.get("readyReplicas"))
+        ),
         "backoff": backoff(spec, status),
         "deadline": deadline(spec, status, now),
         "events": _events(events, now),
@@ -182,46 +196,96 @@ def _replicas(
 
 
 def _timeline(status: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
-    conditions = [c for c in map(as_dict, as_list(status.get("conditions"))) if c.get("type")]
+    """The conditions that are True, in the order they became so (a False one — `Failed
+    False` from the start — never happened, so it is no step of the timeline)."""
+    conditions = [
+        c
+        for c in map(as_dict, as_list(status.get("conditions")))
+        if c.get("type") and c.get("status") == "True"
+    ]
 
-    def order(c: Mapping[str, Any]) -> tuple[str, int]:
+    def order(c: Mapping[str, Any]) -> tuple[float, int]:
         kind = text(c.get("type"))
         rank = _ORDER.index(kind) if kind in _ORDER else len(_ORDER)
-        return (text(c.get("lastTransitionTime")), rank)
+        moment = parse_time(c.get("lastTransitionTime"))
+        return (moment.timestamp() if moment else 0.0, rank)
 
     return [
         {
             "type": text(c.get("type")),
             "status": text(c.get("status")),
+            "tone": condition_tone(c.get("type"), c.get("status")),
             "reason": text(c.get("reason")),
             "message": text(c.get("message")),
             "time": ago(c.get("lastTransitionTime"), now),
             "timestamp": text(c.get("lastTransitionTime")),
-            "current": c.get("status") == "True",
+            "current": True,
         }
         for c in sorted(conditions, key=order)
     ]
 
 
-def _events(events: Sequence[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    def when(e: Mapping[str, Any]) -> str:
-        return text(
-            e.get("lastTimestamp")
-            or e.get("eventTime")
-            or as_dict(e.get("metadata")).get("creationTimestamp")
-        )
+def _not_in_effect(status: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The conditions that are not True (`Paused False`, reason `Resumed`), listed muted under
+    the timeline."""
+    return [
+        {
+            "type": text(c.get("type")),
+            "status": text(c.get("status")),
+            "reason": text(c.get("reason")),
+        }
+        for c in map(as_dict, as_list(status.get("conditions")))
+        if c.get("type") and c.get("status") != "True"
+    ]
 
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def event_time(e: Mapping[str, Any]) -> datetime | None:
+    """When an Event last happened: `lastTimestamp` (core/v1), else `series.lastObservedTime`
+    or `eventTime` (events.k8s.io/v1), else `firstTimestamp`, else its creation."""
+    for value in (
+        e.get("lastTimestamp"),
+        as_dict(e.get("series")).get("lastObservedTime"),
+        e.get("eventTime"),
+        e.get("firstTimestamp"),
+        as_dict(e.get("metadata")).get("creationTimestamp"),
+    ):
+        moment = parse_time(value)
+        if moment is not None:
+            return moment
+    return None
+
+
+def _event_order(e: Mapping[str, Any]) -> tuple[datetime, datetime, int]:
+    """Oldest first, as `kubectl get events --sort-by=.lastTimestamp` and `kubectl describe`
+    list them. Times have whole seconds, so ties are common: then by `firstTimestamp`, then by
+    `resourceVersion` (the order the API server stored them; an integer on etcd and on the
+    embedded server, opaque elsewhere: ignored when it is not)."""
+    first = parse_time(e.get("firstTimestamp")) or parse_time(e.get("eventTime"))
+    version = text(as_dict(e.get("metadata")).get("resourceVersion"))
+    return (
+        event_time(e) or _NEVER,
+        first or _NEVER,
+        int(version) if version.isdigit() else 0,
+    )
+
+
+def _events(events: Sequence[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
     out = []
-    for e in sorted(events, key=when, reverse=True):
+    for e in sorted(events, key=_event_order):
         count = e.get("count")
+        moment = event_time(e)
+        stamp = moment.isoformat().replace("+00:00", "Z") if moment else ""
         out.append(
             {
                 "type": text(e.get("type")) or "Normal",
                 "reason": text(e.get("reason")),
                 "message": text(e.get("message")),
                 "count": count if isinstance(count, int) else 1,
-                "time": ago(when(e), now),
-                "timestamp": when(e),
+                "time": ago(stamp, now),
+                "timestamp": stamp,
                 "object": text(as_dict(e.get("involvedObject")).get("name")),
             }
         )

@@ -21,12 +21,14 @@ from dashboard.format import (
     ago,
     as_dict,
     as_list,
+    condition_tone,
     health_badge,
     phase_badge,
     short_sha,
     sync_badge,
     text,
 )
+from gitops.engine.report import is_denial
 
 __all__ = [
     "JOB_PLURALS",
@@ -119,6 +121,7 @@ def repository_row(obj: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         "commit_author": text(commit.get("author")),
         "commit_time": ago(commit.get("deployedAt"), now),
         "commit_timestamp": text(commit.get("deployedAt")),
+        "denials": _denials(as_list(status.get("resources"))),
         "last_sync": text(operation.get("phase")),
         "last_sync_message": text(operation.get("message")),
         "last_sync_time": ago(finished, now),
@@ -244,6 +247,7 @@ def repository_detail(
         {
             "type": text(c.get("type")),
             "status": text(c.get("status")),
+            "tone": condition_tone(c.get("type"), c.get("status")),
             "reason": text(c.get("reason")),
             "message": text(c.get("message")),
             "time": ago(c.get("lastTransitionTime"), now),
@@ -335,6 +339,29 @@ def _tagged(body: str) -> list[dict[str, str]]:
             tag = "context"
         lines.append({"tag": tag, "text": line})
     return lines
+
+
+def _denials(resources: Sequence[Any]) -> dict[str, Any] | None:
+    """Where Git's manifests were denied admission: `file:line` of the first denied resource
+    (in the order the status lists them: the repository's files) and how many more, so the
+    front page names the file, not only "Failed". None when nothing was denied."""
+    denied = [
+        r
+        for r in map(as_dict, resources)
+        if isinstance(r.get("message"), str) and is_denial(r["message"])
+    ]
+    if not denied:
+        return None
+    first = denied[0]
+    file, line = text(first.get("file")), first.get("line")
+    where = f"{file}:{line}" if file and isinstance(line, int) else file
+    name = f"{text(first.get('kind'))} {text(first.get('name'))}".strip()
+    return {
+        "source": where or name,
+        "resource": name,
+        "message": text(first.get("message")),
+        "more": len(denied) - 1,
+    }
 
 
 MISSING_NAMED = 3

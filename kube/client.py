@@ -413,9 +413,12 @@ class Client:
         content_type: str | None = None,
         timeout: float | None = None,
         raw: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:
         """The escape hatch: any method and path (query values: bools as true/false). Returns
-        the parsed JSON answer, or its bytes with `raw=True` (e.g. a pod's log)."""
+        the parsed JSON answer, or its bytes with `raw=True` (e.g. a pod's log). `headers` are
+        sent as well (e.g. to a service behind the API server's proxy, which passes them on);
+        they cannot replace the credentials, Accept or Content-Type."""
         data = await self._http.call(
             method.upper(),
             path,
@@ -424,6 +427,7 @@ class Client:
             content_type=content_type or _JSON,
             accept=_ANY if raw else _JSON,
             timeout=self.timeout if timeout is None else timeout,
+            headers=headers,
         )
         if raw:
             return data

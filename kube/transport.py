@@ -37,6 +37,10 @@ __all__ = ["JSON", "Transport", "describe", "env_proxy", "impersonation_headers"
 JSON = "application/json"
 
 
+_OWN_HEADERS = ("authorization", "accept", "content-type", "user-agent")
+"""Headers a request's extra headers cannot set: the transport's own (credentials included)."""
+
+
 class _Pool:
     """The aiohttp session, made at the first request (inside the event loop) and shared by
     a transport and its impersonating views."""
@@ -112,6 +116,7 @@ class Transport:
         content_type: str,
         accept: str,
         timeout: float,
+        headers: Mapping[str, str] | None = None,
     ) -> bytes:
         """One request with its whole answer read within `timeout` seconds; a non-2xx answer
         raises its APIError, a timeout or connection failure Unavailable (status 0)."""
@@ -125,6 +130,7 @@ class Transport:
                     content_type=content_type,
                     accept=accept,
                     client_timeout=aiohttp.ClientTimeout(total=timeout),
+                    extra_headers=headers,
                 )
                 try:
                     data: bytes = await resp.read()
@@ -216,6 +222,7 @@ class Transport:
         content_type: str,
         accept: str,
         client_timeout: aiohttp.ClientTimeout,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> Any:
         """Send the request with the current credentials; the raw aiohttp response. A 401 is
         retried once when the credentials changed since (`Auth.unauthorized`). Waits its turn
@@ -240,7 +247,12 @@ class Transport:
             extra["server_hostname"] = self.auth.config.tls_server_name
         session = self._pool.get()
         for attempt in (1, 2):
-            headers: dict[str, str] = dict(self._headers)
+            headers: dict[str, str] = {
+                k: v
+                for k, v in (extra_headers or {}).items()
+                if k.lower() not in _OWN_HEADERS and not k.lower().startswith("impersonate-")
+            }
+            headers.update(self._headers)
             headers["Accept"] = accept
             headers["Content-Type"] = content_type
             try:

@@ -71,7 +71,7 @@ def test_repo_without_a_known_server_says_how_to_start_one(tmp_path: Path) -> No
     assert result.returncode == 1
     assert result.stderr == (
         f"trainops repo: no trainops API is running for {tmp_path} (no api.json there): start "
-        "it with `trainops up --repo GIT_URL` or pass --server URL\n"
+        "it with `trainops up --repo GIT_URL`, or pass --server URL or --kubeconfig FILE\n"
     )
 
 

@@ -433,12 +433,92 @@
   const logOut = document.getElementById("log-output");
   const followButton = document.getElementById("log-follow");
   const logControls = document.querySelector(".log-controls");
+  const hideInfo = document.getElementById("log-hide-info");
+  const hiddenNote = document.getElementById("log-hidden");
   const LOG_LIMIT = 1000000; // characters kept in the page while following
+  const HIDE_INFO_KEY = "trainops-log-hide-info";
+  // INFO noise: glog/absl lines (`I0000 00:00:1733…  coordination_service_agent.cc:…]`, TF's C++
+  // and absl's Python logging), Python logging's `INFO:name:…`, `[INFO] …`, and `<time> INFO …`.
+  // Warnings, errors and plain output (Keras' progress, print()) always stay.
+  const INFO_LINE = /^(?:I\d{4} \d\d:\d\d:\d\d|[[(]?INFO[\])]?[\s:]|\d[\d\-/:.,TZ+]*(?: [\d:.,Z+\-]+)?\s+[[(]?INFO[\])]?[\s:])/;
   let logAbort = null;
   let logFailed = false; // e.g. the container was still starting: try again on the next change
+  let logText = ""; // what the log answered so far (bounded by LOG_LIMIT), shown filtered
+  let hiddenLines = 0;
 
   function following() {
     return followButton && followButton.getAttribute("aria-pressed") === "true";
+  }
+
+  function hiding() {
+    return Boolean(hideInfo && hideInfo.checked);
+  }
+
+  // Whole lines of `text` without the INFO ones (and a last line without its newline, if any).
+  function filterLines(text) {
+    const lines = text.split("\n");
+    const last = lines.pop();
+    const kept = [];
+    let hidden = 0;
+    lines.forEach(function (line) {
+      if (INFO_LINE.test(line)) hidden += 1;
+      else kept.push(line + "\n");
+    });
+    if (last) {
+      if (INFO_LINE.test(last)) hidden += 1;
+      else kept.push(last);
+    }
+    return { text: kept.join(""), hidden: hidden };
+  }
+
+  function noteHidden() {
+    if (!hiddenNote) return;
+    hiddenNote.textContent = hiding()
+      ? hiddenLines + " INFO line" + (hiddenLines === 1 ? "" : "s") + " hidden"
+      : "";
+  }
+
+  // Show the whole of logText again (after a toggle, a new log or a trim). While hiding, a line
+  // still being written waits for its newline: only then can it be told INFO or not.
+  function renderLog() {
+    if (!hiding()) {
+      logOut.textContent = logText;
+      hiddenLines = 0;
+    } else {
+      const shown = filterLines(logText.slice(0, logText.lastIndexOf("\n") + 1));
+      logOut.textContent = shown.text;
+      hiddenLines = shown.hidden;
+    }
+    noteHidden();
+  }
+
+  function appendLog(chunk) {
+    const before = logText;
+    logText += chunk;
+    if (logText.length > LOG_LIMIT) {
+      const kept = logText.slice(-LOG_LIMIT / 2);
+      logText = kept.slice(kept.indexOf("\n") + 1);
+      renderLog();
+      return;
+    }
+    if (!hiding()) {
+      logOut.appendChild(document.createTextNode(chunk));
+      return;
+    }
+    const start = before.lastIndexOf("\n") + 1; // the line the chunk continues
+    const end = logText.lastIndexOf("\n") + 1;
+    if (end <= start) return;
+    const shown = filterLines(logText.slice(start, end));
+    hiddenLines += shown.hidden;
+    if (shown.text) logOut.appendChild(document.createTextNode(shown.text));
+    noteHidden();
+  }
+
+  function logMessage(text) {
+    logText = "";
+    hiddenLines = 0;
+    logOut.textContent = text;
+    noteHidden();
   }
 
   function logUrl(follow) {
@@ -458,12 +538,12 @@
     if (!logSelect.value) return;
     const follow = following();
     logFailed = false;
-    logOut.textContent = "Loading the log of " + logSelect.value + "…";
+    logMessage("Loading the log of " + logSelect.value + "…");
     let response;
     try {
       response = await fetch(logUrl(follow), { signal: signal, credentials: "same-origin" });
     } catch (e) {
-      if (!signal.aborted) logOut.textContent = "Could not read the log: " + e.message;
+      if (!signal.aborted) logMessage("Could not read the log: " + e.message);
       logFailed = true;
       return;
     }
@@ -478,17 +558,22 @@
       } catch (e) {
         /* not JSON */
       }
-      logOut.textContent = "Could not read the log: " + message;
+      logMessage("Could not read the log: " + message);
       logFailed = true;
       return;
     }
     if (!follow || !response.body) {
       const text = await response.text();
-      logOut.textContent = text || "(the log is empty so far)";
+      if (!text) {
+        logMessage("(the log is empty so far)");
+      } else {
+        logText = text.length > LOG_LIMIT ? text.slice(-LOG_LIMIT) : text;
+        renderLog();
+      }
       logOut.scrollTop = logOut.scrollHeight;
       return;
     }
-    logOut.textContent = "";
+    logMessage("");
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     try {
@@ -496,15 +581,12 @@
         const chunk = await reader.read();
         if (chunk.done) break;
         const stick = nearBottom();
-        logOut.appendChild(document.createTextNode(decoder.decode(chunk.value, { stream: true })));
-        if (logOut.textContent.length > LOG_LIMIT) {
-          logOut.textContent = logOut.textContent.slice(-LOG_LIMIT / 2);
-        }
+        appendLog(decoder.decode(chunk.value, { stream: true }));
         if (stick) logOut.scrollTop = logOut.scrollHeight;
       }
-      logOut.appendChild(document.createTextNode("\n[the log ended]\n"));
+      appendLog("\n[the log ended]\n");
     } catch (e) {
-      if (!signal.aborted) logOut.appendChild(document.createTextNode("\n[log stream lost: " + e.message + "]\n"));
+      if (!signal.aborted) appendLog("\n[log stream lost: " + e.message + "]\n");
     }
     if (!signal.aborted) setFollow(false);
   }
@@ -527,6 +609,23 @@
   }
 
   if (logSelect && logOut && followButton && logControls) {
+    if (hideInfo) {
+      // Off by default (a log viewer that hides lines unasked misleads); remembered per browser.
+      try {
+        hideInfo.checked = localStorage.getItem(HIDE_INFO_KEY) === "1";
+      } catch (e) {
+        /* storage disabled: the default */
+      }
+      hideInfo.addEventListener("change", function () {
+        try {
+          localStorage.setItem(HIDE_INFO_KEY, hideInfo.checked ? "1" : "0");
+        } catch (e) {
+          /* storage disabled: for this page only */
+        }
+        if (logText) renderLog();
+        else noteHidden();
+      });
+    }
     logSelect.addEventListener("change", loadLog);
     followButton.addEventListener("click", function () {
       setFollow(!following());

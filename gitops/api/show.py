@@ -7,7 +7,24 @@ from typing import Any
 
 from gitops.engine import names, redact
 
-__all__ = ["job_row", "shown_repository"]
+__all__ = ["FINISHED_PHASES", "finished_replicas", "job_row", "shown_repository"]
+
+
+def finished_replicas(tasks: Any) -> str:
+    """READY of a finished job: ready counts say nothing once every pod is gone (`0/4`), so
+    like `kubectl get jobs`' COMPLETIONS it counts the replicas that succeeded out of all
+    (`3/4 succeeded, 1 failed`, from `status.tasks[].replicas[].phase`); `-` when the status
+    lists no replica."""
+    phases = [_dict(r).get("phase") for t in _list(tasks) for r in _list(_dict(t).get("replicas"))]
+    if not phases:
+        return "-"
+    failed = phases.count("Failed")
+    shown = f"{phases.count('Succeeded')}/{len(phases)} succeeded"
+    return f"{shown}, {failed} failed" if failed else shown
+
+
+FINISHED_PHASES = ("Succeeded", "Failed", "Completed")
+"""Phases after which a job has no replica running: READY counts how its replicas ended."""
 
 
 def job_row(job: dict[str, Any]) -> dict[str, Any]:
@@ -27,6 +44,8 @@ def job_row(job: dict[str, Any]) -> dict[str, Any]:
             if _dict(replica).get("phase") == "Running"
         )
         replicas = f"{ready}/{total}"
+    if status.get("phase") in FINISHED_PHASES:
+        replicas = finished_replicas(status.get("tasks"))
     restarts = status.get("backoffCount")
     repository = _dict(meta.get("annotations")).get(names.REPOSITORY_ANNOTATION)
     return {

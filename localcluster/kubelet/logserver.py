@@ -25,18 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
+import aiohttp
 from aiohttp import web
 
 from localcluster.kubelet.logs import LogOptions, parse_log, parse_time, render, select_log
 from localcluster.kubelet.runtime import Runtime
 
 __all__ = ["LogServer", "Routes"]
+
+log = logging.getLogger(__name__)
 
 
 class Routes(Protocol):
@@ -176,6 +180,31 @@ class LogServer:
         resp = web.StreamResponse()
         resp.content_type = "text/plain"
         await resp.prepare(request)
+        try:
+            await self._follow(request, resp, options, (uid, container, inst.attempt), data, body)
+        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+            # The reader left (`kubectl logs -f` stopped, a browser closed a followed log: the
+            # API server then drops our connection): nobody to answer, nothing went wrong.
+            log.debug("log follow of %s/%s/%s ended: the reader left", ns, pod, container)
+            return resp
+        await resp.write_eof()
+        return resp
+
+    async def _follow(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        options: LogOptions,
+        instance: tuple[str, str, int],
+        data: bytes,
+        body: bytes,
+    ) -> None:
+        """Send the log's tail, then what the container writes until it ends or `limit` bytes
+        went out. A reader that left raises ConnectionResetError: at the next write, or, for a
+        quiet log, at the next poll (no write would notice before the container ends)."""
+        uid, container, attempt = instance
+        path = self.runtime.log_path(uid, container, attempt)
+        limit = options.limit_bytes
         await resp.write(body)
         sent = len(body)
         offset = len(data) - len(data.split(b"\n")[-1])  # resume after the last whole line
@@ -191,7 +220,7 @@ class LogServer:
                 sent += len(out)
                 continue
             current = await asyncio.to_thread(self.runtime.instances, uid, container)
-            if not any(i.attempt == inst.attempt and i.running for i in current):
+            if not any(i.attempt == attempt and i.running for i in current):
                 # Finished: send what the shim wrote last, then end.
                 chunk = await asyncio.to_thread(_read, path, offset)
                 out = render(
@@ -200,10 +229,10 @@ class LogServer:
                 if limit is not None:
                     out = out[: limit - sent]
                 await resp.write(out)
-                break
+                return
+            if request.transport is None or request.transport.is_closing():
+                raise ConnectionResetError("the reader closed the connection")
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
-        await resp.write_eof()
-        return resp
 
 
 async def _healthz(request: web.Request) -> web.Response:

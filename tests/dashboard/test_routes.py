@@ -118,6 +118,8 @@ async def test_the_pages_show_git_and_the_cluster_with_commit_messages_and_denia
     assert cell(repo_row, "commit-message").text() == MESSAGE  # as text, not as markup
     assert cell(repo_row, "commit-author").text() == "Ada <ada@example.com>"
     assert cell(repo_row, "last-sync").text().startswith("Failed")
+    # …and where: the denied file at its line, not only "Failed".
+    assert cell(repo_row, "last-sync").one("span", cls="denial-source").text() == "bad.yaml:15"
     assert {b.attrs["data-action"] for b in repo_row.find_all("button")} == {"sync", "refresh"}
     assert repo_row.one("a").attrs["href"] == f"/repositories/{namespace}/jobs"
     job_row = row(front, data_job=f"{namespace}/a")

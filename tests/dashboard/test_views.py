@@ -13,6 +13,7 @@ import yaml
 
 from dashboard import format as fmt
 from dashboard import jobviews, views
+from gitops.api.show import job_row
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dashboard"
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -103,6 +104,23 @@ def test_a_synced_repository_row_shows_the_deployed_commit_and_the_last_sync() -
     assert row["commit_time"] == "1m ago"
     assert (row["last_sync"], row["last_sync_time"]) == ("Succeeded", "1m ago")
     assert row["automated"] is True
+
+
+def test_a_failed_sync_names_the_first_denied_file_and_line_and_counts_the_others() -> None:
+    obj = load("repository-denied.yaml")
+    row = views.repository_row(obj, NOW)
+    assert row["last_sync"] == "Failed"
+    assert row["denials"] is not None
+    assert (row["denials"]["source"], row["denials"]["more"]) == ("bad/too-small.yaml:20", 0)
+    assert row["denials"]["message"].startswith('admission webhook "validate.trainingjobs')
+    denied = obj["status"]["resources"][0]
+    obj["status"]["resources"] += [
+        denied | {"name": "n2", "file": "bad/other.yaml", "line": 3},
+        denied | {"name": "n3", "file": "bad/third.yaml", "line": 7},
+    ]
+    more = views.repository_row(obj, NOW)["denials"]
+    assert (more["source"], more["more"]) == ("bad/too-small.yaml:20", 2)
+    assert views.repository_row(load("repository-synced.yaml"), NOW)["denials"] is None
 
 
 def test_a_repository_never_synced_has_no_commit_and_targets_head() -> None:
@@ -296,6 +314,7 @@ def test_a_comparison_error_is_listed_as_a_condition() -> None:
         {
             "type": "ComparisonError",
             "status": "True",
+            "tone": "failed",
             "reason": "FetchFailed",
             "message": "git fetch: revision nope not found",
             "time": "30m ago",
@@ -356,23 +375,156 @@ def test_a_running_job_shows_its_replicas_by_type_with_phase_and_restarts() -> N
     assert (detail["paused"], detail["finished"]) == (False, False)
 
 
-def test_the_condition_timeline_is_in_time_order() -> None:
+def test_the_condition_timeline_lists_what_became_true_in_time_order() -> None:
     detail = jobviews.job_detail(load("job-running.yaml"), [], [], NOW)
-    assert [(c["type"], c["status"]) for c in detail["conditions"]] == [
-        ("Initialized", "True"),
-        ("Failed", "False"),
-        ("Running", "True"),
+    assert [(c["type"], c["status"], c["tone"]) for c in detail["conditions"]] == [
+        ("Initialized", "True", "neutral"),
+        ("Running", "True", "neutral"),
     ]
-    assert detail["conditions"][2]["time"] == "59m ago"
+    assert detail["conditions"][1]["time"] == "59m ago"
+    # `Failed False` from the start never happened: no step of the timeline, listed muted.
+    assert detail["not_in_effect"] == [
+        {"type": "Failed", "status": "False", "reason": "NotFinished"}
+    ]
 
 
-def test_events_are_newest_first_with_their_counts() -> None:
+def test_the_timeline_orders_by_time_not_by_spelling() -> None:
+    status = {
+        "conditions": [
+            # The same instant spelled with a fraction, and an offset: strings would misorder.
+            {"type": "Completed", "status": "True", "lastTransitionTime": "2026-01-01T11:05:00Z"},
+            {
+                "type": "Running",
+                "status": "True",
+                "lastTransitionTime": "2026-01-01T12:01:00+02:00",
+            },
+            {
+                "type": "Initialized",
+                "status": "True",
+                "lastTransitionTime": "2026-01-01T10:00:00.5Z",
+            },
+        ]
+    }
+    detail = jobviews.job_detail({"status": status}, [], [], NOW)
+    assert [c["type"] for c in detail["conditions"]] == ["Initialized", "Running", "Completed"]
+
+
+CONDITION_TONES = [
+    ("Succeeded", "True", "ok"),
+    ("Completed", "True", "ok"),
+    ("Failed", "True", "failed"),
+    ("ComparisonError", "True", "failed"),
+    ("SyncError", "True", "failed"),
+    ("ReplicaFailure", "True", "warn"),
+    ("Paused", "True", "suspended"),
+    ("Running", "True", "neutral"),
+    ("Created", "True", "neutral"),
+    ("Initialized", "True", "neutral"),
+    ("Succeeded", "False", "muted"),
+    ("Failed", "False", "muted"),
+    ("Failed", "Unknown", "muted"),
+]
+
+
+@pytest.mark.parametrize(("kind", "status", "tone"), CONDITION_TONES)
+def test_a_condition_is_coloured_by_what_it_means_not_by_true(
+    kind: str, status: str, tone: str
+) -> None:
+    assert fmt.condition_tone(kind, status) == tone
+
+
+def test_a_failed_jobs_failed_condition_is_red_on_the_job_page() -> None:
+    detail = jobviews.job_detail(load("job-failed.yaml"), [], [], NOW)
+    assert [(c["type"], c["tone"]) for c in detail["conditions"]] == [("Failed", "failed")]
+
+
+def test_a_comparison_error_on_the_repository_page_is_red_and_a_false_condition_muted() -> None:
+    obj = load("repository-comparison-error.yaml")
+    obj["status"]["conditions"].append(
+        {"type": "SyncError", "status": "False", "lastTransitionTime": "2026-01-01T11:00:00Z"}
+    )
+    detail = views.repository_detail(obj, [], NOW)
+    assert [(c["type"], c["tone"]) for c in detail["conditions"]] == [
+        ("ComparisonError", "failed"),
+        ("SyncError", "muted"),
+    ]
+
+
+def _event(reason: str, **fields: Any) -> dict[str, Any]:
+    return {"type": "Normal", "reason": reason, "message": reason, "count": 1, **fields}
+
+
+def test_events_are_oldest_first_as_kubectl_sorts_them_with_their_counts() -> None:
     detail = jobviews.job_detail(load("job-running.yaml"), [], load("events-mnist.yaml"), NOW)
     assert [(e["reason"], e["count"], e["time"]) for e in detail["events"]] == [
-        ("Restarting", 2, "30m ago"),
         ("SuccessfulCreate", 1, "59m ago"),
+        ("Restarting", 2, "30m ago"),
     ]
-    assert detail["events"][0]["type"] == "Warning"
+    assert detail["events"][1]["type"] == "Warning"
+
+
+def test_events_of_either_api_and_of_the_same_second_come_in_the_order_they_happened() -> None:
+    events = [
+        _event(
+            "Restarting", lastTimestamp="2026-01-01T11:30:00Z", metadata={"resourceVersion": "12"}
+        ),
+        # events.k8s.io/v1 (no lastTimestamp): its series' last observation, else eventTime.
+        _event(
+            "Repeated",
+            eventTime="2026-01-01T11:00:00.000000Z",
+            series={"lastObservedTime": "2026-01-01T11:45:00.000000Z"},
+        ),
+        _event("Scheduled", eventTime="2026-01-01T11:10:00.250000Z"),
+        # The same second: the one stored first (lower resourceVersion) first.
+        _event("Second", lastTimestamp="2026-01-01T11:30:00Z", metadata={"resourceVersion": "13"}),
+        _event("First", firstTimestamp="2026-01-01T11:05:00Z"),
+        _event("Created", lastTimestamp="2026-01-01T12:30:00+02:00"),  # 10:30 UTC
+    ]
+    detail = jobviews.job_detail(load("job-running.yaml"), [], events, NOW)
+    assert [e["reason"] for e in detail["events"]] == [
+        "Created",
+        "First",
+        "Scheduled",
+        "Restarting",
+        "Second",
+        "Repeated",
+    ]
+    assert [e["time"] for e in detail["events"]][-1] == "15m ago"
+
+
+FINISHED_READY = [
+    ("Succeeded", ["Succeeded"] * 4, "4/4 succeeded"),
+    ("Failed", ["Failed", "Deleted", "Succeeded", "Deleted"], "1/4 succeeded, 1 failed"),
+    ("Succeeded", [], "-"),
+]
+
+
+@pytest.mark.parametrize(("phase", "replicas", "shown"), FINISHED_READY)
+def test_a_finished_jobs_ready_counts_what_succeeded_not_the_pods_left(
+    phase: str, replicas: list[str], shown: str
+) -> None:
+    tasks = [
+        {
+            "type": "worker",
+            "replicas": [{"name": f"w-{i}", "phase": p} for i, p in enumerate(replicas)],
+        }
+    ]
+    job = {
+        "kind": "TensorFlowTrainingJob",
+        "metadata": {"namespace": "a", "name": "w"},
+        "status": {"phase": phase, "readyReplicas": "0/4", "tasks": tasks},
+    }
+    assert jobviews.job_detail(job, [], [], NOW)["ready"] == shown
+    # The front page shows the API's row (`/api/v1/jobs`, gitops.api.show.job_row): the same.
+    row = job_row(job)
+    assert row["replicas"] == shown
+    (front,) = views.job_rows([row], NOW)
+    assert front["replicas"] == shown
+
+
+def test_a_running_jobs_ready_is_the_controllers_count() -> None:
+    detail = jobviews.job_detail(load("job-running.yaml"), [], [], NOW)
+    assert detail["ready"] == load("job-running.yaml")["status"]["readyReplicas"]
 
 
 def test_a_failed_job_shows_exit_codes_and_an_exhausted_backoff() -> None:

@@ -242,7 +242,7 @@ async def test_an_unreachable_or_unknown_server_is_one_line_naming_it(tmp_path: 
     assert unreachable.returncode == 1
     assert unreachable.stderr == (
         f"trainops repo: cannot reach the trainops API at {url} (connection refused): start it "
-        "with `trainops up --repo GIT_URL` or pass --server URL\n"
+        "with `trainops up --repo GIT_URL`, or pass --server URL or --kubeconfig FILE\n"
     )
     nothing = await trainops(tmp_path, "get", "jobs", "--data-dir", str(tmp_path / "empty"))
     assert nothing.returncode == 1

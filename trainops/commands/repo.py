@@ -1,10 +1,12 @@
 """`trainops repo list|get|sync|refresh|diff`: JobRepositories through the GitOps HTTP API.
 
 The server is `--server URL`, else `$TRAINOPS_SERVER`, else the address `trainops up` recorded
-in its data directory (`DATA_DIR/api.json`, see `gitops.api.routes.read_address`); the token is
-`--token`, else `$TRAINOPS_TOKEN`, else the one in `api.json` (only for the server named
-there): a token the cluster accepts (the API asks it, TokenReview), whose user's rights decide
-what it may see and do (403 otherwise). `NAME` is `namespace/name` or `name` in `-n/--namespace` (default `default`).
+in its data directory (`DATA_DIR/api.json`, see `gitops.api.routes.read_address`), else — with
+`--kubeconfig`, or when no `up` runs and a kubeconfig is found — the in-cluster install
+(Service `trainops-system/trainops-gitops`) through the API server's service proxy
+(`repo_target`). The token is `--token`, else `$TRAINOPS_TOKEN`, else the one in `api.json`
+(only for the server named there) or the kubeconfig's: a token the cluster accepts (the API
+asks it, TokenReview), whose user's rights decide what it may see and do (403 otherwise). `NAME` is `namespace/name` or `name` in `-n/--namespace` (default `default`).
 
 Output is kubectl's: `list` prints a table (`NAMESPACE NAME SYNC HEALTH REVISION AGE REPO`;
 every namespace unless `-n` is given), `get` a description (source, policy, sync and health, the
@@ -20,6 +22,7 @@ differences, 1 differences, 2 an error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -27,13 +30,16 @@ from typing import Any
 
 from gitops.engine.redact import printable
 from trainops.commands.repo_output import age, describe, print_objects, table
+from trainops.commands.repo_target import Choice, choose
 
 __all__ = ["age", "register", "run", "table"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_DIFF_ERROR = 2
-_START_HINT = "start it with `trainops up --repo GIT_URL` or pass --server URL"
+_START_HINT = (
+    "start it with `trainops up --repo GIT_URL`, or pass --server URL or --kubeconfig FILE"
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -119,6 +125,16 @@ def _common(parser: argparse.ArgumentParser, data_dir: Path, *, suppress: bool) 
         help=f"the data directory of `trainops up` (default: {data_dir})",
     )
     parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        default=default(None),
+        help="reach the API installed in that cluster (Service trainops-system/trainops-gitops) "
+        "through the API server's service proxy, with this kubeconfig's credentials and token "
+        "(also used without it when no `trainops up` runs: $KUBECONFIG, in-cluster, "
+        "~/.kube/config)",
+    )
+    parser.add_argument(
         "-n",
         "--namespace",
         metavar="NS",
@@ -160,35 +176,64 @@ def run(args: argparse.Namespace) -> int:
     command = args.repo_command
     error_code = EXIT_DIFF_ERROR if command == "diff" else EXIT_ERROR
     try:
-        server, token = _server(args)
-        return asyncio.run(_run(args, server, token))
+        choice = _choice(args)
+        if choice.proxy:
+            return asyncio.run(_run_proxied(args, choice))
+        assert choice.server is not None
+        return asyncio.run(_run(args, _normal(choice.server), choice.token))
     except Failure as e:
         print(printable(f"trainops repo: {e}"), file=sys.stderr)
         return error_code
 
 
-def _server(args: argparse.Namespace) -> tuple[str, str | None]:
-    from gitops.api.routes import API_FILE, read_address
+def _choice(args: argparse.Namespace) -> Choice:
+    from gitops.api.routes import read_address
+    from trainops.commands.kubeconnect import default_kubeconfig, server_of
     from trainops.commands.up_args import default_data_dir
 
-    token = args.token or os.environ.get("TRAINOPS_TOKEN") or None
-    server = args.server or os.environ.get("TRAINOPS_SERVER") or None
-    if server is None:
-        data_dir = (args.data_dir or default_data_dir()).expanduser()
-        try:
-            address = read_address(data_dir)
-        except (ValueError, OSError) as e:
+    data_dir = (args.data_dir or default_data_dir()).expanduser()
+    try:
+        address = read_address(data_dir)
+    except (ValueError, OSError) as e:
+        if args.server or os.environ.get("TRAINOPS_SERVER") or args.kubeconfig:
+            address = None
+        else:
             raise Failure(f"cannot read the API address: {e}") from None
-        if address is None:
-            raise Failure(
-                f"no trainops API is running for {data_dir} (no {API_FILE} there): {_START_HINT}"
-            )
-        server = address.url
-        token = token or address.token
+    env_kubeconfig = os.environ.get("KUBECONFIG") or None
+    first = default_kubeconfig()
+    in_use = (
+        args.kubeconfig.expanduser() if args.kubeconfig else (first if env_kubeconfig else None)
+    )
+    beside = None
+    if in_use is not None:
+        with contextlib.suppress(ValueError, OSError):
+            found = read_address(in_use.parent)
+            if found is not None:
+                beside = (in_use.parent, found.url, found.token)
+    home_config = Path.home() / ".kube" / "config"
+    choice = choose(
+        server=args.server or os.environ.get("TRAINOPS_SERVER") or None,
+        token=args.token or os.environ.get("TRAINOPS_TOKEN") or None,
+        kubeconfig=args.kubeconfig.expanduser() if args.kubeconfig else None,
+        data_dir=data_dir,
+        data_dir_given=args.data_dir is not None,
+        local_url=address.url if address else None,
+        local_token=address.token if address else None,
+        env_kubeconfig=env_kubeconfig,
+        env_server=server_of(first) if env_kubeconfig and first else None,
+        local_server=server_of(data_dir / "kubeconfig") if address else None,
+        default_kubeconfig_exists=home_config.exists(),
+        in_cluster=bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
+        beside_kubeconfig=beside,
+    )
+    if isinstance(choice, str):
+        raise Failure(f"{choice}: {_START_HINT}")
+    return choice
+
+
+def _normal(server: str) -> str:
     server = server.strip().rstrip("/")
-    if "://" not in server:
-        server = "http://" + server
-    return server, token
+    return server if "://" in server else "http://" + server
 
 
 async def _run(args: argparse.Namespace, server: str, token: str | None) -> int:
@@ -201,8 +246,12 @@ async def _run(args: argparse.Namespace, server: str, token: str | None) -> int:
     namespace, name = _name(args)
     try:
         async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-            client = _Client(session, server)
-            return await _command(args, client, namespace, name)
+
+            async def send(method: str, path: str, body: Any) -> tuple[int, str]:
+                async with session.request(method, server + path, json=body) as response:
+                    return response.status, await response.text(errors="replace")
+
+            return await _command(args, _Client(send, server), namespace, name)
     except aiohttp.InvalidURL:
         raise Failure(f"invalid server URL {server!r}") from None
     except aiohttp.ClientConnectorError as e:
@@ -215,6 +264,14 @@ async def _run(args: argparse.Namespace, server: str, token: str | None) -> int:
         ) from None
     except aiohttp.ClientError as e:
         raise Failure(f"talking to the trainops API at {server} failed: {e}") from None
+
+
+async def _run_proxied(args: argparse.Namespace, choice: Choice) -> int:
+    from trainops.commands.repo_proxy import proxied_send
+
+    namespace, name = _name(args)
+    async with proxied_send(choice, args.timeout) as (send, where):
+        return await _command(args, _Client(send, where), namespace, name)
 
 
 def _name(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -293,46 +350,46 @@ async def _command(
 
 
 class _Client:
-    def __init__(self, session: Any, server: str) -> None:
-        self.session = session
-        self.base = server + "/api/v1"
+    """The API's routes over `send(method, path, body) -> (status, text)`."""
+
+    def __init__(self, send: Any, server: str) -> None:
+        self.send = send
         self.server = server
 
     async def get(self, path: str, **target: str) -> Any:
-        async with self.session.get(self.base + path) as response:
-            return await self._answer(response, target)
+        status, text = await self.send("GET", "/api/v1" + path, None)
+        return self._answer(status, text, target)
 
     async def delete(self, path: str, **target: str) -> Any:
-        async with self.session.delete(self.base + path) as response:
-            return await self._answer(response, target)
+        status, text = await self.send("DELETE", "/api/v1" + path, None)
+        return self._answer(status, text, target)
 
     async def post(self, path: str, body: dict[str, Any], **target: str) -> Any:
-        async with self.session.post(self.base + path, json=body) as response:
-            return await self._answer(response, target)
+        status, text = await self.send("POST", "/api/v1" + path, body)
+        return self._answer(status, text, target)
 
-    async def _answer(self, response: Any, target: dict[str, str]) -> Any:
-        text = await response.text(errors="replace")
+    def _answer(self, status: int, text: str, target: dict[str, str]) -> Any:
+        import json
+
         try:
-            import json
-
             doc = json.loads(text)
         except ValueError:
             doc = None
-        if response.status < 300 and doc is not None:
+        if status < 300 and doc is not None:
             return doc
         message = doc.get("error") if isinstance(doc, dict) else None
         if not isinstance(message, str) or not message:
-            message = " ".join(text.split())[:200] or response.reason or "no details"
-        if response.status == 404 and target:
+            message = " ".join(text.split())[:200] or "no details"
+        if status == 404 and target:
             raise _NotFound(f"jobrepository {target['namespace']}/{target['name']} not found")
-        if response.status == 401:
+        if status == 401:
             raise Failure(
                 f"the trainops API at {self.server} refused the request ({message}): pass "
                 "--token or set $TRAINOPS_TOKEN"
             )
-        if response.status < 300:
+        if status < 300:
             raise Failure(f"the trainops API at {self.server} answered something not JSON")
-        raise Failure(f"the trainops API at {self.server} answered {response.status}: {message}")
+        raise Failure(f"the trainops API at {self.server} answered {status}: {message}")
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
