@@ -7,7 +7,10 @@ the admission webhook for two minutes, and with `failurePolicy: Fail` every job 
 cluster failed. This module holds a connection to deadlines and caps, the way Go's `net/http`
 server does with `ReadHeaderTimeout` and `IdleTimeout`, plus two caps:
 
-- **TLS handshake**: done within `handshake_timeout` (asyncio's `ssl_handshake_timeout`);
+- **TLS handshake**: done within `handshake_timeout` (the event loop's
+  `ssl_handshake_timeout`). A connection counts against the caps once its handshake is done:
+  the event loop gives the protocol a connection only then, and tells it nothing of one whose
+  handshake fails. Handshakes in progress are bounded by this deadline alone;
 - **request head**: complete within `header_timeout` of the connection being made or of the
   first byte after the previous response — trickling bytes does not extend it;
 - **idle keep-alive**: a connection with no request for `idle_timeout` after its last response
@@ -18,12 +21,14 @@ server does with `ReadHeaderTimeout` and `IdleTimeout`, plus two caps:
 - **in total**: at most `max_connections`.
 
 Slow clients cannot exhaust the caps: a new connection over a cap does not wait for a slot, it
-takes one from a connection that is not being served — the oldest still sending its request head
-first, then the longest idle, then the oldest whose body is still arriving (from the same source
-when the per-source cap is the one reached). Only connections whose request is complete and
-being handled are never taken; when every slot holds one, the new connection is closed at once.
-So a connection the API server makes is accepted while any number of slow ones are open, and
-each slow one is cut at its deadline or when its slot is needed, whichever comes first.
+takes one from a connection that is not being served — one still sending its request head
+first, then an idle one, then one whose body is still arriving; within each, from the source
+holding the most connections, and the oldest of its there (from the new connection's own
+source when the per-source cap is the one reached). So a flood takes slots from itself
+before it takes the few of the API server. Only connections whose request is complete and being
+handled are never taken; when every slot holds one, the new connection is closed at once. So
+a connection the API server makes is accepted while any number of slow ones are open, and each
+slow one is cut at its deadline or when its slot is needed, whichever comes first.
 
 Use, with aiohttp's low-level server or an application's runner:
 
@@ -43,10 +48,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable
+import ssl as ssl_module
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -55,6 +61,7 @@ __all__ = [
     "ConnectionLimits",
     "Phase",
     "pick_victim",
+    "pick_victim_fairly",
     "victim_rank",
 ]
 
@@ -118,6 +125,31 @@ def pick_victim(candidates: Iterable[T], rank: Callable[[T], tuple[int, float] |
     return best
 
 
+def pick_victim_fairly(
+    by_source: Mapping[str, Collection[T]], rank: Callable[[T], tuple[int, float] | None]
+) -> T | None:
+    """Like `pick_victim` over every source's connections, but within a rank's class (head,
+    idle, body) the source holding the most connections gives one up first: a flood from a few
+    addresses loses its own slow connections before the API server's, and keeps losing its
+    own idle ones before the API server's idle ones."""
+    best: T | None = None
+    best_key: tuple[int, int, float] | None = None
+    for candidates in by_source.values():
+        share = len(candidates)
+        for candidate in candidates:
+            r = rank(candidate)
+            if r is None:
+                continue
+            key = (r[0], -share, r[1])
+            if best_key is None or key < best_key:
+                best, best_key = candidate, key
+    return best
+
+
+STRAIN_QUIET = 10.0
+"""Seconds without an eviction or a refusal before the guard logs that the strain is over."""
+
+
 class ConnectionGuard:
     """The limits of one listener, and its open connections."""
 
@@ -125,13 +157,22 @@ class ConnectionGuard:
         self.limits = limits
         self.name = name
         self.stats: dict[str, int] = dict.fromkeys(
-            ("accepted", "refused", "evicted", "cut_head", "cut_idle", "cut_body"), 0
+            (
+                "accepted",
+                "refused",
+                "evicted",
+                "cut_head",
+                "cut_idle",
+                "cut_body",
+            ),
+            0,
         )
         # Open connections by phase, each dict in the order they entered it (oldest first).
         self._by_phase: dict[Phase, dict[_Guarded, None]] = {p: {} for p in Phase}
         self._by_source: dict[str, dict[_Guarded, None]] = {}
         self._by_handler: dict[object, _Guarded] = {}
-        self._strained = False  # refusing or evicting since the last quiet connect
+        self._strain_last = -math.inf  # when a connection was last evicted or refused
+        self._strain_count = 0  # evicted or refused since the strain began
 
     @property
     def open(self) -> int:
@@ -159,11 +200,11 @@ class ConnectionGuard:
         host: str,
         port: int,
         *,
-        ssl: Any = None,
+        ssl: ssl_module.SSLContext | None = None,
         setup_transport: Callable[[asyncio.BaseTransport], None] | None = None,
         backlog: int = 1024,
     ) -> asyncio.Server:
-        """Listen on `host:port` (port 0: any free port) with the TLS handshake deadline."""
+        """Listen on `host:port` (port 0: any free port), with the TLS handshake deadline."""
         loop = asyncio.get_running_loop()
         return await loop.create_server(
             self.protocol_factory(inner, setup_transport=setup_transport),
@@ -204,7 +245,7 @@ class ConnectionGuard:
 
     # --- bookkeeping (called by _Guarded) ---------------------------------------------------
 
-    def _admit(self, conn: _Guarded) -> bool:
+    def _admit(self, conn: _Guarded, now: float) -> bool:
         limits = self.limits
         same_source = self._by_source.get(conn.source, {})
         victim: _Guarded | None = None
@@ -214,41 +255,41 @@ class ConnectionGuard:
             victim = pick_victim(same_source, _Guarded.rank)
         elif self.open >= limits.max_connections:
             full = True
-            victim = self._oldest_evictable()
-        if full and victim is None:
-            self.stats["refused"] += 1
-            self._strain("closing new connections: every slot is serving a request")
-            return False
-        if victim is not None:
+            victim = pick_victim_fairly(self._by_source, _Guarded.rank)
+        if full:
+            self._strain(now, "refusing" if victim is None else "evicting")
+            if victim is None:
+                self.stats["refused"] += 1
+                return False
             self.stats["evicted"] += 1
-            self._strain("giving slots of unserved connections to new ones")
             victim.abort()
-        elif self._strained:
-            self._strained = False
-            log.warning("%s: connections admitted without eviction again", self.name)
+        elif self._strain_count and now - self._strain_last > STRAIN_QUIET:
+            log.warning(
+                "%s: no connection evicted or refused for %gs (%d before)",
+                self.name,
+                STRAIN_QUIET,
+                self._strain_count,
+            )
+            self._strain_count = 0
         self.stats["accepted"] += 1
         self._by_source.setdefault(conn.source, {})[conn] = None
         self._by_handler[conn.inner] = conn
         self._by_phase[conn.phase][conn] = None
         return True
 
-    def _oldest_evictable(self) -> _Guarded | None:
-        for phase in (Phase.HEAD, Phase.IDLE):
-            for conn in self._by_phase[phase]:
-                return conn
-        return pick_victim(self._by_phase[Phase.REQUEST], _Guarded.rank)
-
-    def _strain(self, what: str) -> None:
-        if not self._strained:
-            self._strained = True
+    def _strain(self, now: float, what: str) -> None:
+        if not self._strain_count:
             log.warning(
-                "%s: %d connections open (limit %d, %d per source): %s",
+                "%s: %d connections open (limit %d, %d per source): new ones take the slots "
+                "of connections not being served (first: %s)",
                 self.name,
                 self.open,
                 self.limits.max_connections,
                 self.limits.max_per_source,
                 what,
             )
+        self._strain_count += 1
+        self._strain_last = now
 
     def _move(self, conn: _Guarded, old: Phase, new: Phase) -> None:
         self._by_phase[old].pop(conn, None)
@@ -314,7 +355,7 @@ class _Guarded(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.source = str(peer[0]) if isinstance(peer, tuple) and peer else str(peer or "")
         self.since = asyncio.get_running_loop().time()
-        if not self.guard._admit(self):
+        if not self.guard._admit(self, self.since):
             _abort(transport)
             return
         self.open = self.admitted = True
@@ -339,7 +380,7 @@ class _Guarded(asyncio.Protocol):
         elif self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.admitted:  # (a connection refused at connect never reached aiohttp)
+        if self.admitted:  # (one refused or cut before it was served never reached aiohttp)
             self.inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -430,7 +471,8 @@ class _Guarded(asyncio.Protocol):
 
 
 def _abort(transport: asyncio.BaseTransport) -> None:
-    if isinstance(transport, asyncio.Transport):
-        transport.abort()
+    abort = getattr(transport, "abort", None)  # (uvloop's transports are not asyncio.Transport)
+    if abort is not None:
+        abort()
     else:
         transport.close()

@@ -137,7 +137,7 @@ _MALFORMED = _MalformedRequests()
 
 def _small_tls_reads(transport: asyncio.BaseTransport) -> None:
     set_limits = getattr(transport, "set_read_buffer_limits", None)
-    if set_limits is not None:  # asyncio's TLS transport (Python ≥ 3.11)
+    if set_limits is not None:  # the TLS transports of asyncio (Python ≥ 3.11) and uvloop
         set_limits(high=TLS_READ_HIGH_WATER)
 
 

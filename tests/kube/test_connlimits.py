@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kube.connlimits import ConnectionGuard, ConnectionLimits, Phase, pick_victim, victim_rank
+from kube.connlimits import (
+    ConnectionGuard,
+    ConnectionLimits,
+    Phase,
+    pick_victim,
+    pick_victim_fairly,
+    victim_rank,
+)
 
 # name: (phase, since, body pending, expected rank)
 RANKS: dict[str, tuple[Phase, float, bool, tuple[int, float] | None]] = {
@@ -62,6 +69,46 @@ def test_the_connection_that_gives_up_its_slot(
 ) -> None:
     ranks = {name: victim_rank(phase, since, pending) for name, phase, since, pending in candidates}
     assert pick_victim(ranks, ranks.__getitem__) == taken
+
+
+# name: (connections by source as {source: [(name, phase, since, pending)]}, the one taken)
+FAIR: dict[str, tuple[dict[str, list[tuple[str, Phase, float, bool]]], str | None]] = {
+    "a slow head of the source holding the most, though another's is older": (
+        {
+            "apiserver": [("api-head", Phase.HEAD, 1.0, False)],
+            "flood": [("f1", Phase.HEAD, 5.0, False), ("f2", Phase.HEAD, 6.0, False)],
+        },
+        "f1",
+    ),
+    "a slow head of a small source before an idle one of a large source": (
+        {
+            "apiserver": [("api-head", Phase.HEAD, 9.0, False)],
+            "flood": [("f1", Phase.IDLE, 1.0, False), ("f2", Phase.IDLE, 2.0, False)],
+        },
+        "api-head",
+    ),
+    "the next source when the largest has nothing to give up": (
+        {
+            "busy": [("b1", Phase.REQUEST, 1.0, False), ("b2", Phase.REQUEST, 1.0, False)],
+            "other": [("o1", Phase.IDLE, 9.0, False)],
+        },
+        "o1",
+    ),
+    "nothing anywhere": ({"busy": [("b1", Phase.REQUEST, 1.0, False)]}, None),
+}
+
+
+@pytest.mark.parametrize(("by_source", "taken"), FAIR.values(), ids=list(FAIR))
+def test_a_slot_is_taken_by_class_then_from_the_source_holding_the_most(
+    by_source: dict[str, list[tuple[str, Phase, float, bool]]], taken: str | None
+) -> None:
+    ranks = {
+        name: victim_rank(phase, since, pending)
+        for conns in by_source.values()
+        for name, phase, since, pending in conns
+    }
+    names = {source: [c[0] for c in conns] for source, conns in by_source.items()}
+    assert pick_victim_fairly(names, ranks.__getitem__) == taken
 
 
 def test_limits_refuse_nonsense() -> None:

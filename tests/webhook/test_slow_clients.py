@@ -155,6 +155,41 @@ async def test_one_source_holds_at_most_its_cap_and_its_oldest_slow_connection_g
         await server.close()
 
 
+async def test_a_flood_from_many_sources_takes_slots_from_itself_not_from_the_api_server(
+    cert_dir: Path, client_context: ssl.SSLContext
+) -> None:
+    """The API server's idle keep-alive connections are the oldest; 40 slow ones from four
+    addresses over a cap of 20 evict only flood connections (the sources holding the most)."""
+    server = await _start(cert_dir, ConnectionLimits(max_connections=20, header_timeout=30))
+    connector = aiohttp.TCPConnector(ssl=client_context, local_addr=("127.0.0.1", 0))
+    slows: list[Slow] = []
+    try:
+        async with aiohttp.ClientSession(connector=connector) as session:
+            url = f"https://127.0.0.1:{server.port}/validate"
+
+            async def validate() -> int:
+                async with session.post(url, json=review(example("tensorflow-mnist"))) as resp:
+                    await resp.read()
+                    return resp.status
+
+            assert await asyncio.gather(*(validate() for _ in range(4))) == [200] * 4
+            kept = server.guard.open_from("127.0.0.1")  # kept alive, idle
+            assert kept >= 1
+            for _ in range(10):
+                slows += await asyncio.gather(
+                    *(_slow(server, client_context, f"127.0.0.{i}") for i in range(2, 6))
+                )
+            assert server.guard.open == 20
+            assert server.guard.open_from("127.0.0.1") == kept
+            assert server.guard.stats["evicted"] == kept + 40 - 20
+            for _ in range(4):  # on the connections kept: no slot taken from anyone
+                assert await validate() == 200
+            assert server.guard.stats["evicted"] == kept + 40 - 20
+    finally:
+        _close(slows)
+        await server.close()
+
+
 async def _tls(server: RunningServer, ctx: ssl.SSLContext):
     return await asyncio.open_connection(
         "127.0.0.1", server.port, ssl=ctx, server_hostname="localhost"
