@@ -23,7 +23,7 @@ server does with `ReadHeaderTimeout` and `IdleTimeout`, plus two caps:
 Slow clients cannot exhaust the caps: a new connection over a cap does not wait for a slot, it
 takes one from a connection that is not being served — one still sending its request head
 first, then an idle one, then one whose body is still arriving; within each, from the source
-holding the most connections, and the oldest of its there (from the new connection's own
+holding the most connections, and the oldest of its there (of bodies, the newest) (from the new connection's own
 source when the per-source cap is the one reached). So a flood takes slots from itself
 before it takes the few of the API server. Only connections whose request is complete and being
 handled are never taken; when every slot holds one, the new connection is closed at once. So
@@ -105,13 +105,16 @@ class Phase(StrEnum):
 
 def victim_rank(phase: Phase, since: float, body_pending: bool) -> tuple[int, float] | None:
     """How readily a connection gives up its slot to a new one (lower first), or None when it
-    must keep it: a request head not yet complete, then idle, then a body still arriving; ties
-    go to the one in that state longest (`since`, when it entered it)."""
+    must keep it: a request head not yet complete, then idle — each the one in that state
+    longest first (`since`, when it entered it) — then a body still arriving, the *newest*
+    first: a body may wait unread for its turn (the webhook's lanes), and taking the oldest
+    would let a burst of large requests from one client cut each other off before any
+    finished; a trickled body is cut at its own deadline anyway."""
     if phase is Phase.HEAD:
         return (0, since)
     if phase is Phase.IDLE:
         return (1, since)
-    return (2, since) if body_pending else None
+    return (2, -since) if body_pending else None
 
 
 def pick_victim(candidates: Iterable[T], rank: Callable[[T], tuple[int, float] | None]) -> T | None:

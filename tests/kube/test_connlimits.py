@@ -25,7 +25,7 @@ from kube.connlimits import (
 RANKS: dict[str, tuple[Phase, float, bool, tuple[int, float] | None]] = {
     "request head not complete": (Phase.HEAD, 5.0, False, (0, 5.0)),
     "idle after a response": (Phase.IDLE, 3.0, False, (1, 3.0)),
-    "body still arriving": (Phase.REQUEST, 1.0, True, (2, 1.0)),
+    "body still arriving (the newest first)": (Phase.REQUEST, 1.0, True, (2, -1.0)),
     "request complete, being handled": (Phase.REQUEST, 1.0, False, None),
 }
 
@@ -55,6 +55,10 @@ VICTIMS: dict[str, tuple[list[tuple[str, Phase, float, bool]], str | None]] = {
     "a body still arriving rather than nothing": (
         [("busy", Phase.REQUEST, 1.0, False), ("body", Phase.REQUEST, 4.0, True)],
         "body",
+    ),
+    "the newest of two bodies still arriving": (
+        [("older", Phase.REQUEST, 1.0, True), ("newer", Phase.REQUEST, 4.0, True)],
+        "newer",
     ),
     "every one being served: none": (
         [("a", Phase.REQUEST, 1.0, False), ("b", Phase.REQUEST, 2.0, False)],
