@@ -22,13 +22,14 @@ server does with `ReadHeaderTimeout` and `IdleTimeout`, plus two caps:
 
 Slow clients cannot exhaust the caps: a new connection over a cap does not wait for a slot, it
 takes one from a connection that is not being served — one still sending its request head
-first, then an idle one, then one whose body is still arriving; within each, from the source
-holding the most connections, and the oldest of its there (of bodies, the newest) (from the new connection's own
-source when the per-source cap is the one reached). So a flood takes slots from itself
-before it takes the few of the API server. Only connections whose request is complete and being
-handled are never taken; when every slot holds one, the new connection is closed at once. So
-a connection the API server makes is accepted while any number of slow ones are open, and each
-slow one is cut at its deadline or when its slot is needed, whichever comes first.
+first, then an idle one, then one whose body is still arriving (`victim_rank`). Within each
+class it takes from the source holding the most connections (`pick_victim_fairly`; from the new
+connection's own source when the per-source cap is the one reached), the oldest there (of
+bodies, the newest). So a flood takes slots from itself before it takes the few of the API
+server. Only connections whose request is complete and being handled are never taken; when
+every slot holds one, the new connection is closed at once. So a connection the API server
+makes is accepted while any number of slow ones are open, and each slow one is cut at its
+deadline or when its slot is needed, whichever comes first.
 
 Use, with aiohttp's low-level server or an application's runner:
 
@@ -39,8 +40,8 @@ Use, with aiohttp's low-level server or an application's runner:
 The request hook (`wrap_handler` or `middleware`) tells the guard when a request's head is
 complete and when its handler returned; without it every connection would be cut at its header
 deadline. aiohttp's own keep-alive timer should be longer than ours (`keepalive_backstop`).
-`ConnectionGuard.stats` counts what happened, for metrics and tests. The choice of the
-connection to give up (`victim_rank`) is a pure function.
+`ConnectionGuard.stats` counts what happened (for metrics and tests); `open`, `open_from` and
+`in_phase` say what is open now.
 """
 
 from __future__ import annotations
@@ -160,15 +161,7 @@ class ConnectionGuard:
         self.limits = limits
         self.name = name
         self.stats: dict[str, int] = dict.fromkeys(
-            (
-                "accepted",
-                "refused",
-                "evicted",
-                "cut_head",
-                "cut_idle",
-                "cut_body",
-            ),
-            0,
+            ("accepted", "refused", "evicted", "cut_head", "cut_idle", "cut_body"), 0
         )
         # Open connections by phase, each dict in the order they entered it (oldest first).
         self._by_phase: dict[Phase, dict[_Guarded, None]] = {p: {} for p in Phase}
