@@ -180,6 +180,9 @@ class ConnectionGuard:
     def in_phase(self, phase: Phase) -> int:
         return len(self._by_phase[phase])
 
+    def open_by_phase(self) -> dict[str, int]:
+        return {phase.value: len(conns) for phase, conns in self._by_phase.items()}
+
     def protocol_factory(
         self,
         inner: Callable[[], asyncio.Protocol],

@@ -28,7 +28,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from kube.connlimits import ConnectionGuard, ConnectionLimits
-from webhook.app import Readiness, Settings, create_app, dispatcher
+from webhook.app import METRICS, Readiness, Settings, create_app, dispatcher
 from webhook.tls import ReloadingTLS
 
 __all__ = ["Companion", "RunningServer", "ServerConfig", "run", "serve", "start"]
@@ -147,6 +147,7 @@ async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> 
     logging.getLogger("aiohttp.server").addFilter(_MALFORMED)  # (once: a set of filters)
     app = create_app(config.settings, tls=tls, readiness=readiness)
     guard = ConnectionGuard(config.limits, name="webhook")
+    app[METRICS].connections(guard.open_by_phase, lambda: dict(guard.stats))
     runner = _DirectRunner(
         app,
         guard,

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kube.connlimits import ConnectionLimits, Phase
 from tests.webhook.reviews import example, review
-from webhook.app import Settings
+from webhook.app import METRICS, Settings
 from webhook.server import RunningServer, ServerConfig, start
 
 SLOWLORIS = b"POST /validate HTTP/1.1\r\nHost: x\r\n"  # the reproduction: a head cut short
@@ -150,6 +152,16 @@ async def test_one_source_holds_at_most_its_cap_and_its_oldest_slow_connection_g
         assert [s.closed_after is None for s in slows] == [False] * 3 + [True] * 5
         assert all(s.closed_after is None for s in others)  # another source is not touched
         assert server.guard.stats["evicted"] == 3
+        exposed = {
+            (sample.name, tuple(sample.labels.values())): sample.value
+            for family in text_string_to_metric_families(
+                generate_latest(server.app[METRICS].registry).decode()
+            )
+            for sample in family.samples
+        }
+        assert exposed[("trainops_webhook_connections", ("head",))] == 10
+        assert exposed[("trainops_webhook_connection_events_total", ("evicted",))] == 3
+        assert exposed[("trainops_webhook_connection_events_total", ("accepted",))] == 13
     finally:
         _close(slows + others)
         await server.close()
