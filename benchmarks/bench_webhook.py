@@ -18,7 +18,7 @@ Results with the machine they ran on go in docs/WEBHOOK.md ("Performance").
 
 measures instead (no wrk needed) what a flood of large reviews does to a normal one: one
 client sends a normal /validate review at a time while `--flood-conns` connections each send
-UPDATE reviews carrying two 1.5 MiB objects back to back; it prints the normal review's p50,
+UPDATE reviews carrying two 1.5 MiB objects back to back (from 127.0.0.2); it prints the normal review's p50,
 p99 and max latency without and with the flood, the flood's answers by status, and the
 webhook's largest resident memory (sampled every 100 ms). Results: docs/PERFORMANCE.md.
 """
@@ -273,7 +273,9 @@ def flood_worker(spec: str) -> int:
                 codes[0] = codes.get(0, 0) + 1
 
     async def run() -> None:
-        connector = aiohttp.TCPConnector(ssl=ctx, limit=0)
+        # From another address than the normal reviews: the webhook caps connections per
+        # source (50) and gives a source over it the slots of its own idle ones.
+        connector = aiohttp.TCPConnector(ssl=ctx, limit=0, local_addr=("127.0.0.2", 0))
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
             until = time.monotonic() + float(duration)

@@ -10,9 +10,18 @@ within `renew_deadline` stops its work and raises `LeaderLost` (it must assume s
 holds the Lease by now); on cancellation (clean shutdown) it releases the Lease — clears the
 holder — so a standby takes over at once instead of waiting out the lease.
 
-Defaults are controller-runtime's: 15 s duration, 10 s renew deadline, 2 s retry period. Expiry
-is judged on the wall clock against the holder's renewTime, so candidates' clocks are assumed
-to agree to well within the lease duration.
+Defaults are controller-runtime's: 15 s duration, 10 s renew deadline, 2 s retry period.
+
+Expiry is judged as client-go judges it: by how long *this process* has observed the Lease
+unchanged, on its own monotonic clock — never by comparing the holder's `renewTime`, written
+from another machine's wall clock, with ours. Each read is folded into an `Observation`
+(`observe`: the record — resourceVersion, holder, renewTime — and the monotonic instant it was
+first seen); `decide` says, from that and `now`, whether to renew, take over or wait. A holder
+renewing changes the record, so its Lease stays valid however its clock is set; a holder that
+stopped renewing is taken over `leaseDurationSeconds` after the last change this process saw,
+even when its renewTime lies hours in the future. The price, as in client-go: a candidate that
+starts next to a long-dead holder waits one lease duration before taking over.
+`renewTime` and `acquireTime` are still written (wall clock) for people and tools to read.
 """
 
 from __future__ import annotations
@@ -24,7 +33,9 @@ import os
 import random
 import secrets
 import socket
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
@@ -34,11 +45,15 @@ from kube.errors import AlreadyExists, Conflict, NotFound
 from kube.resources import LEASES
 
 __all__ = [
+    "Decision",
     "LeaderElector",
     "LeaderLost",
+    "Observation",
     "current_holder",
+    "decide",
     "format_micro_time",
     "lead",
+    "observe",
     "parse_time",
 ]
 
@@ -48,6 +63,61 @@ _log = logging.getLogger(__name__)
 
 class LeaderLost(Exception):
     """The Lease could not be renewed within the renew deadline, or another holder has it."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What this process last saw of a Lease and when it first saw it (monotonic seconds)."""
+
+    record: tuple[str, str, str]  # (resourceVersion, holderIdentity, renewTime)
+    since: float
+
+
+class Decision(Enum):
+    RENEW = "renew"  # we hold it: write a new renewTime
+    ACQUIRE = "acquire"  # nobody holds it, or the holder has not renewed for a lease duration
+    WAIT = "wait"  # another holds it and has renewed within a lease duration (as observed)
+
+
+def observe(previous: Observation | None, lease: dict[str, Any], now: float) -> Observation:
+    """`previous` if `lease` is unchanged since, else a new observation starting at `now`."""
+    meta: dict[str, Any] = lease.get("metadata") or {}
+    spec: dict[str, Any] = lease.get("spec") or {}
+    record = (
+        str(meta.get("resourceVersion") or ""),
+        str(spec.get("holderIdentity") or ""),
+        str(spec.get("renewTime") or ""),
+    )
+    if previous is not None and previous.record == record:
+        return previous
+    return Observation(record, now)
+
+
+def decide(
+    observed: Observation,
+    lease: dict[str, Any],
+    *,
+    identity: str,
+    now: float,
+    default_duration: float,
+) -> Decision:
+    """What a candidate `identity` should do about `lease` at monotonic `now`, given when it
+    first saw the Lease as it is (`observed`, from `observe`). The Lease's renewTime plays no
+    part: it comes from another machine's clock. A Lease without a usable
+    leaseDurationSeconds counts as lasting `default_duration` (the candidate's own)."""
+    spec: dict[str, Any] = lease.get("spec") or {}
+    holder = str(spec.get("holderIdentity") or "")
+    if holder == identity:
+        return Decision.RENEW
+    if not holder:
+        return Decision.ACQUIRE
+    try:
+        duration = float(spec.get("leaseDurationSeconds") or 0)
+    except (TypeError, ValueError):
+        duration = 0.0
+    if not duration > 0 or not math.isfinite(duration):
+        duration = default_duration
+    return Decision.ACQUIRE if now >= observed.since + duration else Decision.WAIT
 
 
 class _Attempt(Enum):
@@ -71,7 +141,11 @@ class LeaderElector:
         retry_period: float = 2.0,
         release_on_cancel: bool = True,
         logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        """`clock` (monotonic seconds) judges expiry; `wall_clock` only dates the renewTime
+        and acquireTime written for readers (tests skew it)."""
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("need retry_period < renew_deadline < lease_duration")
         self.client = client
@@ -83,6 +157,9 @@ class LeaderElector:
         self.retry_period = retry_period
         self.release_on_cancel = release_on_cancel
         self.observed_holder = ""
+        self.observation: Observation | None = None
+        self._clock = clock
+        self._wall_clock = wall_clock
         self._log = logger or _log
         self._leader = False
 
@@ -168,10 +245,11 @@ class LeaderElector:
                 )
 
     async def _try_acquire_or_renew(self) -> _Attempt:
-        now = datetime.now(UTC)
+        now = self._wall_clock()
         try:
             lease = await self.client.get(LEASES, self.name, self.namespace)
         except NotFound:
+            self.observation = None
             body = {
                 "apiVersion": LEASES.api_version,
                 "kind": LEASES.kind,
@@ -179,24 +257,33 @@ class LeaderElector:
                 "spec": self._spec(now, acquire=True, transitions=0),
             }
             try:
-                await self.client.create(LEASES, body)
+                created = await self.client.create(LEASES, body)
             except (AlreadyExists, Conflict):
                 return _Attempt.FAILED
+            self.observation = observe(None, created, self._clock())
             return _Attempt.HELD
         spec: dict[str, Any] = lease.get("spec") or {}
-        holder = str(spec.get("holderIdentity") or "")
-        self.observed_holder = holder
-        if holder and holder != self.identity and not _expired(spec, now):
+        self.observed_holder = str(spec.get("holderIdentity") or "")
+        self.observation = observe(self.observation, lease, self._clock())
+        decision = decide(
+            self.observation,
+            lease,
+            identity=self.identity,
+            now=self._clock(),
+            default_duration=self.lease_duration,
+        )
+        if decision is Decision.WAIT:
             return _Attempt.TAKEN
         transitions = int(spec.get("leaseTransitions") or 0)
-        if holder == self.identity:
+        if decision is Decision.RENEW:
             new_spec = {**spec, **self._spec(now, acquire=False, transitions=transitions)}
         else:
             new_spec = {**spec, **self._spec(now, acquire=True, transitions=transitions + 1)}
         try:
-            await self.client.replace(LEASES, {**lease, "spec": new_spec})
+            written = await self.client.replace(LEASES, {**lease, "spec": new_spec})
         except (Conflict, NotFound):
             return _Attempt.FAILED
+        self.observation = observe(self.observation, written, self._clock())
         self.observed_holder = self.identity
         return _Attempt.HELD
 
@@ -219,7 +306,7 @@ class LeaderElector:
                 spec = dict(lease.get("spec") or {})
                 if spec.get("holderIdentity") != self.identity:
                     return
-                now = format_micro_time(datetime.now(UTC))
+                now = format_micro_time(self._wall_clock())
                 spec.update(
                     holderIdentity="", leaseDurationSeconds=1, renewTime=now, acquireTime=now
                 )
@@ -247,7 +334,11 @@ def parse_time(value: str) -> datetime | None:
 
 def current_holder(lease: dict[str, Any] | None, now: datetime) -> str:
     """Who holds `lease` at `now`: its holderIdentity, or "" when there is no Lease, no holder
-    (released) or the holder let it expire (anyone may take it over)."""
+    (released) or the holder let it expire (anyone may take it over).
+
+    A one-look estimate for messages (`trainops up` naming another install before it starts a
+    controller): it compares renewTime with the wall clock `now`. Leader election never uses
+    it; `decide` judges expiry by observation."""
     spec: dict[str, Any] = (lease or {}).get("spec") or {}
     holder = str(spec.get("holderIdentity") or "")
     return "" if not holder or _expired(spec, now) else holder

@@ -24,12 +24,12 @@ Limits (documented in docs/WEBHOOK.md):
   KiB default), and a body is held only by the handler reading it (`_buffered`, `_collect`),
   never cached on the request object a keep-alive connection keeps until its next request; what a
   connection still costs (TLS buffers) is bounded by `webhook.server`'s connection limit;
-- body read: `body_timeout` seconds after the headers arrived — a client trickling its body
-  gets 408 and the connection is closed;
+- body read: `body_timeout` seconds (5) after the headers arrived (for a large body: after it
+  got its lane) — a client trickling its body gets 408 and the connection is closed;
 - after a refused body (408, 413) the rest of it is read and dropped for at most
   `linger_timeout` seconds, so the client can read the answer, then the connection is closed;
-- headers: a connection that has not delivered complete headers within `idle_timeout` seconds of
-  opening (or of its previous response) is closed by aiohttp's keep-alive timer.
+- connections (TLS handshake, request head and idle deadlines, caps per source and in total)
+  are held to `kube.connlimits` by the server (`webhook.server.ServerConfig.limits`).
 """
 
 from __future__ import annotations
@@ -79,8 +79,7 @@ class Settings:
     large_body_bytes: int = 256 * KiB
     large_concurrency: int = 2
     lane_timeout: float = 5.0
-    body_timeout: float = 10.0
-    idle_timeout: float = 120.0
+    body_timeout: float = 5.0
     linger_timeout: float = 2.0
     # Repeat the CRD schema check in /validate (see `admission.validate`); off because the API
     # server has always applied the schema before it calls a validating webhook.

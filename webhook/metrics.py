@@ -31,6 +31,8 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 _REQUESTS = "trainops_webhook_requests"
 _LATENCY = "trainops_webhook_request_duration_seconds"
 _EXPIRY = "trainops_webhook_certificate_expiry_seconds"
+_CONNECTIONS = "trainops_webhook_connections"
+_CONNECTION_EVENTS = "trainops_webhook_connection_events"
 
 
 class _Latency:
@@ -44,7 +46,8 @@ class _Latency:
 
 
 class Metrics(Collector):
-    """Requests by endpoint/kind/operation/verdict, latency by endpoint, certificate expiry.
+    """Requests by endpoint/kind/operation/verdict, latency by endpoint, connections,
+    certificate expiry.
 
     A registry of its own per instance (one per app), so tests and several apps in one process
     never share numbers.
@@ -55,6 +58,8 @@ class Metrics(Collector):
         self._requests: dict[tuple[str, str, str, str], int] = {}
         self._latency: dict[str, _Latency] = {}
         self._expiry: Callable[[], float] | None = None
+        self._connections: tuple[Callable[[], dict[str, int]], Callable[[], dict[str, int]]]
+        self._connections = (dict, dict)
         self.registry.register(self)
 
     def count(self, endpoint: str, kind: str, operation: str, verdict: str) -> None:
@@ -72,6 +77,13 @@ class Metrics(Collector):
     def certificate_expiry(self, seconds_left: Callable[[], float]) -> None:
         """Report `seconds_left()` (read at every scrape) as the certificate expiry gauge."""
         self._expiry = seconds_left
+
+    def connections(
+        self, open_by_phase: Callable[[], dict[str, int]], events: Callable[[], dict[str, int]]
+    ) -> None:
+        """Report the listener's open connections by phase and its connection events
+        (accepted, refused, evicted, cut_*), both read at every scrape."""
+        self._connections = (open_by_phase, events)
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
@@ -94,6 +106,23 @@ class Metrics(Collector):
                 buckets.append((floatToGoString(bound), cumulative))
             latency.add_metric((endpoint,), buckets, series.total)
         yield latency
+        open_by_phase, events = self._connections
+        gauge = GaugeMetricFamily(
+            _CONNECTIONS,
+            "Open connections by phase: head (request head not complete), idle, request.",
+            labels=("phase",),
+        )
+        for phase, value in sorted(open_by_phase().items()):
+            gauge.add_metric((phase,), value)
+        yield gauge
+        counter = CounterMetricFamily(
+            _CONNECTION_EVENTS,
+            "Connections accepted, refused, evicted for a newer one, or cut at a deadline.",
+            labels=("event",),
+        )
+        for event, value in sorted(events().items()):
+            counter.add_metric((event,), value)
+        yield counter
         if self._expiry is not None:
             yield GaugeMetricFamily(
                 _EXPIRY,

@@ -3,9 +3,10 @@
 `start()` returns a handle to a running server (tests use it with port 0 and read the bound
 port); `serve()` runs one until SIGTERM/SIGINT; `run()` is the blocking entry point for the CLI.
 
-The listener is created with `loop.create_server` rather than an aiohttp site so the TLS
-handshake gets its own deadline (`handshake_timeout`): a client that opens a TCP connection and
-never finishes the handshake is dropped instead of holding a slot.
+The listener is created by `kube.connlimits.ConnectionGuard.listen` rather than an aiohttp
+site: the guard holds every connection to deadlines (TLS handshake, request head, idle
+keep-alive) and to caps per source address and in total that slow clients cannot exhaust
+(`ServerConfig.limits`, docs/WEBHOOK.md "Bad input and limits").
 
 The companion (the in-cluster certificate manager, when `--manage-certs` is on) is wired in by
 the CLI: `prepare()` runs before the listener starts (it writes the first certificate files),
@@ -26,7 +27,8 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from webhook.app import Readiness, Settings, create_app, dispatcher
+from kube.connlimits import ConnectionGuard, ConnectionLimits
+from webhook.app import METRICS, Readiness, Settings, create_app, dispatcher
 from webhook.tls import ReloadingTLS
 
 __all__ = ["Companion", "RunningServer", "ServerConfig", "run", "serve", "start"]
@@ -41,15 +43,14 @@ class ServerConfig:
     port: int = 8443
     settings: Settings = field(default_factory=Settings)
     reload_interval: float = 1.0
-    handshake_timeout: float = 10.0
     shutdown_timeout: float = 10.0
     shutdown_delay: float = 5.0
-    # Open connections at most; one over it is closed as it connects. Each costs up to ~1.1
+    # Deadlines and connection caps. `max_connections` (100): each connection costs up to ~1.1
     # MiB while a large body is on its way — asyncio's TLS layer alone allocates a 256 KiB
-    # read buffer per connection and reads 256 KiB at a time (docs/PERFORMANCE.md) — so
-    # 100 keep a flood of large reviews under deploy/'s 256 Mi with the ~50 MiB the process
-    # needs idle. The API server is the only client; 2 replicas take 200 reviews at once.
-    max_connections: int = 100
+    # read buffer per connection and reads 256 KiB at a time (docs/PERFORMANCE.md) — so 100
+    # keep a flood of large reviews under deploy/'s 256 Mi with the ~50 MiB the process needs
+    # idle; a connection over a cap takes the slot of one not being served (kube.connlimits).
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
     @property
     def cert_file(self) -> Path:
@@ -74,6 +75,7 @@ class RunningServer:
     runner: web.AppRunner
     server: asyncio.Server
     tls: ReloadingTLS
+    guard: ConnectionGuard
 
     @property
     def port(self) -> int:
@@ -100,15 +102,18 @@ client."""
 class _DirectRunner(web.AppRunner):
     """The application's lifecycle (startup, cleanup contexts, graceful shutdown), with its
     routes served by `webhook.app.dispatcher` on aiohttp's low-level `web.Server` instead of
-    through the application's router and request factory (~5 µs less per request)."""
+    through the application's router and request factory (~5 µs less per request), each
+    request reported to the connection guard."""
 
-    def __init__(self, app: web.Application, **kwargs: Any) -> None:
+    def __init__(self, app: web.Application, guard: ConnectionGuard, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
+        self._guard = guard
         self._server_options = {k: v for k, v in kwargs.items() if k != "shutdown_timeout"}
 
     async def _make_server(self) -> web.Server:
         await super()._make_server()  # starts the application; its own handler is not used
-        return web.Server(dispatcher(self.app), **self._server_options)
+        handler = self._guard.wrap_handler(dispatcher(self.app))
+        return web.Server(handler, **self._server_options)
 
 
 class _MalformedRequests(logging.Filter):
@@ -130,66 +135,10 @@ class _MalformedRequests(logging.Filter):
 _MALFORMED = _MalformedRequests()
 
 
-class _Connections:
-    """How many connections are open, against `ServerConfig.max_connections`."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.open = 0
-        self.refused = 0  # since the last time one was accepted (logged once per spell)
-
-
-class _SmallTLSReads(asyncio.Protocol):
-    """aiohttp's connection handler, with the TLS transport's read limit set as it connects,
-    and the connection closed at once when `max_connections` are already open."""
-
-    __slots__ = ("connections", "counted", "inner")
-
-    def __init__(self, inner: asyncio.Protocol, connections: _Connections) -> None:
-        self.inner = inner
-        self.connections = connections
-        self.counted = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if self.connections.open >= self.connections.limit:
-            if not self.connections.refused:
-                log.warning(
-                    "%d connections open (the limit): closing new ones until one closes",
-                    self.connections.open,
-                )
-            self.connections.refused += 1
-            if isinstance(transport, asyncio.Transport):
-                transport.abort()
-            else:
-                transport.close()
-            return
-        if self.connections.refused:
-            log.warning("accepting connections again (%d closed)", self.connections.refused)
-            self.connections.refused = 0
-        self.connections.open += 1
-        self.counted = True
-        set_limits = getattr(transport, "set_read_buffer_limits", None)
-        if set_limits is not None:  # asyncio's TLS transport (Python ≥ 3.11)
-            set_limits(high=TLS_READ_HIGH_WATER)
-        self.inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        self.inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self.inner.eof_received()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.counted:
-            return
-        self.connections.open -= 1
-        self.inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
+def _small_tls_reads(transport: asyncio.BaseTransport) -> None:
+    set_limits = getattr(transport, "set_read_buffer_limits", None)
+    if set_limits is not None:  # the TLS transports of asyncio (Python ≥ 3.11) and uvloop
+        set_limits(high=TLS_READ_HIGH_WATER)
 
 
 async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> RunningServer:
@@ -197,9 +146,12 @@ async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> 
     tls = ReloadingTLS(config.cert_file, config.key_file, interval=config.reload_interval)
     logging.getLogger("aiohttp.server").addFilter(_MALFORMED)  # (once: a set of filters)
     app = create_app(config.settings, tls=tls, readiness=readiness)
+    guard = ConnectionGuard(config.limits, name="webhook")
+    app[METRICS].connections(guard.open_by_phase, lambda: dict(guard.stats))
     runner = _DirectRunner(
         app,
-        keepalive_timeout=config.settings.idle_timeout,
+        guard,
+        keepalive_timeout=config.limits.keepalive_backstop,
         lingering_time=config.settings.linger_timeout,
         shutdown_timeout=config.shutdown_timeout,
         access_log=None,
@@ -207,23 +159,18 @@ async def start(config: ServerConfig, *, readiness: Readiness | None = None) -> 
     )
     await runner.setup()
     assert runner.server is not None
-    loop = asyncio.get_running_loop()
     try:
-        handler_factory = runner.server
-        connections = _Connections(config.max_connections)
-        server = await loop.create_server(
-            lambda: _SmallTLSReads(handler_factory(), connections),
+        server = await guard.listen(
+            runner.server,
             config.host,
             config.port,
             ssl=tls.context,
-            ssl_handshake_timeout=config.handshake_timeout,
-            reuse_address=True,
-            backlog=1024,
+            setup_transport=_small_tls_reads,
         )
     except BaseException:
         await runner.cleanup()
         raise
-    return RunningServer(app, runner, server, tls)
+    return RunningServer(app, runner, server, tls, guard)
 
 
 async def serve(config: ServerConfig, *, companion: Companion | None = None) -> None:

@@ -8,6 +8,7 @@ import contextlib
 import re
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -150,6 +151,51 @@ async def test_work_that_returns_releases_the_lease(client: Client, namespace: s
     assert await a.run(work) == "done"
     lease = await _lease(client, namespace)
     assert lease["spec"]["holderIdentity"] in ("", None)
+
+
+def _skewed(minutes: float) -> Callable[[], datetime]:
+    return lambda: datetime.now(UTC) + timedelta(minutes=minutes)
+
+
+async def test_candidates_whose_clocks_differ_by_minutes_never_both_lead(
+    client: Client, namespace: str
+) -> None:
+    """Expiry is judged by observation, not by renewTime against the local clock: a candidate
+    ten minutes ahead does not take over from a live holder ten minutes behind (whose renewTime
+    looks 20 minutes old to it), and a candidate ten minutes behind does take over from a dead
+    holder ten minutes ahead (whose renewTime looks 20 minutes in the future)."""
+    load = Workload()
+    slow = _elector(client, namespace, "slow", release_on_cancel=False, wall_clock=_skewed(-10))
+    fast = _elector(client, namespace, "fast", release_on_cancel=False, wall_clock=_skewed(10))
+    late = _elector(client, namespace, "late", wall_clock=_skewed(-10))
+    tasks = {"slow": asyncio.create_task(slow.run(load.work("slow")))}
+    try:
+        await aeventually(lambda: load.running == {"slow"})
+        tasks["fast"] = asyncio.create_task(fast.run(load.work("fast")))
+        # Three lease durations, each with several of fast's reads: slow renews, fast waits.
+        await asyncio.wait(tasks.values(), timeout=3.0)
+        assert load.running == {"slow"} and load.most_at_once == 1
+        assert not any(t.done() for t in tasks.values())
+
+        died = time.monotonic()
+        await _stop(tasks["slow"])  # no release: fast must wait out the lease
+        await aeventually(lambda: load.running == {"fast"}, timeout=5)
+        assert load.started["fast"] - died >= 0.5
+
+        tasks["late"] = asyncio.create_task(late.run(load.work("late")))
+        await asyncio.wait(tasks.values(), timeout=1.5)
+        assert load.running == {"fast"}
+        died = time.monotonic()
+        await _stop(tasks["fast"])
+        await aeventually(lambda: load.running == {"late"}, timeout=5)
+        assert load.started["late"] - died >= 0.5
+        assert load.most_at_once == 1
+        lease = await _lease(client, namespace)
+        assert lease["spec"]["holderIdentity"] == "late"
+        assert lease["spec"]["renewTime"] < datetime.now(UTC).strftime("%Y-%m-%dT%H:%M")
+    finally:
+        for task in tasks.values():
+            await _stop(task)
 
 
 def test_the_timings_must_nest() -> None:

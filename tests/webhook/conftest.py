@@ -22,6 +22,7 @@ _ON_BOTH_LOOPS = {
     "test_admission_over_tls.py",
     "test_bad_input.py",
     "test_large_reviews.py",
+    "test_slow_clients.py",
 }
 
 
@@ -78,7 +79,7 @@ class Webhook:
             return resp.status, await resp.text()
 
 
-SETTINGS = Settings(body_timeout=1.0, idle_timeout=5.0)
+SETTINGS = Settings(body_timeout=1.0)
 
 
 @pytest.fixture

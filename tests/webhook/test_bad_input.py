@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kube.connlimits import ConnectionLimits
 from tests.webhook.conftest import Webhook
 from tests.webhook.reviews import example, review
 from webhook.app import METRICS, Settings
@@ -150,14 +151,13 @@ async def test_routes_answer_as_a_router_would_another_path_404_head_like_get(
 
 # --- slow clients -------------------------------------------------------------------------
 
-SLOW = Settings(body_timeout=0.3, idle_timeout=0.5, linger_timeout=0.3)
+SLOW = Settings(body_timeout=0.3, linger_timeout=0.3)
+STRICT = ConnectionLimits(handshake_timeout=0.5, header_timeout=0.5, idle_timeout=0.5)
 
 
 @pytest.fixture
 async def strict_server(cert_dir: Path) -> AsyncIterator[RunningServer]:
-    config = ServerConfig(
-        cert_dir=cert_dir, host="127.0.0.1", port=0, settings=SLOW, handshake_timeout=0.5
-    )
+    config = ServerConfig(cert_dir=cert_dir, host="127.0.0.1", port=0, settings=SLOW, limits=STRICT)
     server = await start(config)
     yield server
     await server.close()

@@ -45,11 +45,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="largest request body accepted; larger gets 413 (default 3 MiB + 256 KiB envelope)",
     )
-    parser.add_argument(
+    limits = parser.add_argument_group(
+        "connection limits (docs/WEBHOOK.md: a connection over a cap takes the slot of one "
+        "not being served)"
+    )
+    limits.add_argument(
         "--max-connections",
         type=int,
         default=100,
-        help="open connections at most; more are closed as they connect (default 100)",
+        help="open connections at most (default %(default)s)",
+    )
+    limits.add_argument(
+        "--max-connections-per-source",
+        type=int,
+        default=50,
+        help="open connections from one peer address at most (default %(default)s)",
+    )
+    limits.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=5.0,
+        help="seconds to finish the TLS handshake (default %(default)g)",
+    )
+    limits.add_argument(
+        "--header-timeout",
+        type=float,
+        default=5.0,
+        help="seconds to send a complete request head, from connecting or from the first "
+        "byte after a response (default %(default)g)",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=120.0,
+        help="seconds a keep-alive connection may wait for its next request (default "
+        "%(default)g: longer than the API server's 90 s, so it closes idle ones first)",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=float,
+        default=5.0,
+        help="seconds to send a request body after its head; 408 after (default %(default)g)",
     )
     parser.add_argument(
         "--large-concurrency",
@@ -111,11 +147,25 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from kube.connlimits import ConnectionLimits
     from webhook.app import Settings
     from webhook.server import Companion, ServerConfig
     from webhook.server import run as run_server
 
     defaults = Settings()
+    try:
+        limits = ConnectionLimits(
+            max_connections=args.max_connections,
+            max_per_source=args.max_connections_per_source,
+            handshake_timeout=args.handshake_timeout,
+            header_timeout=args.header_timeout,
+            idle_timeout=args.idle_timeout,
+        )
+        if not args.body_timeout > 0:
+            raise ValueError("timeouts must be positive numbers of seconds")
+    except ValueError as exc:
+        print(f"trainops webhook: {exc}", file=sys.stderr)
+        return 2
 
     config = ServerConfig(
         cert_dir=args.cert_dir,
@@ -124,10 +174,11 @@ def run(args: argparse.Namespace) -> int:
         settings=Settings(
             max_body_bytes=args.max_body_bytes or defaults.max_body_bytes,
             large_concurrency=max(1, args.large_concurrency or defaults.large_concurrency),
+            body_timeout=args.body_timeout,
             check_schema=args.check_schema,
         ),
         shutdown_delay=args.shutdown_delay,
-        max_connections=max(1, args.max_connections),
+        limits=limits,
     )
     companion: Companion | None = None
     if args.manage_certs:
