@@ -108,6 +108,7 @@ from gitops.api.stream import end_streams, stream
 from gitops.runtime.hub import Hub, UnknownRepository
 from gitops.source.pushhooks import PushError, parse_push
 from kube import resources
+from kube.connlimits import ConnectionGuard, ConnectionLimits
 
 __all__ = [
     "ACCESS",
@@ -211,11 +212,27 @@ def create_app(
     return app
 
 
+API_LIMITS = ConnectionLimits(
+    max_connections=512, max_per_source=256, header_timeout=10.0, idle_timeout=120.0
+)
+"""The API's and dashboard's connections (`kube.connlimits`): a request head must arrive within
+10 s and an idle keep-alive connection goes after 120 s, so slow clients cannot hold the slots;
+a connection over a cap takes the slot of one not being served. Open event streams and log
+follows count against the caps but are never cut (bounded by `max_streams`). The per-source cap
+is high: behind an Ingress every user comes from the proxy's address."""
+
+
 async def serve(
-    app: web.Application, host: str, port: int, *, shutdown_timeout: float = 5.0
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    shutdown_timeout: float = 5.0,
+    limits: ConnectionLimits = API_LIMITS,
 ) -> tuple[web.AppRunner, int]:
-    """Listen on `host:port` (0: a free port); the runner (stop it with `runner.cleanup()`)
-    and the port. A non-loopback `host` needs an app built with `allow_remote_writes`."""
+    """Listen on `host:port` (0: a free port), every connection held to `limits`; the runner
+    (stop it with `runner.cleanup()`) and the port. A non-loopback `host` needs an app built
+    with `allow_remote_writes`."""
     if not is_loopback(host) and not app[SETTINGS].allow_remote_writes:
         raise ValueError(
             f"the API would listen on {host or 'every interface'}, beyond loopback: that needs "
@@ -226,10 +243,17 @@ async def serve(
             "the push webhook on %s has no secret: anyone who reaches it may trigger refreshes",
             host or "every interface",
         )
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
+    guard = ConnectionGuard(limits, name="gitops-api")
+    app.middlewares.append(guard.middleware)
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        shutdown_timeout=shutdown_timeout,
+        keepalive_timeout=limits.keepalive_backstop,
+    )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = _GuardedSite(runner, guard, host, port)
         await site.start()
     except BaseException:
         await runner.cleanup()
@@ -240,6 +264,24 @@ async def serve(
             actual = int(address[1])
             break
     return runner, actual
+
+
+class _GuardedSite(web.BaseSite):
+    """A TCP site whose listener is `ConnectionGuard.listen`'s, so the runner stops it."""
+
+    def __init__(self, runner: web.AppRunner, guard: ConnectionGuard, host: str, port: int) -> None:
+        super().__init__(runner)
+        self._guard, self._host, self._port = guard, host, port
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self._server = await self._guard.listen(server, self._host, self._port)
 
 
 # --- middlewares ---------------------------------------------------------------------------------
