@@ -39,6 +39,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import policies
+from controller import attempts as at
 from controller import tensorboard as tb
 from controller.actions import REPLICA, Action, Event, Plan
 from controller.lifecycle import (
@@ -60,9 +61,15 @@ from controller.restarts import (
     annotated_count,
     decide,
     disruption,
-    exit_code,
+    in_place,
+    in_place_decision,
+    last_exit,
+    observed_count,
+    pod_restart_policy,
     restart_wait,
+    waiting_restart,
     wants_restart,
+    will_restart,
 )
 from controller.spec import JobView, ReplicaId, view
 from controller.status import aggregate, fmt_time, get_condition, pod_ready, replica_entry
@@ -90,7 +97,8 @@ class _Replica:
     rid: ReplicaId
     pod: dict[str, Any] | None
     service: dict[str, Any] | None
-    count: int  # S, after raising it to the pod's annotation
+    known: int  # S raised to the pod's annotation A: the count before this round's observation
+    count: int  # S raised to A + K, K the kubelet's restarts in the pod (`observed_count`)
 
     @property
     def terminating(self) -> bool:
@@ -133,14 +141,19 @@ class _Round:
         for rid in job.replicas():
             pod = pods_by.get(rid.name)
             old_count = self.old_entries.get(rid.name, {}).get("restartCount")
-            count = old_count if isinstance(old_count, int) else 0
+            known = old_count if isinstance(old_count, int) else 0
+            count = known
             if pod is not None:
-                count = max(count, annotated_count(pod))
-            self.replicas.append(_Replica(rid, pod, self.services_by.get(rid.name), count))
+                known = max(known, annotated_count(pod))
+                count = max(known, observed_count(pod))
+            self.replicas.append(_Replica(rid, pod, self.services_by.get(rid.name), known, count))
         self.actions: list[Action] = []
         self.events: list[Event] = []
         self.phases: dict[str, str] = {}
         self.decisions: dict[str, Decision] = {}
+        # Replicas whose pod is stopped for good: the backoff limit is used up (in place).
+        self.stopped: set[str] = {n for n, e in self.old_entries.items() if e.get("stopped")}
+        self.kept: dict[str, dict[int, dict[str, str]]] = {}  # logs kept this round
         self.waits: list[float] = []  # seconds left of the crash-loop delays being waited
         self.start: str = self.old.get("startTime") or self.now_s
         self.requeue_after: float | None = None
@@ -151,7 +164,14 @@ class _Round:
         return next((r for r in self.replicas if self.job.is_master(r.rid)), None)
 
     def _exit(self, r: _Replica) -> int | None:
-        return exit_code(r.pod, self.job.kind.main_container) if r.pod else None
+        """The main container's last exit code (from the old status once the pod is gone)."""
+        if r.pod is not None:
+            term = last_exit(r.pod, self.job.kind.main_container) or {}
+            code = term.get("exitCode")
+            return code if isinstance(code, int) else None
+        runs = self.old_entries.get(r.rid.name, {}).get("attempts") or [{}]
+        code = runs[-1].get("exitCode") if isinstance(runs[-1], dict) else None
+        return code if isinstance(code, int) else None
 
     def _describe_exit(self, r: _Replica) -> str:
         code = self._exit(r)
@@ -173,21 +193,44 @@ class _Round:
     def _restarts(self) -> Outcome | None:
         """Decide every terminated replica's restart; the master's failure may end the job."""
         limit = self.job.backoff_limit
-        budget = Budget(limit, sum(r.count for r in self.replicas))
+        budget = Budget(limit, sum(r.known for r in self.replicas))
         master = self._master()
         order = sorted(self.replicas, key=lambda r: r is not master)
         outcome: Outcome | None = None
         main = self.job.kind.main_container
         for r in order:
             phase = r.pod_phase
-            if not r.live or phase not in FINISHED or r.pod is None:
+            if (
+                not r.live
+                or r.pod is None
+                or r.rid.name in self.stopped
+                or self.decisions.get(r.rid.name) is Decision.DISRUPTED
+            ):
+                budget.used += r.count - r.known  # restarts seen: they happened
                 continue
-            if self.decisions.get(r.rid.name) is Decision.DISRUPTED:
+            pod_policy = in_place(r.pod)
+            if phase not in FINISHED:
+                if pod_policy is None:
+                    continue
+                ended = waiting_restart(r.pod, main)
+                found = in_place_decision(pod_policy, ended, r.count - r.known, budget)
+                if found is None:
+                    continue
+                self.decisions[r.rid.name] = found
+                if found is Decision.STOP:
+                    self.stopped.add(r.rid.name)
+                    if r is master:
+                        text = (
+                            f"pod {r.rid.name} failed with {self._describe_exit(r)} and the "
+                            f"backoff limit ({limit}) is used up"
+                        )
+                        outcome = Outcome("Failed", "BackoffLimitExceeded", f"master {text}")
                 continue
+            budget.used += r.count - r.known
             policy = self._policy(r)
             want = wants_restart(policy, phase, self._exit(r), is_master=r is master)
             wait = restart_wait(r.pod, main, r.count, self.now) if want else 0.0
-            decision = decide(want, r.count, annotated_count(r.pod), budget, wait)
+            decision = decide(want, r.count, observed_count(r.pod), budget, wait)
             self.decisions[r.rid.name] = decision
             if decision is Decision.COUNT:
                 r.count += 1
@@ -235,6 +278,9 @@ class _Round:
         main = self.job.kind.main_container
         out = []
         for r in self.replicas:
+            if r.rid.name in self.stopped:
+                out.append(f"pod {r.rid.name} failed with {self._describe_exit(r)}")
+                continue
             if r.pod is None or disruption(r.pod) is not None:
                 continue
             if finished:
@@ -269,9 +315,49 @@ class _Round:
 
     # --- actions --------------------------------------------------------------------------
 
-    def _delete_pod(self, r: _Replica, reason: str) -> None:
+    def _delete_pod(self, r: _Replica, reason: str, *, keep: bool = False) -> None:
+        """Delete the replica's pod; `keep`: keep the log of its last ended run first."""
         uid = ((r.pod or {}).get("metadata") or {}).get("uid")
-        self.actions.append(Action("delete", "Pod", r.rid.name, uid=uid, reason=reason))
+        kept = self._keep(r, latest=True) if keep else None
+        self.actions.append(
+            Action("delete", "Pod", r.rid.name, uid=uid, reason=reason, keep_log=kept)
+        )
+
+    def _keep(self, r: _Replica, *, latest: bool) -> at.LogKeep | None:
+        """The keep of the pod's latest ended run (`latest`), else of the run `--previous`
+        reads if it is not kept yet; the status notes it (`self.kept`)."""
+        runs = at.ended_runs(r.pod or {}, self.job.kind.main_container)
+        if not latest:
+            runs = [run for run in runs if run[2]]
+        if not runs:
+            return None
+        n, _, previous = runs[-1]
+        old = self.old_entries.get(r.rid.name, {}).get("attempts") or []
+        if not latest and any(
+            isinstance(e, dict) and e.get("attempt") == n and e.get("keptLog") for e in old
+        ):
+            return None
+        action, changes = at.keep(
+            self.job.name,
+            len(self.replicas),
+            old,
+            r.rid.name,
+            self.job.kind.main_container,
+            n,
+            previous,
+        )
+        self.kept.setdefault(r.rid.name, {}).update(changes)
+        return action
+
+    def _new_pod_policy(self, r: _Replica) -> str:
+        limit = self.job.backoff_limit
+        left = None if limit is None else max(0, limit - sum(x.count for x in self.replicas))
+        return pod_restart_policy(
+            self._policy(r),
+            is_master=r is self._master(),
+            debugging=self.job.debugging,
+            budget_left=left,
+        )
 
     def _delete_service(self, r: _Replica, reason: str) -> None:
         svc = r.service
@@ -290,21 +376,46 @@ class _Round:
                 if r.live:
                     self._delete_pod(r, "pause")
                 self.phases[name] = "Deleted"
+            elif name in self.stopped:  # the backoff limit is used up: never again
+                if r.live:
+                    stop = self.decisions.get(name) is Decision.STOP
+                    self._delete_pod(r, "backoff limit used up", keep=stop)
+                self.phases[name] = "Failed"
             elif r.pod is None:
-                body = pod_body(self.job, r.rid, restart_count=r.count, mode=mode)
+                policy = self._new_pod_policy(r)
+                body = pod_body(
+                    self.job, r.rid, restart_count=r.count, mode=mode, restart_policy=policy
+                )
                 self.actions.append(Action("create", "Pod", name, body=body, reason=REPLICA))
                 self.phases[name] = "Creating"
             else:
                 decision = self.decisions.get(name)
                 if decision in (Decision.COUNT, Decision.ALREADY_COUNTED):
-                    self._delete_pod(r, "restart")
+                    self._delete_pod(r, "restart", keep=True)
                 elif decision is Decision.DISRUPTED:
-                    self._delete_pod(r, "disrupted")
+                    self._delete_pod(r, "disrupted", keep=True)
+                elif decision is Decision.IN_PLACE:
+                    kept = self._keep(r, latest=False)
+                    if kept is not None:
+                        self.actions.append(
+                            Action("keep", "Pod", name, reason="restarted in place", keep_log=kept)
+                        )
                 self.phases[name] = r.pod_phase or "Pending"
 
     def _act_finished(self, policy: str) -> None:
+        main = self.job.kind.main_container
         for r in self.replicas:
             delete_pod, delete_service = clean_up(policy, r.pod_phase if r.live else None)
+            if r.live and r.pod is not None and in_place(r.pod):
+                # A finished job restarts nothing: a pod the kubelet would restart is stopped.
+                run = waiting_restart(r.pod, main)
+                if r.rid.name in self.stopped or will_restart(in_place(r.pod), run):
+                    self.stopped.add(r.rid.name)
+                    self._delete_pod(r, "the job has ended", keep=True)
+                    if delete_service:
+                        self._delete_service(r, f"cleanUpPolicy {policy}")
+                    self.phases[r.rid.name] = "Failed"
+                    continue
             if r.live and delete_pod:
                 self._delete_pod(r, f"cleanUpPolicy {policy}")
             if delete_service:
@@ -317,6 +428,8 @@ class _Round:
 
     def _ended(self, r: _Replica) -> str | None:
         """Succeeded/Failed if the replica had ended on its own before clean-up removed it."""
+        if r.rid.name in self.stopped:
+            return "Failed"
         if r.pod is not None:
             return ended_on_its_own(r.pod, self.job.kind.main_container)
         old = self.old_entries.get(r.rid.name, {}).get("phase")
@@ -394,16 +507,7 @@ class _Round:
         tasks = []
         for t in self.job.types:
             mine = [r for r in self.replicas if r.rid.type == t.type]
-            entries = [
-                replica_entry(
-                    r.rid.name,
-                    self.phases[r.rid.name],
-                    r.count,
-                    r.pod,
-                    self.old_entries.get(r.rid.name),
-                )
-                for r in mine
-            ]
+            entries = [self._entry(r) for r in mine]
             restarts = sum(r.count for r in mine)
             tasks.append({"type": t.type, "restartCount": restarts, "replicas": entries})
         ready = sum(
@@ -430,6 +534,22 @@ class _Round:
             status["observedGeneration"] = generation
         return status
 
+    def _entry(self, r: _Replica) -> dict[str, Any]:
+        name = r.rid.name
+        old = self.old_entries.get(name)
+        entry = replica_entry(name, self.phases[name], r.count, r.pod, old)
+        runs = at.attempts(
+            (old or {}).get("attempts"),
+            r.pod,
+            self.job.kind.main_container,
+            self.kept.get(name),
+        )
+        if runs:
+            entry["attempts"] = runs
+        if name in self.stopped:
+            entry["stopped"] = "BackoffLimitExceeded"
+        return entry
+
     def _newly_seen(self, r: _Replica, phase: str) -> bool:
         """Whether the old status did not yet show this very pod in `phase` (event once)."""
         old = self.old_entries.get(r.rid.name) or {}
@@ -451,7 +571,19 @@ class _Round:
         budget = "no backoffLimit" if limit is None else f"backoffLimit {limit}"
         for r in self.replicas:
             decision = self.decisions.get(r.rid.name)
-            if decision is Decision.COUNT:
+            if decision is Decision.IN_PLACE:
+                text = (
+                    f"pod {r.rid.name} was restarted in place after {self._describe_exit(r)} "
+                    f"(restartPolicy {self._policy(r)}, {budget})"
+                )
+                self.events.append(Event("Warning", "ReplicaRestart", text))
+            elif decision is Decision.STOP:
+                text = (
+                    f"stopping pod {r.rid.name} after {self._describe_exit(r)}: the backoff "
+                    f"limit ({limit}) is used up"
+                )
+                self.events.append(Event("Warning", "BackoffLimitExceeded", text))
+            elif decision is Decision.COUNT:
                 # Stable per replica and exit: the recorder folds repeats into one Event's
                 # count (the counts themselves are in the status).
                 text = (

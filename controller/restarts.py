@@ -52,6 +52,23 @@ For a terminated pod that should restart: S > A means the restart was counted an
 controller stopped before deleting the pod → delete it, count nothing; otherwise count it
 (S+1, backoff+1) if the budget allows, and delete it. A pod observed with A > S (a status
 lost or rolled back) raises S to A, so a count is never lost.
+
+In place (`pod_restart_policy`, `in_place_decision`): a replica whose policy is `OnFailure` or
+`Always` gets a pod with that `restartPolicy` (the master's `Always` becomes `OnFailure`: its
+success ends the job), so the kubelet restarts its containers in the pod and keeps the previous
+attempt's log (`kubectl logs --previous`), as Kubeflow's training-operator does. ExitCode must
+look at the exit code before restarting, and Never and debug mode restart nothing: those pods
+are `Never` and the controller recreates them. A pod is also `Never` when the budget is used up
+at its creation (the kubelet's first restart is immediate: the controller could not stop it).
+The replica's count is then A + K, K = the sum of its containers' `restartCount` (what
+`kubectl get pods` shows as RESTARTS), raised into S every round. The budget still holds: a
+kubelet restart observed since the last round (A + K above S) takes a unit; a main container
+that ended and will be restarted by the kubelet (terminated, or waiting with a
+`lastState.terminated`) reserves one (master first). When no unit is left the pod is stopped
+(deleted, after the controller kept its log): the replica failed for good (the master's
+failure fails the job). The kubelet may have restarted a container before the controller saw
+the budget used up (its first restart is immediate; another replica used the last unit
+meanwhile): that restart is counted — the counts agree with the pods — and the pod is stopped.
 """
 
 from __future__ import annotations
@@ -75,8 +92,16 @@ __all__ = [
     "disruption",
     "ended_at",
     "exit_code",
+    "in_place",
+    "in_place_decision",
+    "kubelet_restarts",
+    "last_exit",
+    "observed_count",
+    "pod_restart_policy",
     "restart_wait",
+    "waiting_restart",
     "wants_restart",
+    "will_restart",
 ]
 
 CRASH_LOOP_BASE = 1.0
@@ -92,6 +117,9 @@ class Decision(Enum):
     EXHAUSTED = "exhausted"  # wanted, but the backoff limit is used up
     WAIT = "wait"  # wanted and within budget, but its crash-loop delay has not passed
     DISRUPTED = "disrupted"  # ended by its environment: delete and recreate, count nothing
+    IN_PLACE = "in-place"  # the kubelet restarted it in its pod, within budget: counted
+    RESTARTING = "restarting"  # ended, the kubelet will restart it: a unit of budget held
+    STOP = "stop"  # in place, but no budget left: delete the pod, the replica failed for good
 
 
 @dataclass
@@ -116,6 +144,89 @@ def exit_code(pod: dict[str, Any], container: str) -> int | None:
             code = term.get("exitCode") if isinstance(term, dict) else None
             return code if isinstance(code, int) else None
     return None
+
+
+def _main_status(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if isinstance(cs, dict) and cs.get("name") == container:
+            return cs
+    return {}
+
+
+def last_exit(pod: dict[str, Any], container: str) -> dict[str, Any] | None:
+    """The main container's last ended run: `state.terminated`, else `lastState.terminated`."""
+    cs = _main_status(pod, container)
+    for key in ("state", "lastState"):
+        term = (cs.get(key) or {}).get("terminated")
+        if isinstance(term, dict):
+            return term
+    return None
+
+
+def waiting_restart(pod: dict[str, Any], container: str) -> dict[str, Any] | None:
+    """The ended run of a main container that is not running now (terminated, or waiting with
+    a `lastState.terminated`: CrashLoopBackOff), in a pod that has not ended; else None."""
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    state = _main_status(pod, container).get("state") or {}
+    if "running" in state:
+        return None
+    return last_exit(pod, container)
+
+
+def in_place(pod: dict[str, Any]) -> str | None:
+    """The pod's own `restartPolicy` when the kubelet restarts it (OnFailure, Always)."""
+    policy = (pod.get("spec") or {}).get("restartPolicy")
+    return policy if policy in ("OnFailure", "Always") else None
+
+
+def kubelet_restarts(pod: dict[str, Any]) -> int:
+    """K: the restarts the kubelet made in this pod (its containers' `restartCount`)."""
+    total = 0
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        count = cs.get("restartCount") if isinstance(cs, dict) else None
+        if isinstance(count, int) and count > 0:
+            total += count
+    return total
+
+
+def observed_count(pod: dict[str, Any]) -> int:
+    """A + K: the replica's restarts as this pod shows them."""
+    return annotated_count(pod) + kubelet_restarts(pod)
+
+
+def pod_restart_policy(
+    policy: str, *, is_master: bool, debugging: bool, budget_left: int | None
+) -> str:
+    """The `restartPolicy` of a new replica pod (module docstring, "In place")."""
+    if debugging or policy not in ("OnFailure", "Always") or budget_left == 0:
+        return "Never"
+    return "Always" if policy == "Always" and not is_master else "OnFailure"
+
+
+def in_place_decision(
+    pod_policy: str, ended: dict[str, Any] | None, new_restarts: int, budget: Budget
+) -> Decision | None:
+    """The decision for a live, not ended pod the kubelet restarts (`pod_policy`).
+
+    `ended`: the main container's ended run awaiting a restart (`waiting_restart`);
+    `new_restarts`: kubelet restarts since the count in status. None: nothing to decide.
+    """
+    over = False
+    for _ in range(max(new_restarts, 0)):
+        over = not budget.take() or over
+    if over:
+        return Decision.STOP
+    if will_restart(pod_policy, ended):
+        return Decision.RESTARTING if budget.take() else Decision.STOP
+    return Decision.IN_PLACE if new_restarts > 0 else None
+
+
+def will_restart(pod_policy: str | None, ended: dict[str, Any] | None) -> bool:
+    """Whether the kubelet restarts a main container whose run `ended` under `pod_policy`."""
+    if ended is None or pod_policy not in ("OnFailure", "Always"):
+        return False
+    return pod_policy == "Always" or ended.get("exitCode") != 0
 
 
 def annotated_count(pod: dict[str, Any]) -> int:
