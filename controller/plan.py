@@ -349,6 +349,18 @@ class _Round:
         self.kept.setdefault(r.rid.name, {}).update(changes)
         return action
 
+    def _keep_previous(self) -> None:
+        """Keep the run `--previous` reads of every pod restarted in place, once: the kubelet
+        drops it at the next restart (a pod deleted this round kept its own run already)."""
+        handled = {a.name for a in self.actions if a.kind == "Pod" and a.verb == "delete"}
+        for r in self.replicas:
+            if r.pod is None or r.rid.name in handled or not in_place(r.pod):
+                continue
+            kept = self._keep(r, latest=False)
+            if kept is not None:
+                action = Action("keep", "Pod", r.rid.name, reason="previous run", keep_log=kept)
+                self.actions.append(action)
+
     def _new_pod_policy(self, r: _Replica) -> str:
         limit = self.job.backoff_limit
         left = None if limit is None else max(0, limit - sum(x.count for x in self.replicas))
@@ -394,12 +406,6 @@ class _Round:
                     self._delete_pod(r, "restart", keep=True)
                 elif decision is Decision.DISRUPTED:
                     self._delete_pod(r, "disrupted", keep=True)
-                elif decision is Decision.IN_PLACE:
-                    kept = self._keep(r, latest=False)
-                    if kept is not None:
-                        self.actions.append(
-                            Action("keep", "Pod", name, reason="restarted in place", keep_log=kept)
-                        )
                 self.phases[name] = r.pod_phase or "Pending"
 
     def _act_finished(self, policy: str) -> None:
@@ -486,6 +492,7 @@ class _Round:
                 r.service is None for r in self.replicas
             )
             conditions = keep_failed_create(conditions, old_conditions, creating=creating)
+        self._keep_previous()
         status = self._status(conditions, phase, outcome, finished_before)
         self._events(status, outcome)
         tb_status, tb_actions, tb_events = tb.plan_tensorboard(

@@ -357,7 +357,9 @@ class Kubelet:
     def _last_terminated(self, uid: str, container: str) -> str | None:
         """The containerID in the last reported `lastState.terminated` of `container`."""
         w = self.workers.get(uid)
-        status = (w.reported or w.pod.get("status") or {}) if w is not None else {}
+        status: dict[str, Any] = {}
+        if w is not None:
+            status = w.reported or (w.pod or {}).get("status") or {}
         for key in ("containerStatuses", "initContainerStatuses"):
             for cs in status.get(key) or []:
                 if isinstance(cs, dict) and cs.get("name") == container:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from controller import attempts as at
+from controller.plan import Plan
 from controller.restarts import pod_restart_policy
 from tests.plan.builders import (
     World,
@@ -72,11 +73,13 @@ def test_the_plan_creates_pods_with_the_replicas_restart_policy() -> None:
     assert _bodies(debugging)[W0]["spec"]["restartPolicy"] == "Never"
 
 
-def _fail_in_place(world: World, name: str, code: int) -> None:
+def _fail_in_place(world: World, name: str, code: int) -> Plan:
+    """The run ends, the controller sees it waiting for the kubelet, the kubelet restarts it."""
     world.crash(name, code)
-    world.step()  # sees it waiting: holds a unit of budget
+    waiting = world.step()  # holds a unit of budget; keeps the run's log
     world.tick(10)
     world.restart_in_place(name)
+    return waiting
 
 
 def test_a_worker_that_fails_twice_then_succeeds_keeps_its_pod_and_every_attempt() -> None:
@@ -85,10 +88,11 @@ def test_a_worker_that_fails_twice_then_succeeds_keeps_its_pod_and_every_attempt
     uid = world.pods[W0]["metadata"]["uid"]
     keeps = []
     for code in (3, 4):
-        _fail_in_place(world, W0, code)
+        waiting = _fail_in_place(world, W0, code)
+        assert verbs(waiting) == [("keep", "Pod", W0)]  # no delete, no create
+        keeps.append(waiting.actions[0].keep_log)
         result = world.step()
-        assert verbs(result) == [("keep", "Pod", W0)]  # no delete, no create
-        keeps.append(result.actions[0].keep_log)
+        assert verbs(result) == []  # kept already
         assert [e.reason for e in result.events] == ["ReplicaRestart"]
         assert f"pod {W0} was restarted in place after exit code {code}" in result.events[0].message
         entry = replica_status(result.status, W0)
@@ -146,7 +150,8 @@ def test_the_shared_budget_stops_the_non_master_and_never_recreates_it() -> None
     world.crash(W1, 1)
     world.crash(W0, 1)  # both wait for the kubelet; one unit: the master's
     result = world.step()
-    assert [(a.verb, a.name) for a in result.actions if a.kind == "Pod"] == [("delete", W1)]
+    pods = sorted((a.verb, a.name) for a in result.actions if a.kind == "Pod")
+    assert pods == [("delete", W1), ("keep", W0)]  # worker-0's log kept, its pod left to restart
     assert [e.reason for e in result.events][:1] == ["BackoffLimitExceeded"]
     entry = replica_status(result.status, W1)
     assert (entry["phase"], entry["stopped"]) == ("Failed", "BackoffLimitExceeded")
@@ -176,9 +181,9 @@ def test_a_kubelet_restart_beyond_the_budget_is_counted_and_stops_the_pod() -> N
     world.crash(W1, 1)
     world.restart_in_place(W1)  # both restarted before the controller looked
     result = world.step()
-    assert [(a.verb, a.name) for a in result.actions if a.kind == "Pod"] == [
-        ("keep", W0),
+    assert sorted((a.verb, a.name) for a in result.actions if a.kind == "Pod") == [
         ("delete", W1),
+        ("keep", W0),
     ]
     assert result.status["backoffCount"] == 2  # what the pods show, over the limit of 1
     assert replica_status(result.status, W1)["stopped"] == "BackoffLimitExceeded"
