@@ -1,5 +1,6 @@
 """Attempts under `trainops up`: replicas restarted in place by the node's kubelet, each failed
-run's log readable, and one restart count everywhere.
+run's log readable, and one restart count everywhere; an ExitCode replica, whose pod the
+controller recreates, has its failed run's log kept by the controller.
 
 The kubelet is the process kubelet (on the reference tier it joins the real kube-apiserver as
 a node), with the kubelet's own CrashLoopBackOff: the first restart at once, the next after
@@ -22,7 +23,14 @@ from tests.up.conftest import eventually
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _apply(kubectl: Kubectl, tmp_path: Path, name: str, script: str, limit: int) -> None:
+def _apply(
+    kubectl: Kubectl,
+    tmp_path: Path,
+    name: str,
+    script: str,
+    limit: int,
+    policy: str = "OnFailure",
+) -> None:
     job = {
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "TensorFlowTrainingJob",
@@ -32,7 +40,7 @@ def _apply(kubectl: Kubectl, tmp_path: Path, name: str, script: str, limit: int)
             "replicaSpecs": [
                 {
                     "type": "worker",
-                    "restartPolicy": "OnFailure",
+                    "restartPolicy": policy,
                     "template": {
                         "spec": {
                             "containers": [
@@ -147,3 +155,33 @@ def test_a_worker_that_always_fails_ends_failed_after_exactly_backoff_limit_rest
     assert runs.read_text().count("run") == 3
     kept = eventually(lambda: (k := _kept(kubectl, "doomed")) and len(k) == 3 and k, timeout=10)
     assert kept == {f"worker-0.{n}.log": f"run {n + 1}\n" for n in range(3)}
+
+
+def test_an_exit_code_replica_is_recreated_and_its_killed_runs_log_is_kept(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    marker = tmp_path / "killed-once"
+    script = (
+        f'if [ -e {marker} ]; then echo "second run"; exit 0; fi; touch {marker}; '
+        'echo "first run"; sleep 1; echo "killed"; exit 137'
+    )
+    _apply(kubectl, tmp_path, "recreated", script, limit=2, policy="ExitCode")
+    status = _phase(kubectl, "recreated", "Succeeded")
+    (entry,) = status["tasks"][0]["replicas"]
+    assert entry["restartCount"] == 1 == status["backoffCount"]
+    first, second = entry["attempts"]
+    assert (first["attempt"], first["exitCode"], second["attempt"], second["exitCode"]) == (
+        0,
+        137,
+        1,
+        0,
+    )
+    assert first["podUID"] != second["podUID"] == entry["uid"]  # a new pod
+    assert first["keptLog"] == {"configMap": "recreated-attempts", "key": "worker-0.0.log"}
+    pod = _json(kubectl, "pod", "recreated-worker-0")
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "1"
+    # The new pod has no previous run; the first one's log is the controller's copy.
+    assert kubectl("logs", "recreated-worker-0", "--previous").returncode != 0
+    kept = _kept(kubectl, "recreated")
+    assert kept == {"worker-0.0.log": "first run\nkilled\n"}
