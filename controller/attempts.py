@@ -51,6 +51,7 @@ __all__ = [
     "config_map_name",
     "ended_runs",
     "keep",
+    "keep_run",
     "log_key",
     "tail",
     "tail_bytes",
@@ -197,3 +198,29 @@ def keep(
         drop=tuple(log_key(job_name, pod_name, n) for n in dropped),
     )
     return action, changes
+
+
+def keep_run(
+    job_name: str,
+    replicas: int,
+    old: list[dict[str, Any]],
+    pod: dict[str, Any] | None,
+    container: str,
+    latest: bool,
+) -> tuple[LogKeep, dict[int, dict[str, str]]] | None:
+    """The keep of the pod's latest ended run (`latest`: the pod is being deleted), else of
+    the run `--previous` reads unless `old` shows it kept; None when there is no such run."""
+    if pod is None:
+        return None
+    runs = ended_runs(pod, container)
+    if not latest:
+        runs = [run for run in runs if run[2]]
+    if not runs:
+        return None
+    n, _, previous = runs[-1]
+    if not latest and any(
+        isinstance(e, dict) and e.get("attempt") == n and e.get("keptLog") for e in old
+    ):
+        return None
+    name = str((pod.get("metadata") or {}).get("name", ""))
+    return keep(job_name, replicas, old, name, container, n, previous)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import policies
 from controller import attempts as at
@@ -46,6 +46,8 @@ from controller.lifecycle import (
     Observed,
     Outcome,
     clean_up,
+    cleanup_policy,
+    condition_events,
     conditions_for,
     deadline_left,
     deadline_settle_left,
@@ -66,6 +68,7 @@ from controller.restarts import (
     last_exit,
     observed_count,
     pod_restart_policy,
+    restart_event,
     restart_wait,
     waiting_restart,
     wants_restart,
@@ -324,30 +327,16 @@ class _Round:
         )
 
     def _keep(self, r: _Replica, *, latest: bool) -> at.LogKeep | None:
-        """The keep of the pod's latest ended run (`latest`), else of the run `--previous`
-        reads if it is not kept yet; the status notes it (`self.kept`)."""
-        runs = at.ended_runs(r.pod or {}, self.job.kind.main_container)
-        if not latest:
-            runs = [run for run in runs if run[2]]
-        if not runs:
-            return None
-        n, _, previous = runs[-1]
+        """Keep the pod's latest ended run's log (`latest`), else the run `--previous` reads
+        unless kept already; the status notes it (`self.kept`)."""
         old = self.old_entries.get(r.rid.name, {}).get("attempts") or []
-        if not latest and any(
-            isinstance(e, dict) and e.get("attempt") == n and e.get("keptLog") for e in old
-        ):
-            return None
-        action, changes = at.keep(
-            self.job.name,
-            len(self.replicas),
-            old,
-            r.rid.name,
-            self.job.kind.main_container,
-            n,
-            previous,
+        found = at.keep_run(
+            self.job.name, len(self.replicas), old, r.pod, self.job.kind.main_container, latest
         )
-        self.kept.setdefault(r.rid.name, {}).update(changes)
-        return action
+        if found is None:
+            return None
+        self.kept.setdefault(r.rid.name, {}).update(found[1])
+        return found[0]
 
     def _keep_previous(self) -> None:
         """Keep the run `--previous` reads of every pod restarted in place, once: the kubelet
@@ -450,7 +439,7 @@ class _Round:
         outcome: Outcome | None = None
         if finished_before:
             failed = get_condition(old_conditions, "Failed") or {}
-            cleanup = _cleanup_policy(job, failed.get("reason"))
+            cleanup = cleanup_policy(job, failed.get("reason"))
             self._act_finished(cleanup)
             failure = replica_failure(
                 get_condition(old_conditions, "ReplicaFailure"),
@@ -464,7 +453,7 @@ class _Round:
             observed = Observed.of(old_conditions, pausing, self.now_s)
             outcome = self._decide(pausing, observed.paused)
             if outcome is not None:
-                self._act_finished(_cleanup_policy(job, outcome.reason))
+                self._act_finished(cleanup_policy(job, outcome.reason))
             else:
                 mode = (
                     Mode.DEBUG
@@ -574,78 +563,23 @@ class _Round:
         if created:
             message = "created pod " + ", ".join(created)
             self.events.append(Event("Normal", "SuccessfulCreate", message, tuple(created)))
-        limit = self.job.backoff_limit
-        budget = "no backoffLimit" if limit is None else f"backoffLimit {limit}"
         for r in self.replicas:
             decision = self.decisions.get(r.rid.name)
-            if decision is Decision.IN_PLACE:
-                text = (
-                    f"pod {r.rid.name} was restarted in place after {self._describe_exit(r)} "
-                    f"(restartPolicy {self._policy(r)}, {budget})"
-                )
-                self.events.append(Event("Warning", "ReplicaRestart", text))
-            elif decision is Decision.STOP:
-                text = (
-                    f"stopping pod {r.rid.name} after {self._describe_exit(r)}: the backoff "
-                    f"limit ({limit}) is used up"
-                )
-                self.events.append(Event("Warning", "BackoffLimitExceeded", text))
-            elif decision is Decision.COUNT:
-                # Stable per replica and exit: the recorder folds repeats into one Event's
-                # count (the counts themselves are in the status).
-                text = (
-                    f"restarting pod {r.rid.name} after {self._describe_exit(r)} "
-                    f"(restartPolicy {self._policy(r)}, {budget})"
-                )
-                self.events.append(Event("Warning", "ReplicaRestart", text))
-            elif decision is Decision.DISRUPTED and self._newly_seen(r, "Failed"):
-                cond = disruption(r.pod or {}) or {}
-                text = (
-                    f"recreating pod {r.rid.name}: it was ended by its environment, not by a "
-                    f"failure of its own ({cond.get('reason', 'DisruptionTarget')}: "
-                    f"{cond.get('message', '')}); no restart is counted"
-                )
-                self.events.append(Event("Normal", "ReplicaRecreated", text))
+            if decision is Decision.DISRUPTED and not self._newly_seen(r, "Failed"):
+                continue
+            event = restart_event(
+                decision,
+                r.rid.name,
+                self._describe_exit(r),
+                self._policy(r),
+                self.job.backoff_limit,
+                disruption(r.pod or {}) if decision is Decision.DISRUPTED else None,
+            )
+            if event is not None:
+                self.events.append(event)
         deleted = [n for n, p in self.phases.items() if p == "Deleted" and old_phase.get(n) != p]
         if deleted:
             self.events.append(
                 Event("Normal", "SuccessfulDelete", "deleted pod " + ", ".join(deleted))
             )
-        self.events.extend(
-            _condition_events(self.old.get("conditions") or [], status["conditions"])
-        )
-
-
-def _cleanup_policy(job: JobView, failure_reason: Any) -> str:
-    """The clean-up policy that applies: a deadline stops unfinished replicas whatever it says."""
-    policy = job.clean_up_policy
-    if failure_reason == "DeadlineExceeded" and policy != "All":
-        return "Unfinished"
-    return policy
-
-
-_TRANSITION_EVENTS: dict[tuple[str, str], Literal["Normal", "Warning"]] = {
-    ("Running", "True"): "Normal",
-    ("Paused", "True"): "Normal",
-    ("Paused", "False"): "Normal",
-    ("Completed", "True"): "Normal",
-    ("Failed", "True"): "Warning",
-    ("ReplicaFailure", "True"): "Warning",
-}
-
-
-def _condition_events(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[Event]:
-    events = []
-    for cond in new:
-        kind = _TRANSITION_EVENTS.get((cond["type"], cond["status"]))
-        if kind is None:
-            continue
-        before = get_condition(old, cond["type"])
-        if before is None and cond["type"] == "Paused" and cond["status"] == "False":
-            continue
-        changed = before is None or before.get("status") != cond["status"]
-        if before is not None and cond["type"] == "ReplicaFailure":
-            changed = changed or before.get("message") != cond["message"]
-        if changed:
-            events.append(Event(kind, cond["reason"], cond["message"]))
-    return events
+        self.events.extend(condition_events(self.old.get("conditions") or [], status["conditions"]))

@@ -79,6 +79,7 @@ from enum import Enum
 from typing import Any
 
 from controller import labels as L
+from controller.actions import Event
 from controller.status import get_condition, parse_time, terminated_at
 from policies.restart import RETRYABLE_EXIT_CODES
 
@@ -98,6 +99,7 @@ __all__ = [
     "last_exit",
     "observed_count",
     "pod_restart_policy",
+    "restart_event",
     "restart_wait",
     "waiting_restart",
     "wants_restart",
@@ -307,3 +309,39 @@ def restart_wait(pod: dict[str, Any], container: str, count: int, now: datetime)
     delay = crash_loop_delay(count)
     left = delay - (now - since).total_seconds()
     return max(0.0, min(delay, left))
+
+
+def restart_event(
+    decision: Decision | None,
+    name: str,
+    exit_text: str,
+    policy: str,
+    limit: int | None,
+    disrupted: dict[str, Any] | None = None,
+) -> Event | None:
+    """The event of a round's decision on pod `name`, which ended with `exit_text`.
+
+    Stable per replica and exit: the recorder folds repeats into one Event's count (the
+    counts themselves are in the status)."""
+    budget = "no backoffLimit" if limit is None else f"backoffLimit {limit}"
+    if decision is Decision.IN_PLACE:
+        text = (
+            f"pod {name} was restarted in place after {exit_text} "
+            f"(restartPolicy {policy}, {budget})"
+        )
+        return Event("Warning", "ReplicaRestart", text)
+    if decision is Decision.STOP:
+        text = f"stopping pod {name} after {exit_text}: the backoff limit ({limit}) is used up"
+        return Event("Warning", "BackoffLimitExceeded", text)
+    if decision is Decision.COUNT:
+        text = f"restarting pod {name} after {exit_text} (restartPolicy {policy}, {budget})"
+        return Event("Warning", "ReplicaRestart", text)
+    if decision is Decision.DISRUPTED:
+        cond = disrupted or {}
+        text = (
+            f"recreating pod {name}: it was ended by its environment, not by a failure of its "
+            f"own ({cond.get('reason', 'DisruptionTarget')}: {cond.get('message', '')}); no "
+            "restart is counted"
+        )
+        return Event("Normal", "ReplicaRecreated", text)
+    return None
