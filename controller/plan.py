@@ -11,19 +11,24 @@ One round (`plan`):
 
 1. default the job again (`policies.default`) and view it (`controller.spec`);
 2. observe each replica `<job>-<type>-<i>`: its pod (missing, terminating, or in a phase),
-   its restart count S (status, raised to the pod's annotation A if that is higher);
+   its restart count S (status, raised to the pod's annotation A plus the kubelet's restarts
+   K of a pod restarted in place, if that is higher);
 3. a job already Succeeded/Failed is terminal: only clean-up runs, its phase, its
    Running/Completed/Failed conditions and completionTime never change (ReplicaFailure may
    still turn True, never back: `controller.lifecycle`);
 4. otherwise decide, in this order: the master succeeded → Succeeded (also while a pause is
    requested: a finished job ignores pause); disruptions (`DisruptionTarget`: recreated, not
    counted, also in debug mode; not while paused); restarts (not while paused or debugging;
-   the master first against the shared budget; each after its crash-loop delay, the time
-   left joining `requeue_after`); the master failed without a restart → Failed; the deadline
-   → Failed (DeadlineExceeded). A job that ends in this round counts no restart;
+   the master first against the shared budget — in place: the kubelet's restarts counted,
+   a run awaiting one holding a unit, a pod with none left stopped; recreated: each after its
+   crash-loop delay, the time left joining `requeue_after`); the master failed without a
+   restart → Failed; the deadline → Failed (DeadlineExceeded). A job that ends in this round
+   counts no restart of its own (the kubelet's happened: they stay counted);
 5. actions: create missing services (any time before the end) and missing pods (running job,
-   not while their old pod is still terminating); delete pods that restart or were
-   disrupted; delete every pod when paused; clean up when finished (`clean_up`);
+   not while their old pod is still terminating, never a stopped replica's); delete pods that
+   restart, were disrupted or are stopped, keeping their last run's log first
+   (`controller.attempts`), and keep the log `--previous` reads of pods restarted in place;
+   delete every pod when paused; clean up when finished (`clean_up`);
 6. the status (`controller.status`) and one event per transition, found by comparing the
    old status with the new one — so planning again from the returned status and the same
    children yields the same status and no events (the same actions come back: repeating them

@@ -48,8 +48,8 @@ master's failure decides the job.
 Crash-safe counting (docs/CONTROLLER.md): the shell writes the status before it executes the
 actions. The status keeps each replica's count S (`tasks[].replicas[].restartCount`); each
 pod carries the annotation A (`batch.tensorstack.dev/restart-count`) = S when it was created.
-For a terminated pod that should restart: S > A means the restart was counted and the
-controller stopped before deleting the pod → delete it, count nothing; otherwise count it
+For a terminated pod that should restart: S > A (+ K, its kubelet restarts) means the restart
+was counted and the controller stopped before deleting the pod → delete it, count nothing; otherwise count it
 (S+1, backoff+1) if the budget allows, and delete it. A pod observed with A > S (a status
 lost or rolled back) raises S to A, so a count is never lost.
 
