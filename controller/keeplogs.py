@@ -8,9 +8,10 @@ read, changed and written back conditionally (a concurrent writer makes this one
 Conflict and the reconcile retry); one of that name that the job does not own is left alone.
 
 A keep never holds a restart up for longer than its requests' timeouts: a log the API server
-cannot give (the pod is gone, the run was pruned) or a write it refuses is logged and skipped,
-and the pod is deleted all the same. Only an outage (no answer, 5xx, 429) raises, so the
-reconcile is retried and the pod, still there, is kept the next time.
+cannot give (the pod is gone, the run was pruned, its node does not answer: a 5xx or a
+timeout) or a write it refuses is logged and skipped, and the pod is deleted all the same.
+Only an outage while writing the ConfigMap (no answer, 5xx, 429) raises, so the reconcile is
+retried and the pod, still there, is kept the next time.
 """
 
 from __future__ import annotations
@@ -46,10 +47,8 @@ async def keep_log(client: Client, job: dict[str, Any], keep: LogKeep) -> bool:
     path = resources.PODS.object_path(keep.pod, namespace, "log")
     try:
         data = await client.request("GET", path, query=query, raw=True, timeout=KEEP_TIMEOUT)
-    except errors.Unavailable:
-        raise
-    except errors.APIError as exc:
-        log.info("not keeping the log of %s: %s", where, exc.message or exc.reason)
+    except errors.APIError as exc:  # 5xx and timeouts too: the pod's node may be gone
+        log.info("not keeping the log of %s: %s", where, exc.message or exc.reason or exc.status)
         return False
     text = tail(bytes(data or b""), keep.max_bytes)
     for _ in range(STORE_TRIES):  # keeps of one job run together: they may race

@@ -185,3 +185,17 @@ def test_an_exit_code_replica_is_recreated_and_its_killed_runs_log_is_kept(
     assert kubectl("logs", "recreated-worker-0", "--previous").returncode != 0
     kept = _kept(kubectl, "recreated")
     assert kept == {"worker-0.0.log": "first run\nkilled\n"}
+
+
+def test_a_config_map_of_that_name_the_job_does_not_own_is_left_alone(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    mine = kubectl("create", "configmap", "mine-attempts", "--from-literal=notes=keep me")
+    assert mine.returncode == 0, mine.stderr
+    marker = tmp_path / "killed-once"
+    script = f"if [ -e {marker} ]; then exit 0; fi; touch {marker}; echo lost; sleep 1; exit 137"
+    _apply(kubectl, tmp_path, "mine", script, limit=2, policy="ExitCode")
+    status = _phase(kubectl, "mine", "Succeeded")
+    assert status["backoffCount"] == 1  # the restart went on without its log kept
+    assert _kept(kubectl, "mine") == {"notes": "keep me"}
+    assert "ownerReferences" not in _json(kubectl, "configmap", "mine-attempts")["metadata"]
