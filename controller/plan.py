@@ -39,18 +39,17 @@ Job semantics where the seeds are silent are listed in docs/CONTROLLER.md ("Job 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import policies
 from controller import attempts as at
 from controller import tensorboard as tb
-from controller.actions import REPLICA, Action, Event, Plan
+from controller.acting import FINISHED, Acting, Replica
+from controller.actions import Action, Event, Plan
 from controller.lifecycle import (
     Observed,
     Outcome,
-    clean_up,
     cleanup_policy,
     condition_events,
     conditions_for,
@@ -61,7 +60,7 @@ from controller.lifecycle import (
     with_condition,
 )
 from controller.refusals import keep_failed_create, refused_before
-from controller.replicas import Mode, pod_body, service_body
+from controller.replicas import Mode
 from controller.restarts import (
     Budget,
     Decision,
@@ -72,19 +71,15 @@ from controller.restarts import (
     in_place_decision,
     last_exit,
     observed_count,
-    pod_restart_policy,
     restart_event,
     restart_wait,
     waiting_restart,
     wants_restart,
-    will_restart,
 )
-from controller.spec import JobView, ReplicaId, view
+from controller.spec import JobView, view
 from controller.status import aggregate, fmt_time, get_condition, pod_ready, replica_entry
 
 __all__ = ["Action", "Event", "Plan", "plan"]
-
-FINISHED = ("Succeeded", "Failed")
 
 
 def plan(
@@ -100,30 +95,7 @@ def plan(
     return _Round(view(defaulted), pods, services, now, tensorboard).run()
 
 
-@dataclass
-class _Replica:
-    rid: ReplicaId
-    pod: dict[str, Any] | None
-    service: dict[str, Any] | None
-    known: int  # S raised to the pod's annotation A: the count before this round's observation
-    count: int  # S raised to A + K, K the kubelet's restarts in the pod (`observed_count`)
-
-    @property
-    def terminating(self) -> bool:
-        return bool(self.pod and (self.pod.get("metadata") or {}).get("deletionTimestamp"))
-
-    @property
-    def pod_phase(self) -> str | None:
-        if self.pod is None:
-            return None
-        return (self.pod.get("status") or {}).get("phase") or "Pending"
-
-    @property
-    def live(self) -> bool:
-        return self.pod is not None and not self.terminating
-
-
-class _Round:
+class _Round(Acting):
     def __init__(
         self,
         job: JobView,
@@ -132,7 +104,6 @@ class _Round:
         now: datetime,
         deployment: dict[str, Any] | None,
     ) -> None:
-        self.job = job
         self.now = now
         self.now_s = fmt_time(now)
         self.old = job.old_status
@@ -145,7 +116,7 @@ class _Round:
             for r in task.get("replicas") or []
             if isinstance(r, dict) and "name" in r
         }
-        self.replicas: list[_Replica] = []
+        replicas: list[Replica] = []
         for rid in job.replicas():
             pod = pods_by.get(rid.name)
             old_count = self.old_entries.get(rid.name, {}).get("restartCount")
@@ -154,24 +125,16 @@ class _Round:
             if pod is not None:
                 known = max(known, annotated_count(pod))
                 count = max(known, observed_count(pod))
-            self.replicas.append(_Replica(rid, pod, self.services_by.get(rid.name), known, count))
-        self.actions: list[Action] = []
+            replicas.append(Replica(rid, pod, self.services_by.get(rid.name), known, count))
+        super().__init__(job, replicas, self.old_entries)
         self.events: list[Event] = []
-        self.phases: dict[str, str] = {}
-        self.decisions: dict[str, Decision] = {}
-        # Replicas whose pod is stopped for good: the backoff limit is used up (in place).
-        self.stopped: set[str] = {n for n, e in self.old_entries.items() if e.get("stopped")}
-        self.kept: dict[str, dict[int, dict[str, str]]] = {}  # logs kept this round
         self.waits: list[float] = []  # seconds left of the crash-loop delays being waited
         self.start: str = self.old.get("startTime") or self.now_s
         self.requeue_after: float | None = None
 
     # --- decisions ------------------------------------------------------------------------
 
-    def _master(self) -> _Replica | None:
-        return next((r for r in self.replicas if self.job.is_master(r.rid)), None)
-
-    def _exit(self, r: _Replica) -> int | None:
+    def _exit(self, r: Replica) -> int | None:
         """The main container's last exit code (from the old status once the pod is gone)."""
         if r.pod is not None:
             term = last_exit(r.pod, self.job.kind.main_container) or {}
@@ -181,16 +144,12 @@ class _Round:
         code = runs[-1].get("exitCode") if isinstance(runs[-1], dict) else None
         return code if isinstance(code, int) else None
 
-    def _describe_exit(self, r: _Replica) -> str:
+    def _describe_exit(self, r: Replica) -> str:
         code = self._exit(r)
         if code is not None:
             return f"exit code {code}"
         reason = ((r.pod or {}).get("status") or {}).get("reason")
         return f"no exit code (pod reason {reason})" if reason else "no exit code"
-
-    def _policy(self, r: _Replica) -> str:
-        rtype = self.job.type_of(r.rid.type)
-        return rtype.restart_policy if rtype else "Never"
 
     def _disruptions(self) -> None:
         """Mark every live pod ended by its environment for recreation (nothing counted)."""
@@ -321,120 +280,6 @@ class _Round:
             None,
         )
 
-    # --- actions --------------------------------------------------------------------------
-
-    def _delete_pod(self, r: _Replica, reason: str, *, keep: bool = False) -> None:
-        """Delete the replica's pod; `keep`: keep the log of its last ended run first."""
-        uid = ((r.pod or {}).get("metadata") or {}).get("uid")
-        kept = self._keep(r, latest=True) if keep else None
-        self.actions.append(
-            Action("delete", "Pod", r.rid.name, uid=uid, reason=reason, keep_log=kept)
-        )
-
-    def _keep(self, r: _Replica, *, latest: bool) -> at.LogKeep | None:
-        """Keep the pod's latest ended run's log (`latest`), else the run `--previous` reads
-        unless kept already; the status notes it (`self.kept`)."""
-        old = self.old_entries.get(r.rid.name, {}).get("attempts") or []
-        found = at.keep_run(
-            self.job.name, len(self.replicas), old, r.pod, self.job.kind.main_container, latest
-        )
-        if found is None:
-            return None
-        self.kept.setdefault(r.rid.name, {}).update(found[1])
-        return found[0]
-
-    def _keep_previous(self) -> None:
-        """Keep the run `--previous` reads of every pod restarted in place, once: the kubelet
-        drops it at the next restart (a pod deleted this round kept its own run already)."""
-        handled = {a.name for a in self.actions if a.kind == "Pod" and a.verb == "delete"}
-        for r in self.replicas:
-            if r.pod is None or r.rid.name in handled or not in_place(r.pod):
-                continue
-            kept = self._keep(r, latest=False)
-            if kept is not None:
-                action = Action("keep", "Pod", r.rid.name, reason="previous run", keep_log=kept)
-                self.actions.append(action)
-
-    def _new_pod_policy(self, r: _Replica) -> str:
-        limit = self.job.backoff_limit
-        left = None if limit is None else max(0, limit - sum(x.count for x in self.replicas))
-        return pod_restart_policy(
-            self._policy(r),
-            is_master=r is self._master(),
-            debugging=self.job.debugging,
-            budget_left=left,
-        )
-
-    def _delete_service(self, r: _Replica, reason: str) -> None:
-        svc = r.service
-        if svc is None or (svc.get("metadata") or {}).get("deletionTimestamp"):
-            return
-        uid = (svc.get("metadata") or {}).get("uid")
-        self.actions.append(Action("delete", "Service", r.rid.name, uid=uid, reason=reason))
-
-    def _act_running(self, pausing: bool, mode: Mode) -> None:
-        for r in self.replicas:
-            name = r.rid.name
-            if r.service is None:
-                body = service_body(self.job, r.rid)
-                self.actions.append(Action("create", "Service", name, body=body, reason=REPLICA))
-            if pausing:
-                if r.live:
-                    self._delete_pod(r, "pause")
-                self.phases[name] = "Deleted"
-            elif name in self.stopped:  # the backoff limit is used up: never again
-                if r.live:
-                    stop = self.decisions.get(name) is Decision.STOP
-                    self._delete_pod(r, "backoff limit used up", keep=stop)
-                self.phases[name] = "Failed"
-            elif r.pod is None:
-                policy = self._new_pod_policy(r)
-                body = pod_body(
-                    self.job, r.rid, restart_count=r.count, mode=mode, restart_policy=policy
-                )
-                self.actions.append(Action("create", "Pod", name, body=body, reason=REPLICA))
-                self.phases[name] = "Creating"
-            else:
-                decision = self.decisions.get(name)
-                if decision in (Decision.COUNT, Decision.ALREADY_COUNTED):
-                    self._delete_pod(r, "restart", keep=True)
-                elif decision is Decision.DISRUPTED:
-                    self._delete_pod(r, "disrupted", keep=True)
-                self.phases[name] = r.pod_phase or "Pending"
-
-    def _act_finished(self, policy: str) -> None:
-        main = self.job.kind.main_container
-        for r in self.replicas:
-            delete_pod, delete_service = clean_up(policy, r.pod_phase if r.live else None)
-            if r.live and r.pod is not None and in_place(r.pod):
-                # A finished job restarts nothing: a pod the kubelet would restart is stopped.
-                run = waiting_restart(r.pod, main)
-                if r.rid.name in self.stopped or will_restart(in_place(r.pod), run):
-                    self.stopped.add(r.rid.name)
-                    self._delete_pod(r, "the job has ended", keep=True)
-                    if delete_service:
-                        self._delete_service(r, f"cleanUpPolicy {policy}")
-                    self.phases[r.rid.name] = "Failed"
-                    continue
-            if r.live and delete_pod:
-                self._delete_pod(r, f"cleanUpPolicy {policy}")
-            if delete_service:
-                self._delete_service(r, f"cleanUpPolicy {policy}")
-            if r.live and not delete_pod:
-                self.phases[r.rid.name] = r.pod_phase or "Pending"
-            else:
-                ended = None if policy == "All" else self._ended(r)
-                self.phases[r.rid.name] = ended or "Deleted"
-
-    def _ended(self, r: _Replica) -> str | None:
-        """Succeeded/Failed if the replica had ended on its own before clean-up removed it."""
-        if r.rid.name in self.stopped:
-            return "Failed"
-        if r.pod is not None:
-            return ended_on_its_own(r.pod, self.job.kind.main_container)
-        old = self.old_entries.get(r.rid.name, {}).get("phase")
-        return old if old in FINISHED else None
-
     # --- the round ------------------------------------------------------------------------
 
     def run(self) -> Plan:
@@ -445,7 +290,7 @@ class _Round:
         if finished_before:
             failed = get_condition(old_conditions, "Failed") or {}
             cleanup = cleanup_policy(job, failed.get("reason"))
-            self._act_finished(cleanup)
+            self.act_finished(cleanup)
             failure = replica_failure(
                 get_condition(old_conditions, "ReplicaFailure"),
                 self._failures(finished=True),
@@ -458,7 +303,7 @@ class _Round:
             observed = Observed.of(old_conditions, pausing, self.now_s)
             outcome = self._decide(pausing, observed.paused)
             if outcome is not None:
-                self._act_finished(cleanup_policy(job, outcome.reason))
+                self.act_finished(cleanup_policy(job, outcome.reason))
             else:
                 mode = (
                     Mode.DEBUG
@@ -467,7 +312,7 @@ class _Round:
                     if observed.paused is not None
                     else Mode.TRAIN
                 )
-                self._act_running(pausing, mode)
+                self.act_running(pausing, mode)
             master = self._master()
             conditions, phase = conditions_for(
                 observed,
@@ -486,7 +331,7 @@ class _Round:
                 r.service is None for r in self.replicas
             )
             conditions = keep_failed_create(conditions, old_conditions, creating=creating)
-        self._keep_previous()
+        self.keep_previous()
         status = self._status(conditions, phase, outcome, finished_before)
         self._events(status, outcome)
         tb_status, tb_actions, tb_events = tb.plan_tensorboard(
@@ -535,7 +380,7 @@ class _Round:
             status["observedGeneration"] = generation
         return status
 
-    def _entry(self, r: _Replica) -> dict[str, Any]:
+    def _entry(self, r: Replica) -> dict[str, Any]:
         name = r.rid.name
         old = self.old_entries.get(name)
         entry = replica_entry(name, self.phases[name], r.count, r.pod, old)
@@ -551,7 +396,7 @@ class _Round:
             entry["stopped"] = "BackoffLimitExceeded"
         return entry
 
-    def _newly_seen(self, r: _Replica, phase: str) -> bool:
+    def _newly_seen(self, r: Replica, phase: str) -> bool:
         """Whether the old status did not yet show this very pod in `phase` (event once)."""
         old = self.old_entries.get(r.rid.name) or {}
         uid = ((r.pod or {}).get("metadata") or {}).get("uid")
