@@ -314,3 +314,49 @@ def test_the_kept_logs_of_a_job_fit_one_config_map(replicas: int, size: int) -> 
     assert replicas * at.KEPT_PER_REPLICA * min(size, at.TAIL_MAX) <= max(
         at.LOG_BUDGET, replicas * at.KEPT_PER_REPLICA * at.TAIL_MIN
     )
+
+
+def test_a_run_first_seen_as_previous_when_the_job_ends_is_still_kept() -> None:
+    world = World(workers(1, "OnFailure", runPolicy={"backoffLimit": 3}))
+    world.settle()
+    world.crash(W0, 1)
+    world.restart_in_place(W0)  # restarted before the controller looked...
+    world.crash(W0, 0)  # ...and succeeded too
+    result = world.step()
+    assert result.status["phase"] == "Succeeded"
+    assert verbs(result) == [("keep", "Pod", W0)]
+    keep = result.actions[0].keep_log
+    assert keep is not None and (keep.previous, keep.key) == (True, "worker-0.0.log")
+    entry = replica_status(result.status, W0)
+    assert [(a["attempt"], a["exitCode"]) for a in entry["attempts"]] == [(0, 1), (1, 0)]
+    assert entry["restartCount"] == 1 == result.status["backoffCount"]
+    assert world.step().actions == ()  # kept once
+
+
+def test_an_evicted_in_place_pod_is_recreated_with_its_kubelet_restarts_counted() -> None:
+    world = World(workers(1, "OnFailure", runPolicy={"backoffLimit": 5}))
+    world.settle()
+    _fail_in_place(world, W0, 1)
+    world.step()
+    world.pods[W0]["status"]["phase"] = "Failed"  # evicted: the kubelet will not restart it
+    world.pods[W0]["status"]["reason"] = "Evicted"
+    world.tick(10)
+    result = world.step()
+    assert ("delete", "Pod", W0) in verbs(result)
+    assert replica_status(result.status, W0)["restartCount"] == 2  # the kubelet's 1 + this one
+    world.step()
+    annotations = world.pods[W0]["metadata"]["annotations"]
+    assert annotations["batch.tensorstack.dev/restart-count"] == "2"
+    assert world.pods[W0]["spec"]["restartPolicy"] == "OnFailure"
+
+
+def test_a_lost_status_learns_the_kubelets_restarts_back_from_the_pod() -> None:
+    world = World(workers(1, "OnFailure", runPolicy={"backoffLimit": 5}))
+    world.settle()
+    for _ in range(2):
+        _fail_in_place(world, W0, 1)
+        world.step()
+    world.job["status"] = {}  # rolled back (a restore, another writer)
+    result = world.step()
+    assert replica_status(result.status, W0)["restartCount"] == 2
+    assert result.status["backoffCount"] == 2
