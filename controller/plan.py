@@ -124,7 +124,8 @@ class _Round(Acting):
             count = known
             if pod is not None:
                 known = max(known, annotated_count(pod))
-                count = max(known, observed_count(pod))
+                # A disrupted pod's kubelet restarts since the last round are the disruption's.
+                count = known if disruption(pod) else max(known, observed_count(pod))
             replicas.append(Replica(rid, pod, self.services_by.get(rid.name), known, count))
         super().__init__(job, replicas, self.old_entries)
         self.events: list[Event] = []

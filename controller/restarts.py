@@ -17,8 +17,8 @@ A Failed pod whose main container has no exit code (evicted, its node lost, kill
 container started) or exited 0 while the pod failed (a sidecar failed) failed for a reason
 outside the training code: it is treated as retryable under OnFailure, Always and ExitCode.
 
-Disruptions (`disruption`): a Failed pod whose `DisruptionTarget` condition is True was ended
-by its environment — a kubelet's graceful node shutdown (`TerminationByKubelet`, what a stop of
+Disruptions (`disruption`): a Failed pod (or a pod restarted in place that has not
+Succeeded) whose `DisruptionTarget` condition is True was ended by its environment — a kubelet's graceful node shutdown (`TerminationByKubelet`, what a stop of
 `trainops up` looks like), an eviction (`EvictionByEvictionAPI`), a preemption
 (`PreemptionByScheduler`), a taint (`DeletionByTaintManager`). That is not the replica's
 failure: the seeds (成功和失败) say failures caused by the environment "应该被允许自动恢复", and
@@ -271,9 +271,12 @@ def decide(
 
 
 def disruption(pod: dict[str, Any]) -> dict[str, Any] | None:
-    """The pod's `DisruptionTarget` condition when it is True and the pod Failed, else None."""
+    """The pod's `DisruptionTarget` condition when it is True and the pod Failed — or, restarted
+    in place, has not Succeeded: a node shutdown ends its containers but the kubelet starts
+    them again (a restart of the environment's making, not counted) — else None."""
     status = pod.get("status") or {}
-    if status.get("phase") != "Failed":
+    phase = status.get("phase")
+    if phase != "Failed" and (phase == "Succeeded" or in_place(pod) is None):
         return None
     cond = get_condition(status.get("conditions"), "DisruptionTarget")
     return cond if cond is not None and cond.get("status") == "True" else None

@@ -360,3 +360,24 @@ def test_a_lost_status_learns_the_kubelets_restarts_back_from_the_pod() -> None:
     result = world.step()
     assert replica_status(result.status, W0)["restartCount"] == 2
     assert result.status["backoffCount"] == 2
+
+
+def test_a_node_shutdown_restart_in_place_is_not_counted_and_the_pod_is_recreated() -> None:
+    """`trainops up` stopped: the node ends the pod's containers (143) and marks the pod
+    disrupted; started again, its kubelet restarts them in place. Not the replica's failure."""
+    world = World(workers(1, "OnFailure", runPolicy={"backoffLimit": 5}))
+    world.settle()
+    _fail_in_place(world, W0, 1)
+    world.step()  # one restart of its own: counted
+    world.crash(W0, 143)
+    world.pods[W0]["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}
+    ]
+    world.restart_in_place(W0)
+    result = world.step()
+    assert ("delete", "Pod", W0) in verbs(result)
+    assert [e.reason for e in result.events] == ["ReplicaRecreated"]
+    assert replica_status(result.status, W0)["restartCount"] == 1 == result.status["backoffCount"]
+    world.step()
+    annotations = world.pods[W0]["metadata"]["annotations"]
+    assert annotations["batch.tensorstack.dev/restart-count"] == "1"
