@@ -28,15 +28,18 @@ from controller.replicas import Mode, pod_body, service_body
 from controller.restarts import (
     Decision,
     in_place,
+    last_exit,
     pod_restart_policy,
     waiting_restart,
     will_restart,
 )
 from controller.spec import JobView, ReplicaId
 
-__all__ = ["FINISHED", "Acting", "Replica"]
+__all__ = ["BACKOFF", "FINISHED", "JOB_ENDED", "Acting", "Replica"]
 
 FINISHED = ("Succeeded", "Failed")
+BACKOFF = "BackoffLimitExceeded"
+JOB_ENDED = "JobEnded"
 
 
 @dataclass
@@ -74,8 +77,11 @@ class Acting:
         self.actions: list[Action] = []
         self.phases: dict[str, str] = {}
         self.decisions: dict[str, Decision] = {}
-        # Replicas whose pod is stopped for good: the backoff limit is used up (in place).
-        self.stopped: set[str] = {n for n, e in old_entries.items() if e.get("stopped")}
+        # Replicas stopped for good, and why (their status entry's `stopped`): `BACKOFF` (the
+        # limit used up in place) or `JOB_ENDED` (a finished job restarts nothing).
+        self.stopped: dict[str, str] = {
+            n: str(e["stopped"]) for n, e in old_entries.items() if e.get("stopped")
+        }
         self.kept: dict[str, dict[int, dict[str, str]]] = {}  # logs kept this round
 
     def _master(self) -> Replica | None:
@@ -164,19 +170,23 @@ class Acting:
                     self._delete_pod(r, "disrupted", keep=True)
                 self.phases[name] = r.pod_phase or "Pending"
 
-    def act_finished(self, policy: str) -> None:
+    def act_finished(self, policy: str, *, ended_before: bool = False) -> None:
+        """Clean up a finished job (`ended_before`: in an earlier round)."""
         main = self.job.kind.main_container
         for r in self.replicas:
             delete_pod, delete_service = clean_up(policy, r.pod_phase if r.live else None)
             if r.live and r.pod is not None and in_place(r.pod):
-                # A finished job restarts nothing: a pod the kubelet would restart is stopped.
+                # A finished job restarts nothing: a pod the kubelet would restart, or has
+                # restarted since the last round (its first restart is immediate), is stopped.
                 run = waiting_restart(r.pod, main)
-                if r.rid.name in self.stopped or will_restart(in_place(r.pod), run):
-                    self.stopped.add(r.rid.name)
+                again = will_restart(in_place(r.pod), run) or (ended_before and r.count > r.known)
+                if r.rid.name in self.stopped or again:
+                    self.stopped.setdefault(r.rid.name, JOB_ENDED)
                     self._delete_pod(r, "the job has ended", keep=True)
                     if delete_service:
                         self._delete_service(r, f"cleanUpPolicy {policy}")
-                    self.phases[r.rid.name] = "Failed"
+                    last = (last_exit(r.pod, main) or {}).get("exitCode")
+                    self.phases[r.rid.name] = "Succeeded" if last == 0 else "Failed"
                     continue
             if r.live and delete_pod:
                 self._delete_pod(r, f"cleanUpPolicy {policy}")
@@ -191,7 +201,8 @@ class Acting:
     def _ended(self, r: Replica) -> str | None:
         """Succeeded/Failed if the replica had ended on its own before clean-up removed it."""
         if r.rid.name in self.stopped:
-            return "Failed"
+            old = self.old_entries.get(r.rid.name, {}).get("phase")
+            return old if old in FINISHED else "Failed"
         if r.pod is not None:
             return ended_on_its_own(r.pod, self.job.kind.main_container)
         old = self.old_entries.get(r.rid.name, {}).get("phase")

@@ -45,7 +45,7 @@ from typing import Any
 import policies
 from controller import attempts as at
 from controller import tensorboard as tb
-from controller.acting import FINISHED, Acting, Replica
+from controller.acting import BACKOFF, FINISHED, Acting, Replica
 from controller.actions import Action, Event, Plan
 from controller.lifecycle import (
     Observed,
@@ -186,7 +186,7 @@ class _Round(Acting):
                     continue
                 self.decisions[r.rid.name] = found
                 if found is Decision.STOP:
-                    self.stopped.add(r.rid.name)
+                    self.stopped[r.rid.name] = BACKOFF
                     if r is master:
                         text = (
                             f"pod {r.rid.name} failed with {self._describe_exit(r)} and the "
@@ -247,7 +247,8 @@ class _Round(Acting):
         out = []
         for r in self.replicas:
             if r.rid.name in self.stopped:
-                out.append(f"pod {r.rid.name} failed with {self._describe_exit(r)}")
+                if self.stopped[r.rid.name] == BACKOFF or self._exit(r) != 0:
+                    out.append(f"pod {r.rid.name} failed with {self._describe_exit(r)}")
                 continue
             if r.pod is None or disruption(r.pod) is not None:
                 continue
@@ -291,7 +292,7 @@ class _Round(Acting):
         if finished_before:
             failed = get_condition(old_conditions, "Failed") or {}
             cleanup = cleanup_policy(job, failed.get("reason"))
-            self.act_finished(cleanup)
+            self.act_finished(cleanup, ended_before=True)
             failure = replica_failure(
                 get_condition(old_conditions, "ReplicaFailure"),
                 self._failures(finished=True),
@@ -394,7 +395,7 @@ class _Round(Acting):
         if runs:
             entry["attempts"] = runs
         if name in self.stopped:
-            entry["stopped"] = "BackoffLimitExceeded"
+            entry["stopped"] = self.stopped[name]
         return entry
 
     def _newly_seen(self, r: Replica, phase: str) -> bool:

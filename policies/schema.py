@@ -316,8 +316,9 @@ def _status() -> Schema:
                             max_items=MAX_ATTEMPTS,
                         ),
                         stopped=_str(
-                            "Why the controller stopped the replica for good "
-                            "(BackoffLimitExceeded: its pod would have been restarted in place)."
+                            "Why the controller stopped the replica's pod, which the kubelet "
+                            "would have restarted in place: BackoffLimitExceeded (never "
+                            "recreated) or JobEnded."
                         ),
                     ),
                 ),

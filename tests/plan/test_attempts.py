@@ -250,7 +250,27 @@ def test_a_finished_job_stops_a_crash_looping_replica_whatever_its_clean_up_poli
     result = world.step()
     assert result.status["phase"] == "Succeeded"
     assert [(a.verb, a.name) for a in result.actions if a.kind == "Pod"] == [("delete", W0)]
-    assert replica_status(result.status, W0)["phase"] == "Failed"
+    entry = replica_status(result.status, W0)
+    assert (entry["phase"], entry["stopped"]) == ("Succeeded", "JobEnded")  # it exited 0
+    assert condition(result.status, "ReplicaFailure")["status"] == "False"
+
+
+def test_a_replica_the_kubelet_restarts_after_the_job_ended_is_stopped() -> None:
+    job = with_policy(tf(replica("chief"), replica("worker", 1)), worker="Always")
+    job["spec"]["runPolicy"] = {"cleanUpPolicy": "None"}
+    world = World(job)
+    world.settle()
+    world.exit("mnist-chief-0", 0)
+    assert world.step().status["phase"] == "Succeeded"  # the worker runs on (None keeps it)
+    assert W0 in world.pods
+    world.crash(W0, 1)
+    world.restart_in_place(W0)  # the kubelet's first restart: at once
+    result = world.step()
+    assert [(a.verb, a.name) for a in result.actions if a.kind == "Pod"] == [("delete", W0)]
+    entry = replica_status(result.status, W0)
+    assert (entry["phase"], entry["stopped"]) == ("Failed", "JobEnded")
+    assert condition(result.status, "ReplicaFailure")["status"] == "True"
+    assert result.status["phase"] == "Succeeded"
 
 
 @pytest.mark.parametrize(
