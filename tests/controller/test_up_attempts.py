@@ -4,7 +4,7 @@ controller recreates, has its failed run's log kept by the controller.
 
 The kubelet is the process kubelet (on the reference tier it joins the real kube-apiserver as
 a node), with the kubelet's own CrashLoopBackOff: the first restart at once, the next after
-10 s. Each failing run lasts a second, so the controller sees every run before the next.
+10 s. Each failing run lasts a second or two, so the controller sees every run before the next.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_a_worker_failing_twice_then_succeeding_keeps_its_pod_and_both_failed_ru
     runs = tmp_path / "runs"
     script = (
         f"n=$(cat {runs} 2>/dev/null || echo 0); echo $((n+1)) > {runs}; "
-        'echo "attempt $n"; if [ "$n" -lt 2 ]; then sleep 1; echo "failing $n"; exit 1; fi'
+        'echo "attempt $n"; if [ "$n" -lt 2 ]; then sleep 2; echo "failing $n"; exit 1; fi'
     )
     _apply(kubectl, tmp_path, "flaky", script, limit=3)
     status = _phase(kubectl, "flaky", "Succeeded")
