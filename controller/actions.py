@@ -9,7 +9,10 @@ is where the shell imports them from.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from controller.attempts import LogKeep
 
 __all__ = ["REPLICA", "Action", "Event", "Plan"]
 
@@ -19,12 +22,15 @@ REPLICA = "replica"
 
 @dataclass(frozen=True)
 class Action:
-    verb: Literal["create", "update", "delete"]  # update: TensorBoard Deployment only
+    # update: TensorBoard Deployment only; keep: a pod's log only (`keep_log`)
+    verb: Literal["create", "update", "delete", "keep"]
     kind: Literal["Pod", "Service", "Deployment"]
     name: str
     body: dict[str, Any] | None = None  # create/update: the whole object, ownerReferences included
     uid: str | None = None  # delete/update: precondition, so a newer object of that name survives
     reason: str = ""  # for logs; REPLICA for a replica's pod or Service
+    # keep, or delete of a pod: keep that run's log first (controller.attempts)
+    keep_log: LogKeep | None = None
 
 
 @dataclass(frozen=True)

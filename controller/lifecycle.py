@@ -59,8 +59,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
+from controller.actions import Event
 from controller.spec import JobView
 from controller.status import CONDITION_ORDER, condition, get_condition, parse_time, terminated_at
 
@@ -69,6 +70,8 @@ __all__ = [
     "Observed",
     "Outcome",
     "clean_up",
+    "cleanup_policy",
+    "condition_events",
     "conditions_for",
     "deadline_left",
     "deadline_settle_left",
@@ -279,3 +282,39 @@ def conditions_for(
     else:
         phase_now = "Pending"
     return ordered, phase_now
+
+
+def cleanup_policy(job: JobView, failure_reason: Any) -> str:
+    """The clean-up policy that applies: a deadline stops unfinished replicas whatever it says."""
+    policy = job.clean_up_policy
+    if failure_reason == "DeadlineExceeded" and policy != "All":
+        return "Unfinished"
+    return policy
+
+
+_TRANSITION_EVENTS: dict[tuple[str, str], Literal["Normal", "Warning"]] = {
+    ("Running", "True"): "Normal",
+    ("Paused", "True"): "Normal",
+    ("Paused", "False"): "Normal",
+    ("Completed", "True"): "Normal",
+    ("Failed", "True"): "Warning",
+    ("ReplicaFailure", "True"): "Warning",
+}
+
+
+def condition_events(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[Event]:
+    """One event per condition that turned True (or changed its message, ReplicaFailure)."""
+    events = []
+    for cond in new:
+        kind = _TRANSITION_EVENTS.get((cond["type"], cond["status"]))
+        if kind is None:
+            continue
+        before = get_condition(old, cond["type"])
+        if before is None and cond["type"] == "Paused" and cond["status"] == "False":
+            continue
+        changed = before is None or before.get("status") != cond["status"]
+        if before is not None and cond["type"] == "ReplicaFailure":
+            changed = changed or before.get("message") != cond["message"]
+        if changed:
+            events.append(Event(kind, cond["reason"], cond["message"]))
+    return events

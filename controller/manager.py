@@ -47,6 +47,7 @@ from controller.reconciler import (
     Reconciler,
     job_key,
     owner_uid,
+    without_spec,
 )
 from kube import resources
 from kube.events import EventBuffer, EventRecorder
@@ -230,14 +231,6 @@ def child_event_delay(kind: str, event_type: str, obj: dict[str, Any]) -> float:
 def _key_of(kind: str, job: dict[str, Any]) -> str:
     meta = job.get("metadata") or {}
     return job_key(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
-
-
-def without_spec(obj: dict[str, Any]) -> dict[str, Any]:
-    """A pod or Service as the plan reads it: metadata (without managedFields) and status. A
-    pod's spec (its containers, environment, the projected token volume the API server adds)
-    is most of its size, and a cache holds four pods and four Services per job."""
-    obj.pop("spec", None)
-    return strip_managed_fields(obj)
 
 
 def _namespace(obj: dict[str, Any]) -> list[str]:

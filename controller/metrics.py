@@ -51,7 +51,8 @@ class ControllerMetrics(Collector):
         )
         self.actions = Counter(
             "trainops_controller_actions",
-            "Child objects created or deleted, by verb and kind of child.",
+            "Child objects created, updated or deleted (and pod logs kept: verb keep), by verb and "
+            "kind of child.",
             ("verb", "kind"),
             registry=self.registry,
         )

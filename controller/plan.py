@@ -11,19 +11,24 @@ One round (`plan`):
 
 1. default the job again (`policies.default`) and view it (`controller.spec`);
 2. observe each replica `<job>-<type>-<i>`: its pod (missing, terminating, or in a phase),
-   its restart count S (status, raised to the pod's annotation A if that is higher);
+   its restart count S (status, raised to the pod's annotation A plus the kubelet's restarts
+   K of a pod restarted in place, if that is higher);
 3. a job already Succeeded/Failed is terminal: only clean-up runs, its phase, its
    Running/Completed/Failed conditions and completionTime never change (ReplicaFailure may
    still turn True, never back: `controller.lifecycle`);
 4. otherwise decide, in this order: the master succeeded → Succeeded (also while a pause is
    requested: a finished job ignores pause); disruptions (`DisruptionTarget`: recreated, not
    counted, also in debug mode; not while paused); restarts (not while paused or debugging;
-   the master first against the shared budget; each after its crash-loop delay, the time
-   left joining `requeue_after`); the master failed without a restart → Failed; the deadline
-   → Failed (DeadlineExceeded). A job that ends in this round counts no restart;
+   the master first against the shared budget — in place: the kubelet's restarts counted,
+   a run awaiting one holding a unit, a pod with none left stopped; recreated: each after its
+   crash-loop delay, the time left joining `requeue_after`); the master failed without a
+   restart → Failed; the deadline → Failed (DeadlineExceeded). A job that ends in this round
+   counts no restart of its own (the kubelet's happened: they stay counted);
 5. actions: create missing services (any time before the end) and missing pods (running job,
-   not while their old pod is still terminating); delete pods that restart or were
-   disrupted; delete every pod when paused; clean up when finished (`clean_up`);
+   not while their old pod is still terminating, never a stopped replica's); delete pods that
+   restart, were disrupted or are stopped, keeping their last run's log first
+   (`controller.attempts`), and keep the log `--previous` reads of pods restarted in place;
+   delete every pod when paused; clean up when finished (`clean_up`);
 6. the status (`controller.status`) and one event per transition, found by comparing the
    old status with the new one — so planning again from the returned status and the same
    children yields the same status and no events (the same actions come back: repeating them
@@ -34,17 +39,19 @@ Job semantics where the seeds are silent are listed in docs/CONTROLLER.md ("Job 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import policies
+from controller import attempts as at
 from controller import tensorboard as tb
-from controller.actions import REPLICA, Action, Event, Plan
+from controller.acting import BACKOFF, FINISHED, Acting, Replica
+from controller.actions import Action, Event, Plan
 from controller.lifecycle import (
     Observed,
     Outcome,
-    clean_up,
+    cleanup_policy,
+    condition_events,
     conditions_for,
     deadline_left,
     deadline_settle_left,
@@ -53,23 +60,26 @@ from controller.lifecycle import (
     with_condition,
 )
 from controller.refusals import keep_failed_create, refused_before
-from controller.replicas import Mode, pod_body, service_body
+from controller.replicas import Mode
 from controller.restarts import (
     Budget,
     Decision,
     annotated_count,
     decide,
     disruption,
-    exit_code,
+    in_place,
+    in_place_decision,
+    last_exit,
+    observed_count,
+    restart_event,
     restart_wait,
+    waiting_restart,
     wants_restart,
 )
-from controller.spec import JobView, ReplicaId, view
+from controller.spec import JobView, view
 from controller.status import aggregate, fmt_time, get_condition, pod_ready, replica_entry
 
 __all__ = ["Action", "Event", "Plan", "plan"]
-
-FINISHED = ("Succeeded", "Failed")
 
 
 def plan(
@@ -85,29 +95,7 @@ def plan(
     return _Round(view(defaulted), pods, services, now, tensorboard).run()
 
 
-@dataclass
-class _Replica:
-    rid: ReplicaId
-    pod: dict[str, Any] | None
-    service: dict[str, Any] | None
-    count: int  # S, after raising it to the pod's annotation
-
-    @property
-    def terminating(self) -> bool:
-        return bool(self.pod and (self.pod.get("metadata") or {}).get("deletionTimestamp"))
-
-    @property
-    def pod_phase(self) -> str | None:
-        if self.pod is None:
-            return None
-        return (self.pod.get("status") or {}).get("phase") or "Pending"
-
-    @property
-    def live(self) -> bool:
-        return self.pod is not None and not self.terminating
-
-
-class _Round:
+class _Round(Acting):
     def __init__(
         self,
         job: JobView,
@@ -116,7 +104,6 @@ class _Round:
         now: datetime,
         deployment: dict[str, Any] | None,
     ) -> None:
-        self.job = job
         self.now = now
         self.now_s = fmt_time(now)
         self.old = job.old_status
@@ -129,40 +116,41 @@ class _Round:
             for r in task.get("replicas") or []
             if isinstance(r, dict) and "name" in r
         }
-        self.replicas: list[_Replica] = []
+        replicas: list[Replica] = []
         for rid in job.replicas():
             pod = pods_by.get(rid.name)
             old_count = self.old_entries.get(rid.name, {}).get("restartCount")
-            count = old_count if isinstance(old_count, int) else 0
+            known = old_count if isinstance(old_count, int) else 0
+            count = known
             if pod is not None:
-                count = max(count, annotated_count(pod))
-            self.replicas.append(_Replica(rid, pod, self.services_by.get(rid.name), count))
-        self.actions: list[Action] = []
+                known = max(known, annotated_count(pod))
+                # A disrupted pod's kubelet restarts since the last round are the disruption's.
+                count = known if disruption(pod) else max(known, observed_count(pod))
+            replicas.append(Replica(rid, pod, self.services_by.get(rid.name), known, count))
+        super().__init__(job, replicas, self.old_entries)
         self.events: list[Event] = []
-        self.phases: dict[str, str] = {}
-        self.decisions: dict[str, Decision] = {}
         self.waits: list[float] = []  # seconds left of the crash-loop delays being waited
         self.start: str = self.old.get("startTime") or self.now_s
         self.requeue_after: float | None = None
 
     # --- decisions ------------------------------------------------------------------------
 
-    def _master(self) -> _Replica | None:
-        return next((r for r in self.replicas if self.job.is_master(r.rid)), None)
+    def _exit(self, r: Replica) -> int | None:
+        """The main container's last exit code (from the old status once the pod is gone)."""
+        if r.pod is not None:
+            term = last_exit(r.pod, self.job.kind.main_container) or {}
+            code = term.get("exitCode")
+            return code if isinstance(code, int) else None
+        runs = self.old_entries.get(r.rid.name, {}).get("attempts") or [{}]
+        code = runs[-1].get("exitCode") if isinstance(runs[-1], dict) else None
+        return code if isinstance(code, int) else None
 
-    def _exit(self, r: _Replica) -> int | None:
-        return exit_code(r.pod, self.job.kind.main_container) if r.pod else None
-
-    def _describe_exit(self, r: _Replica) -> str:
+    def _describe_exit(self, r: Replica) -> str:
         code = self._exit(r)
         if code is not None:
             return f"exit code {code}"
         reason = ((r.pod or {}).get("status") or {}).get("reason")
         return f"no exit code (pod reason {reason})" if reason else "no exit code"
-
-    def _policy(self, r: _Replica) -> str:
-        rtype = self.job.type_of(r.rid.type)
-        return rtype.restart_policy if rtype else "Never"
 
     def _disruptions(self) -> None:
         """Mark every live pod ended by its environment for recreation (nothing counted)."""
@@ -173,21 +161,44 @@ class _Round:
     def _restarts(self) -> Outcome | None:
         """Decide every terminated replica's restart; the master's failure may end the job."""
         limit = self.job.backoff_limit
-        budget = Budget(limit, sum(r.count for r in self.replicas))
+        budget = Budget(limit, sum(r.known for r in self.replicas))
         master = self._master()
         order = sorted(self.replicas, key=lambda r: r is not master)
         outcome: Outcome | None = None
         main = self.job.kind.main_container
         for r in order:
             phase = r.pod_phase
-            if not r.live or phase not in FINISHED or r.pod is None:
+            if (
+                not r.live
+                or r.pod is None
+                or r.rid.name in self.stopped
+                or self.decisions.get(r.rid.name) is Decision.DISRUPTED
+            ):
+                budget.used += r.count - r.known  # restarts seen: they happened
                 continue
-            if self.decisions.get(r.rid.name) is Decision.DISRUPTED:
+            pod_policy = in_place(r.pod)
+            if phase not in FINISHED:
+                if pod_policy is None:
+                    continue
+                ended = waiting_restart(r.pod, main)
+                found = in_place_decision(pod_policy, ended, r.count - r.known, budget)
+                if found is None:
+                    continue
+                self.decisions[r.rid.name] = found
+                if found is Decision.STOP:
+                    self.stopped[r.rid.name] = BACKOFF
+                    if r is master:
+                        text = (
+                            f"pod {r.rid.name} failed with {self._describe_exit(r)} and the "
+                            f"backoff limit ({limit}) is used up"
+                        )
+                        outcome = Outcome("Failed", "BackoffLimitExceeded", f"master {text}")
                 continue
+            budget.used += r.count - r.known
             policy = self._policy(r)
             want = wants_restart(policy, phase, self._exit(r), is_master=r is master)
             wait = restart_wait(r.pod, main, r.count, self.now) if want else 0.0
-            decision = decide(want, r.count, annotated_count(r.pod), budget, wait)
+            decision = decide(want, r.count, observed_count(r.pod), budget, wait)
             self.decisions[r.rid.name] = decision
             if decision is Decision.COUNT:
                 r.count += 1
@@ -235,6 +246,10 @@ class _Round:
         main = self.job.kind.main_container
         out = []
         for r in self.replicas:
+            if r.rid.name in self.stopped:
+                if self.stopped[r.rid.name] == BACKOFF or self._exit(r) != 0:
+                    out.append(f"pod {r.rid.name} failed with {self._describe_exit(r)}")
+                continue
             if r.pod is None or disruption(r.pod) is not None:
                 continue
             if finished:
@@ -267,61 +282,6 @@ class _Round:
             None,
         )
 
-    # --- actions --------------------------------------------------------------------------
-
-    def _delete_pod(self, r: _Replica, reason: str) -> None:
-        uid = ((r.pod or {}).get("metadata") or {}).get("uid")
-        self.actions.append(Action("delete", "Pod", r.rid.name, uid=uid, reason=reason))
-
-    def _delete_service(self, r: _Replica, reason: str) -> None:
-        svc = r.service
-        if svc is None or (svc.get("metadata") or {}).get("deletionTimestamp"):
-            return
-        uid = (svc.get("metadata") or {}).get("uid")
-        self.actions.append(Action("delete", "Service", r.rid.name, uid=uid, reason=reason))
-
-    def _act_running(self, pausing: bool, mode: Mode) -> None:
-        for r in self.replicas:
-            name = r.rid.name
-            if r.service is None:
-                body = service_body(self.job, r.rid)
-                self.actions.append(Action("create", "Service", name, body=body, reason=REPLICA))
-            if pausing:
-                if r.live:
-                    self._delete_pod(r, "pause")
-                self.phases[name] = "Deleted"
-            elif r.pod is None:
-                body = pod_body(self.job, r.rid, restart_count=r.count, mode=mode)
-                self.actions.append(Action("create", "Pod", name, body=body, reason=REPLICA))
-                self.phases[name] = "Creating"
-            else:
-                decision = self.decisions.get(name)
-                if decision in (Decision.COUNT, Decision.ALREADY_COUNTED):
-                    self._delete_pod(r, "restart")
-                elif decision is Decision.DISRUPTED:
-                    self._delete_pod(r, "disrupted")
-                self.phases[name] = r.pod_phase or "Pending"
-
-    def _act_finished(self, policy: str) -> None:
-        for r in self.replicas:
-            delete_pod, delete_service = clean_up(policy, r.pod_phase if r.live else None)
-            if r.live and delete_pod:
-                self._delete_pod(r, f"cleanUpPolicy {policy}")
-            if delete_service:
-                self._delete_service(r, f"cleanUpPolicy {policy}")
-            if r.live and not delete_pod:
-                self.phases[r.rid.name] = r.pod_phase or "Pending"
-            else:
-                ended = None if policy == "All" else self._ended(r)
-                self.phases[r.rid.name] = ended or "Deleted"
-
-    def _ended(self, r: _Replica) -> str | None:
-        """Succeeded/Failed if the replica had ended on its own before clean-up removed it."""
-        if r.pod is not None:
-            return ended_on_its_own(r.pod, self.job.kind.main_container)
-        old = self.old_entries.get(r.rid.name, {}).get("phase")
-        return old if old in FINISHED else None
-
     # --- the round ------------------------------------------------------------------------
 
     def run(self) -> Plan:
@@ -331,8 +291,8 @@ class _Round:
         outcome: Outcome | None = None
         if finished_before:
             failed = get_condition(old_conditions, "Failed") or {}
-            cleanup = _cleanup_policy(job, failed.get("reason"))
-            self._act_finished(cleanup)
+            cleanup = cleanup_policy(job, failed.get("reason"))
+            self.act_finished(cleanup, ended_before=True)
             failure = replica_failure(
                 get_condition(old_conditions, "ReplicaFailure"),
                 self._failures(finished=True),
@@ -345,7 +305,7 @@ class _Round:
             observed = Observed.of(old_conditions, pausing, self.now_s)
             outcome = self._decide(pausing, observed.paused)
             if outcome is not None:
-                self._act_finished(_cleanup_policy(job, outcome.reason))
+                self.act_finished(cleanup_policy(job, outcome.reason))
             else:
                 mode = (
                     Mode.DEBUG
@@ -354,7 +314,7 @@ class _Round:
                     if observed.paused is not None
                     else Mode.TRAIN
                 )
-                self._act_running(pausing, mode)
+                self.act_running(pausing, mode)
             master = self._master()
             conditions, phase = conditions_for(
                 observed,
@@ -373,6 +333,7 @@ class _Round:
                 r.service is None for r in self.replicas
             )
             conditions = keep_failed_create(conditions, old_conditions, creating=creating)
+        self.keep_previous()
         status = self._status(conditions, phase, outcome, finished_before)
         self._events(status, outcome)
         tb_status, tb_actions, tb_events = tb.plan_tensorboard(
@@ -394,16 +355,7 @@ class _Round:
         tasks = []
         for t in self.job.types:
             mine = [r for r in self.replicas if r.rid.type == t.type]
-            entries = [
-                replica_entry(
-                    r.rid.name,
-                    self.phases[r.rid.name],
-                    r.count,
-                    r.pod,
-                    self.old_entries.get(r.rid.name),
-                )
-                for r in mine
-            ]
+            entries = [self._entry(r) for r in mine]
             restarts = sum(r.count for r in mine)
             tasks.append({"type": t.type, "restartCount": restarts, "replicas": entries})
         ready = sum(
@@ -430,7 +382,23 @@ class _Round:
             status["observedGeneration"] = generation
         return status
 
-    def _newly_seen(self, r: _Replica, phase: str) -> bool:
+    def _entry(self, r: Replica) -> dict[str, Any]:
+        name = r.rid.name
+        old = self.old_entries.get(name)
+        entry = replica_entry(name, self.phases[name], r.count, r.pod, old)
+        runs = at.attempts(
+            (old or {}).get("attempts"),
+            r.pod,
+            self.job.kind.main_container,
+            self.kept.get(name),
+        )
+        if runs:
+            entry["attempts"] = runs
+        if name in self.stopped:
+            entry["stopped"] = self.stopped[name]
+        return entry
+
+    def _newly_seen(self, r: Replica, phase: str) -> bool:
         """Whether the old status did not yet show this very pod in `phase` (event once)."""
         old = self.old_entries.get(r.rid.name) or {}
         uid = ((r.pod or {}).get("metadata") or {}).get("uid")
@@ -447,66 +415,23 @@ class _Round:
         if created:
             message = "created pod " + ", ".join(created)
             self.events.append(Event("Normal", "SuccessfulCreate", message, tuple(created)))
-        limit = self.job.backoff_limit
-        budget = "no backoffLimit" if limit is None else f"backoffLimit {limit}"
         for r in self.replicas:
             decision = self.decisions.get(r.rid.name)
-            if decision is Decision.COUNT:
-                # Stable per replica and exit: the recorder folds repeats into one Event's
-                # count (the counts themselves are in the status).
-                text = (
-                    f"restarting pod {r.rid.name} after {self._describe_exit(r)} "
-                    f"(restartPolicy {self._policy(r)}, {budget})"
-                )
-                self.events.append(Event("Warning", "ReplicaRestart", text))
-            elif decision is Decision.DISRUPTED and self._newly_seen(r, "Failed"):
-                cond = disruption(r.pod or {}) or {}
-                text = (
-                    f"recreating pod {r.rid.name}: it was ended by its environment, not by a "
-                    f"failure of its own ({cond.get('reason', 'DisruptionTarget')}: "
-                    f"{cond.get('message', '')}); no restart is counted"
-                )
-                self.events.append(Event("Normal", "ReplicaRecreated", text))
+            if decision is Decision.DISRUPTED and not self._newly_seen(r, "Failed"):
+                continue
+            event = restart_event(
+                decision,
+                r.rid.name,
+                self._describe_exit(r),
+                self._policy(r),
+                self.job.backoff_limit,
+                disruption(r.pod or {}) if decision is Decision.DISRUPTED else None,
+            )
+            if event is not None:
+                self.events.append(event)
         deleted = [n for n, p in self.phases.items() if p == "Deleted" and old_phase.get(n) != p]
         if deleted:
             self.events.append(
                 Event("Normal", "SuccessfulDelete", "deleted pod " + ", ".join(deleted))
             )
-        self.events.extend(
-            _condition_events(self.old.get("conditions") or [], status["conditions"])
-        )
-
-
-def _cleanup_policy(job: JobView, failure_reason: Any) -> str:
-    """The clean-up policy that applies: a deadline stops unfinished replicas whatever it says."""
-    policy = job.clean_up_policy
-    if failure_reason == "DeadlineExceeded" and policy != "All":
-        return "Unfinished"
-    return policy
-
-
-_TRANSITION_EVENTS: dict[tuple[str, str], Literal["Normal", "Warning"]] = {
-    ("Running", "True"): "Normal",
-    ("Paused", "True"): "Normal",
-    ("Paused", "False"): "Normal",
-    ("Completed", "True"): "Normal",
-    ("Failed", "True"): "Warning",
-    ("ReplicaFailure", "True"): "Warning",
-}
-
-
-def _condition_events(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[Event]:
-    events = []
-    for cond in new:
-        kind = _TRANSITION_EVENTS.get((cond["type"], cond["status"]))
-        if kind is None:
-            continue
-        before = get_condition(old, cond["type"])
-        if before is None and cond["type"] == "Paused" and cond["status"] == "False":
-            continue
-        changed = before is None or before.get("status") != cond["status"]
-        if before is not None and cond["type"] == "ReplicaFailure":
-            changed = changed or before.get("message") != cond["message"]
-        if changed:
-            events.append(Event(kind, cond["reason"], cond["message"]))
-    return events
+        self.events.extend(condition_events(self.old.get("conditions") or [], status["conditions"]))

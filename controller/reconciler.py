@@ -48,6 +48,7 @@ from typing import Any
 from controller import plan as planning
 from controller import refusals
 from controller.actions import REPLICA
+from controller.keeplogs import keep_log
 from controller.metrics import ControllerMetrics
 from controller.status import fmt_time
 from kube import errors, resources
@@ -64,6 +65,7 @@ __all__ = [
     "Reconciler",
     "job_key",
     "parse_key",
+    "without_spec",
 ]
 
 log = logging.getLogger(__name__)
@@ -217,6 +219,18 @@ class Created:
         if not pending:
             del self._by_owner[owner]
         return out
+
+
+def without_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    """A pod or Service as the plan reads it: metadata (without managedFields) and status, and
+    of the spec only a pod's `restartPolicy` (whether the kubelet restarts it in place). A
+    pod's spec (its containers, environment, the projected token volume the API server adds)
+    is most of its size, and a cache holds four pods and four Services per job."""
+    spec = obj.pop("spec", None)
+    policy = spec.get("restartPolicy") if isinstance(spec, dict) else None
+    if policy is not None:
+        obj["spec"] = {"restartPolicy": policy}
+    return strip_managed_fields(obj)
 
 
 def _int_rv(value: Any) -> int | None:
@@ -397,8 +411,12 @@ class Reconciler:
                 return why
             if action.kind in ("Pod", "Service"):
                 owner = str(job["metadata"].get("uid", ""))
-                created.pop("spec", None)  # as the informers keep them (manager.without_spec)
-                self.created.add(owner, action.kind, strip_managed_fields(created))
+                # as the informers keep them (`without_spec`)
+                self.created.add(owner, action.kind, without_spec(created))
+        elif action.verb == "keep":
+            assert action.keep_log is not None
+            if not await keep_log(self.client, job, action.keep_log):
+                return False
         elif action.verb == "update":
             assert action.body is not None
             try:
@@ -415,6 +433,8 @@ class Reconciler:
                 self.emit(job, planning.Event("Warning", "FailedUpdate", message))
                 return why
         else:
+            if action.keep_log is not None:  # the run's log first: the delete loses it
+                await keep_log(self.client, job, action.keep_log)
             preconditions = {"uid": action.uid} if action.uid else None
             try:
                 await self.client.delete(

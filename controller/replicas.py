@@ -10,8 +10,10 @@ index work). Keeping it pure makes every field testable without a cluster.
   master` on the master only, `app.kubernetes.io/managed-by: trainops`; the template's labels
   are kept (ours win on a clash). Template annotations are kept on the pod.
 - ownerReferences: the job, `controller: true`, `blockOwnerDeletion: true`.
-- The pod's `restartPolicy` is always `Never`: the controller owns restarts (they count against
-  `backoffLimit`, which a kubelet restart would not). The template spec is otherwise kept;
+- The pod's `restartPolicy` is the one `controller.restarts.pod_restart_policy` chose: OnFailure
+  or Always where the kubelet restarts the replica in place (OnFailure/Always replicas), else
+  Never and the controller recreates the pod (ExitCode, Never, debug mode, no budget left).
+  The template's own `restartPolicy` is overridden (seeds, 重启机制). The template spec is otherwise kept;
   `hostname`/`subdomain` are left alone — each replica has its own headless service.
 - The service: `clusterIP: None`, selector job name + replica type + index, one port, the
   type's main-container port named `tfjob-port`/`xgboostjob-port` (name and number from it).
@@ -80,14 +82,21 @@ def selector(job: JobView, rid: ReplicaId) -> dict[str, str]:
     return {L.JOB_NAME: job.name, L.REPLICA_TYPE: rid.type, L.REPLICA_INDEX: str(rid.index)}
 
 
-def pod_body(job: JobView, rid: ReplicaId, *, restart_count: int, mode: Mode) -> dict[str, Any]:
+def pod_body(
+    job: JobView,
+    rid: ReplicaId,
+    *,
+    restart_count: int,
+    mode: Mode,
+    restart_policy: str = "Never",
+) -> dict[str, Any]:
     rtype = job.type_of(rid.type)
     template = copy_json(rtype.template) if rtype else {}
     tmeta = template.get("metadata") or {}
     spec: dict[str, Any] = template.get("spec") or {}
     annotations = {**(tmeta.get("annotations") or {}), L.RESTART_COUNT: str(restart_count)}
     pod_labels = {**(tmeta.get("labels") or {}), **replica_labels(job, rid)}
-    spec["restartPolicy"] = "Never"
+    spec["restartPolicy"] = restart_policy
     sched = job.t9k_scheduler
     if sched is not None:
         spec["schedulerName"] = L.T9K_SCHEDULER

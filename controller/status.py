@@ -6,10 +6,13 @@ keep planning idempotent — a condition's `lastTransitionTime` moves only when 
 changes and `lastUpdateTime` only when its status, reason or message does; otherwise both are
 carried over, so planning twice from the same observation gives the same status.
 
-Shape (seeds) plus two documented additions:
+Shape (seeds) plus documented additions:
 - `tasks[].replicas[].restartCount`: the replica's own restart count S, the ground truth of the
-  crash-safe counting in `controller.restarts` (`tasks[].restartCount` is the sum per type,
-  `backoffCount` the sum over all replicas);
+  crash-safe counting in `controller.restarts` — its recreations and its pod's in-place
+  restarts, so it equals the pod annotation A plus the pod's RESTARTS (`tasks[].restartCount`
+  is the sum per type, `backoffCount` the sum over all replicas);
+- `tasks[].replicas[].attempts` (its ended runs, exit codes and kept logs,
+  `controller.attempts`) and `stopped` (set when the controller stopped it for good);
 - `readyReplicas`: `"<ready>/<total>"` for a printer column; ready = pods Running whose Ready
   condition is True (or that report no conditions).
 
@@ -94,7 +97,8 @@ def condition(
 
 
 def container_states(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    """`[{name, state, exitCode?}]` from the pod's containerStatuses, in their order."""
+    """`[{name, state, exitCode?}]` from the pod's containerStatuses, in their order; a
+    waiting container's `exitCode` is its last run's (restarted in place)."""
     out: list[dict[str, Any]] = []
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         if not isinstance(cs, dict):
@@ -110,6 +114,11 @@ def container_states(pod: dict[str, Any]) -> list[dict[str, Any]]:
             entry["state"] = "Running"
         else:
             entry["state"] = "Waiting"
+            # waiting to be restarted in place (CrashLoopBackOff): its last run's exit code
+            last = (cs.get("lastState") or {}).get("terminated")
+            code = last.get("exitCode") if isinstance(last, dict) else None
+            if isinstance(code, int):
+                entry["exitCode"] = code
         out.append(entry)
     return out
 

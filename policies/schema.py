@@ -46,6 +46,8 @@ Schema = dict[str, Any]
 _KINDS: dict[str, KindSpec] = {k.kind: k for k in (TENSORFLOW, XGBOOST)}
 KIND_REPLICA_TYPES = {name: k.replica_types for name, k in _KINDS.items()}
 MAIN_CONTAINERS = {name: k.main_container for name, k in _KINDS.items()}
+MAX_ATTEMPTS = 10
+"""The ended runs a replica's status lists (controller/attempts.py)."""
 REPLICA_PHASES = ("Creating", "Pending", "Running", "Succeeded", "Failed", "Unknown", "Deleted")
 JOB_PHASES = ("Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed", "Unknown")
 MAX_TYPE_LENGTH = 32
@@ -285,8 +287,38 @@ def _status() -> Schema:
                                 "One container of the pod.",
                                 name=_str("The container name."),
                                 state=_str("Waiting, Running or Terminated."),
-                                exitCode=_int("The exit code once terminated.", fmt="int32"),
+                                exitCode=_int(
+                                    "The exit code once terminated, or of its last run while "
+                                    "it waits to be restarted.",
+                                    fmt="int32",
+                                ),
                             ),
+                        ),
+                        attempts=_list(
+                            "The replica's ended runs, oldest first (the newest "
+                            f"{MAX_ATTEMPTS}); attempt n ran after n restarts.",
+                            _obj(
+                                "One ended run of the main container.",
+                                attempt=_int(
+                                    "The replica's restart count when it ran.", fmt="int32"
+                                ),
+                                exitCode=_int("Its exit code.", fmt="int32"),
+                                reason=_str("Why it ended (Error, Completed, OOMKilled, ...)."),
+                                startedAt=_time("When it started."),
+                                finishedAt=_time("When it ended."),
+                                podUID=_str("The pod that ran it."),
+                                keptLog=_obj(
+                                    "The tail of its log, kept by the controller.",
+                                    configMap=_str("The job's ConfigMap holding it."),
+                                    key=_str("Its key in that ConfigMap."),
+                                ),
+                            ),
+                            max_items=MAX_ATTEMPTS,
+                        ),
+                        stopped=_str(
+                            "Why the controller stopped the replica's pod, which the kubelet "
+                            "would have restarted in place: BackoffLimitExceeded (never "
+                            "recreated) or JobEnded."
                         ),
                     ),
                 ),

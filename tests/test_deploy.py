@@ -177,6 +177,12 @@ CONTROLLER_CLUSTER_RULES = {
     # kube/events.py: create, then a merge patch of count/lastTimestamp for a repeat.
     ("", "events", "create", ()),
     ("", "events", "patch", ()),
+    # controller/keeplogs.py: a run's log (a GET of pods/log) kept in the job's ConfigMap,
+    # read, created or replaced.
+    ("", "pods/log", "get", ()),
+    ("", "configmaps", "get", ()),
+    ("", "configmaps", "create", ()),
+    ("", "configmaps", "update", ()),
 }
 
 
@@ -325,6 +331,8 @@ CONTROLLER_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None],
     ),
     ("controller/reconciler.py", frozenset({"replace"}), ("DEPLOYMENTS",), None),
     ("kube/events.py", frozenset({"create", "patch"}), ("EVENTS",), None),
+    ("controller/keeplogs.py", frozenset({"request"}), ("PODS",), "log"),
+    ("controller/keeplogs.py", frozenset({"get", "create", "replace"}), ("CONFIGMAPS",), None),
     ("kube/leader.py", frozenset({"get", "create", "replace"}), ("LEASES",), None),
 )
 _VERB = {
@@ -335,6 +343,7 @@ _VERB = {
     "replace": "update",
     "patch": "patch",
     "delete": "delete",
+    "request": "get",  # the escape hatch: the controller's only request is a GET of pods/log
 }
 _CLIENT_METHODS = {*_VERB, "request", "stream_lines"}
 

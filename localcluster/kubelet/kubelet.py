@@ -106,7 +106,11 @@ class Kubelet:
             PortForwardServer(self.runtime, self._lookup),
         )
         self.logs = LogServer(
-            self.runtime, self._lookup, client_ca=config.client_ca, streaming=streaming
+            self.runtime,
+            self._lookup,
+            client_ca=config.client_ca,
+            streaming=streaming,
+            last_terminated=self._last_terminated,
         )
         self.facts = nodes.machine_facts(config.data_dir)
         extra = [n.strip() for n in os.environ.get("TRAINOPS_PASS_ENV", "").split(",") if n.strip()]
@@ -348,6 +352,20 @@ class Kubelet:
         for rec in self.runtime.known_pods():
             if rec.get("namespace") == namespace and rec.get("name") == name:
                 return str(rec["uid"])
+        return None
+
+    def _last_terminated(self, uid: str, container: str) -> str | None:
+        """The containerID in the last reported `lastState.terminated` of `container`."""
+        w = self.workers.get(uid)
+        status: dict[str, Any] = {}
+        if w is not None:
+            status = w.reported or (w.pod or {}).get("status") or {}
+        for key in ("containerStatuses", "initContainerStatuses"):
+            for cs in status.get(key) or []:
+                if isinstance(cs, dict) and cs.get("name") == container:
+                    term = (cs.get("lastState") or {}).get("terminated") or {}
+                    cid = term.get("containerID")
+                    return str(cid) if cid else None
         return None
 
     # -- events ----------------------------------------------------------------------------

@@ -17,6 +17,12 @@ server's `DATA_DIR/pki/kubelet-client.crt`). Without one the TLS handshake fails
 of this machine cannot read pod logs from the port; nothing is served unauthenticated, not even
 `/healthz`.
 
+`previous` is the instance the pod's status shows in the container's `lastState.terminated`
+(`last_terminated`), as the kubelet's `validateContainerLogStatus` picks it: the one before
+the current instance while the current runs or has ended for good, but the instance that just
+ended while the container waits in CrashLoopBackOff (a waiting container's `lastState` is
+its latest run). Without a reported status, the instance before the latest.
+
 Reads run in a worker thread; `follow` polls the file (there is no portable async file watch) and
 ends when the container instance has finished and everything it wrote was sent.
 """
@@ -89,9 +95,12 @@ class LogServer:
         streaming: Sequence[Routes] = (),
         host: str = "127.0.0.1",
         port: int = 0,
+        last_terminated: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.runtime = runtime
         self.lookup = lookup
+        # (uid, container) -> the containerID of the reported lastState.terminated, if any
+        self.last_terminated = last_terminated
         self.client_ca = client_ca
         self.streaming = tuple(streaming)
         self.host = host
@@ -155,13 +164,18 @@ class LogServer:
             return _status(404, "NotFound", f'pods "{pod}" not found')
         instances = await asyncio.to_thread(self.runtime.instances, uid, container)
         if previous:
-            if len(instances) < 2:
+            shown = self.last_terminated(uid, container) if self.last_terminated else None
+            found = [i for i in instances if shown is not None and i.container_id == shown]
+            if found:
+                inst = found[-1]
+            elif len(instances) < 2:
                 return _status(
                     400,
                     "BadRequest",
                     f'previous terminated container "{container}" in pod "{pod}" not found',
                 )
-            inst = instances[-2]
+            else:
+                inst = instances[-2]
         else:
             if not instances:
                 return _status(

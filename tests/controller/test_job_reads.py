@@ -178,7 +178,7 @@ async def test_a_child_created_then_deleted_before_its_informer_looked_is_not_ke
     assert created.with_cached("owner-uid", "Pod", after, after.list()) == []
 
 
-async def test_the_controllers_pod_and_service_caches_keep_metadata_and_status_only(
+async def test_the_controllers_pod_and_service_caches_keep_metadata_status_and_restart_policy(
     controller: Controller, kclient: Client, namespace: str
 ) -> None:
     job = copy.deepcopy(tf_job(replica("chief"), replica("worker", 2), name="lean"))
@@ -198,8 +198,11 @@ async def test_the_controllers_pod_and_service_caches_keep_metadata_and_status_o
 
     pods, services = await aeventually(cached, timeout=15)
     for obj in [*pods, *services]:
-        assert "spec" not in obj and "managedFields" not in obj["metadata"]
+        assert "managedFields" not in obj["metadata"]
         assert obj["metadata"]["ownerReferences"][0]["name"] == "lean"
+    # Of a pod's spec only its restartPolicy (whether the kubelet restarts it in place).
+    assert [p["spec"] for p in pods] == [{"restartPolicy": "Never"}] * 3
+    assert all("spec" not in s for s in services)
     # The API server still has the whole pod: only the cache is lean.
     live = await kclient.get(resources.PODS, pods[0]["metadata"]["name"], namespace)
     assert live["spec"]["containers"]

@@ -8,12 +8,14 @@ counted against `backoffLimit`, and the job runs on.
 
 from __future__ import annotations
 
+import copy
 import json
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.up.conftest import Up, eventually
@@ -58,11 +60,17 @@ def _status(up: Up) -> dict[str, Any]:
     return dict(json.loads(out.stdout).get("status") or {})
 
 
+@pytest.mark.parametrize("policy", ["Never", "OnFailure"])
 def test_a_job_running_when_up_is_stopped_runs_again_after_a_restart(
-    up: Up, tmp_path: Path
+    up: Up, tmp_path: Path, policy: str
 ) -> None:
+    """Never: the pods ended Failed and are recreated. OnFailure: the kubelet restarts their
+    containers in place when `up` starts again; the controller recreates them as well (a
+    disruption), and neither counts against the backoff limit."""
+    job = copy.deepcopy(JOB)
+    job["spec"]["replicaSpecs"][0]["restartPolicy"] = policy
     up.start()
-    created = _kubectl(up, "create", "-f", "-", stdin=yaml.safe_dump(JOB))
+    created = _kubectl(up, "create", "-f", "-", stdin=yaml.safe_dump(job))
     assert created.returncode == 0, created.stderr
     eventually(lambda: _status(up).get("phase") == "Running", timeout=30)
     assert up.stop(signal.SIGINT) == 0
@@ -70,13 +78,29 @@ def test_a_job_running_when_up_is_stopped_runs_again_after_a_restart(
     up.start()
 
     def running_again() -> dict[str, Any] | bool:
+        # Both replicas' pods run their container again (not merely in phase Running: an
+        # OnFailure pod stays Running while its container waits to be restarted)...
+        out = _kubectl(up, "get", "pods", "-o", "json")
+        pods = [p for p in json.loads(out.stdout or "{}").get("items", [])]
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        running = [
+            p
+            for p in live
+            if all(
+                "running" in c.get("state", {}) for c in p["status"].get("containerStatuses", [{}])
+            )
+        ]
+        # ...and the status says so for those very pods.
         status = _status(up)
         replicas = [r for t in status.get("tasks", []) for r in t.get("replicas", [])]
-        fresh = all(r.get("phase") == "Running" for r in replicas) and len(replicas) == 2
+        uids = {p["metadata"]["uid"] for p in running}
+        fresh = len(replicas) == 2 == len(running) and {r.get("uid") for r in replicas} == uids
+        fresh = fresh and all(r.get("phase") == "Running" for r in replicas)
         return status if status.get("phase") == "Running" and fresh else False
 
     status = eventually(running_again, timeout=60)
     assert status.get("backoffCount", 0) == 0
+    assert all(r["restartCount"] == 0 for t in status["tasks"] for r in t["replicas"])
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions["Failed"] == "False"
     assert conditions["ReplicaFailure"] == "False"

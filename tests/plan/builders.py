@@ -160,6 +160,47 @@ class World:
         ]
         self.pods[name]["status"] = status
 
+    # --- the kubelet restarting a pod's container in place (restartPolicy OnFailure/Always) --
+
+    def _main_status(self, name: str) -> dict[str, Any]:
+        status = self.pods[name].setdefault("status", {})
+        for cs in status.setdefault("containerStatuses", []):
+            if cs["name"] == self.main:
+                cs.setdefault("restartCount", 0)
+                return dict(cs)
+        return {"name": self.main, "restartCount": 0, "state": {}}
+
+    def _set_main(self, name: str, phase: str, cs: dict[str, Any]) -> None:
+        status = self.pods[name]["status"]
+        status["phase"] = phase
+        status["containerStatuses"] = [cs]
+
+    def crash(self, name: str, code: int) -> None:
+        """The main container's run ends with `code` now; the pod's own restartPolicy says
+        whether the kubelet will restart it (then it waits in CrashLoopBackOff)."""
+        cs = self._main_status(name)
+        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+        term["finishedAt"] = stamp(self.now)
+        policy = self.pods[name]["spec"]["restartPolicy"]
+        if policy == "Always" or (policy == "OnFailure" and code != 0):
+            cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+            cs["lastState"] = {"terminated": term}
+            self._set_main(name, "Running", cs)
+        else:
+            cs["state"] = {"terminated": term}
+            self._set_main(name, "Succeeded" if code == 0 else "Failed", cs)
+
+    def restart_in_place(self, name: str) -> None:
+        """The kubelet starts the container again after its back-off (restartCount + 1)."""
+        cs = self._main_status(name)
+        cs["restartCount"] += 1
+        cs["state"] = {"running": {"startedAt": stamp(self.now)}}
+        self._set_main(name, "Running", cs)
+
+    def restart_count(self, name: str) -> int:
+        """What `kubectl get pods` shows as RESTARTS."""
+        return int(self._main_status(name)["restartCount"])
+
     def phase(self, name: str, phase: str) -> None:
         self.pods[name]["status"] = {"phase": phase}
 

@@ -95,13 +95,13 @@ def test_the_service_selects_its_one_pod_on_the_main_containers_named_port() -> 
     assert svc["spec"]["ports"] == [{"name": "tfjob-port", "port": 3333, "targetPort": 3333}]
 
 
-def test_the_pod_keeps_its_template_but_never_restarts_itself() -> None:
+def test_the_pod_keeps_its_template_but_the_replicas_restart_policy_overrides_its_own() -> None:
     rep = replica("worker", 1, restartPolicy="OnFailure")
     rep["template"]["metadata"] = {"labels": {"team": "a"}, "annotations": {"note": "x"}}
     rep["template"]["spec"]["restartPolicy"] = "Always"
     rep["template"]["spec"]["nodeSelector"] = {"gpu": "yes"}
     pod = bodies(tf(rep))["mnist-worker-0"]
-    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["spec"]["restartPolicy"] == "OnFailure"  # restarted in place by the kubelet
     assert pod["spec"]["nodeSelector"] == {"gpu": "yes"}
     assert pod["metadata"]["labels"]["team"] == "a"
     assert pod["metadata"]["annotations"] == {"note": "x", L.RESTART_COUNT: "0"}
