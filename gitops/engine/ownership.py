@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitops.engine import health, names
-from gitops.engine.compare import OUT_OF_SYNC, Comparison
+from gitops.engine.compare import OUT_OF_SYNC, Comparison, ResourceState
 from gitops.engine.pairing import ResourceKey
 
 __all__ = [
@@ -110,18 +110,21 @@ def refuse_untracked(comparison: Comparison, *, allow: bool) -> Comparison:
             out.append(r)
             continue
         changed = True
-        out.append(
-            dataclasses.replace(
-                r,
-                desired=None,
-                status=OUT_OF_SYNC,
-                health=health.assess(r.live),
-                message=UNTRACKED_MESSAGE,
-                error=UNTRACKED_MESSAGE,
-                diff=None,
-            )
-        )
+        out.append(_left_alone(r, UNTRACKED_MESSAGE))
     return dataclasses.replace(comparison, resources=tuple(out)) if changed else comparison
+
+
+def _left_alone(r: ResourceState, message: str) -> ResourceState:
+    """`r` made an error that applies nothing: OutOfSync, `message` at its file:line."""
+    return dataclasses.replace(
+        r,
+        desired=None,
+        status=OUT_OF_SYNC,
+        health=health.assess(r.live),
+        message=message,
+        error=message,
+        diff=None,
+    )
 
 
 def tracked_by_message(owner: str) -> str:
@@ -180,16 +183,5 @@ def mark_foreign(comparison: Comparison, foreign: Mapping[ResourceKey, str]) -> 
         if owner is None:
             out.append(r)
             continue
-        message = tracked_by_message(owner)
-        out.append(
-            dataclasses.replace(
-                r,
-                desired=None,
-                status=OUT_OF_SYNC,
-                health=health.assess(r.live),
-                message=message,
-                error=message,
-                diff=None,
-            )
-        )
+        out.append(_left_alone(r, tracked_by_message(owner)))
     return dataclasses.replace(comparison, resources=tuple(out))
