@@ -101,11 +101,22 @@ class Backend:
     async def pod(self, namespace: str, name: str) -> dict[str, Any]:
         return await self.client.get(resources.PODS, name, namespace)
 
-    async def log(self, namespace: str, pod: str, container: str, tail: int | None) -> bytes:
+    async def log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        tail: int | None,
+        *,
+        previous: bool = False,
+    ) -> bytes:
+        query: dict[str, Any] = {"container": container, "tailLines": tail}
+        if previous:  # the container's run before this one (`kubectl logs --previous`)
+            query["previous"] = "true"
         data: bytes = await self.client.request(
             "GET",
             resources.PODS.object_path(pod, namespace, "log"),
-            query={"container": container, "tailLines": tail},
+            query=query,
             raw=True,
             timeout=LOG_READ_TIMEOUT,
         )

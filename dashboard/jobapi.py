@@ -1,7 +1,7 @@
 """The job routes the pages use, under `/api/v1` beside the GitOps API, with its rules.
 
     GET    /api/v1/jobs/{namespace}/{plural}/{name}          {"job", "pods", "events"}
-    GET    /api/v1/jobs/{namespace}/{plural}/{name}/logs     ?pod=&container=&tailLines=&follow=
+    GET    /api/v1/jobs/{namespace}/{plural}/{name}/logs     ?pod=&container=&tailLines=&follow=&previous=
     POST   /api/v1/jobs/{namespace}/{plural}/{name}/pause    202 (server-side apply of
     POST   /api/v1/jobs/{namespace}/{plural}/{name}/resume   202  spec.runMode.pause.enabled;
                                                                  held by hand on a Git job)
@@ -120,6 +120,9 @@ async def logs(request: web.Request) -> web.StreamResponse:
     except ValueError as e:
         return _error(400, str(e))
     follow = request.query.get("follow", "").lower() in ("1", "true", "yes")
+    previous = request.query.get("previous", "").lower() in ("1", "true", "yes")
+    if previous and follow:
+        return _error(400, "a previous run has ended: it cannot be followed")
     try:
         await backend.job(namespace, plural, name)
         pod = await backend.pod(namespace, pod_name)
@@ -136,7 +139,7 @@ async def logs(request: web.Request) -> web.StreamResponse:
         return _error(400, f"pod {pod_name} has no container {container!r}")
     if not follow:
         try:
-            data = await backend.log(namespace, pod_name, container, tail)
+            data = await backend.log(namespace, pod_name, container, tail, previous=previous)
         except errors.APIError as e:
             return _log_failure(e, pod_name)
         return web.Response(body=data, content_type="text/plain", charset="utf-8")

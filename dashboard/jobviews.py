@@ -60,7 +60,7 @@ def job_detail(
     phase = text(status.get("phase")) or "Pending"
     paused = as_dict(as_dict(spec.get("runMode")).get("pause")).get("enabled") is True
     repository = text(as_dict(meta.get("annotations")).get(REPOSITORY_ANNOTATION))
-    replicas = _replicas(name, spec, status, pods)
+    replicas = _replicas(name, spec, status, pods, now)
     ns, _, rname = repository.partition("/")
     return {
         "key": f"{namespace}/{name}",
@@ -154,6 +154,7 @@ def _replicas(
     spec: Mapping[str, Any],
     status: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
+    now: datetime,
 ) -> list[dict[str, Any]]:
     by_name = {text(as_dict(p.get("metadata")).get("name")): p for p in pods}
     entries: list[tuple[str, dict[str, Any]]] = []
@@ -190,8 +191,42 @@ def _replicas(
                 "phase": phase_badge(phase or "Pending"),
                 "restarts": restarts if isinstance(restarts, int) else 0,
                 "exit_code": ", ".join(str(c) for c in codes),
+                "attempts": _attempts(entry, pod, now),
             }
         )
+    return out
+
+
+def _attempts(
+    entry: Mapping[str, Any], pod: Mapping[str, Any] | None, now: datetime
+) -> list[dict[str, Any]]:
+    """The replica's earlier runs as the controller recorded them (`status.tasks[].replicas[]
+    .attempts`, oldest first): exit code, reason, when it ended, and where its log is — kept
+    by the controller in a ConfigMap, or the pod's previous run while the pod that ran it
+    lives (`kubectl logs --previous`, the latest earlier run of the current pod)."""
+    out = []
+    uid = as_dict(as_dict(pod).get("metadata")).get("uid") if pod is not None else None
+    for a in map(as_dict, as_list(entry.get("attempts"))):
+        kept = as_dict(a.get("keptLog"))
+        code = a.get("exitCode")
+        out.append(
+            {
+                "attempt": a.get("attempt") if isinstance(a.get("attempt"), int) else "",
+                "exit_code": code if isinstance(code, int) else "",
+                "reason": text(a.get("reason")),
+                "ended": ago(a.get("finishedAt"), now),
+                "kept": f"{text(kept.get('configMap'))}/{text(kept.get('key'))}"
+                if kept.get("configMap") and kept.get("key")
+                else "",
+                "previous": False,
+                "pod_uid": a.get("podUID"),
+            }
+        )
+    mine = [a for a in out if uid and a.pop("pod_uid") == uid] if uid else []
+    for a in out:
+        a.pop("pod_uid", None)
+    if mine:  # the pod keeps one earlier run: its latest (what `--previous` shows)
+        mine[-1]["previous"] = True
     return out
 
 

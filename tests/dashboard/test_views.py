@@ -692,3 +692,81 @@ def test_links_built_from_names_stay_on_this_site_with_each_name_one_quoted_segm
         assert "/../" not in href + "/" and "/./" not in href + "/"
     assert detail["tensorboard"]["url"].startswith("http://127.0.0.1:8001/api/v1/namespaces/")
     assert "<" not in detail["tensorboard"]["url"]
+
+
+def test_a_replicas_earlier_runs_are_listed_with_their_exit_codes_and_where_their_log_is() -> None:
+    """status.tasks[].replicas[].attempts (the controller's record): a run whose pod was
+    recreated has its log kept in a ConfigMap; the latest earlier run of the current pod is
+    its previous run (`kubectl logs --previous`)."""
+    attempts = [
+        {
+            "attempt": 1,
+            "exitCode": 137,
+            "reason": "Error",
+            "finishedAt": "2026-01-01T11:40:00Z",
+            "podUID": "old-pod",
+            "keptLog": {"configMap": "w-attempts", "key": "worker-0.1.log"},
+        },
+        {"attempt": 2, "exitCode": 1, "reason": "Error", "podUID": "pod-2"},
+        {"attempt": 3, "exitCode": 1, "reason": "Error", "podUID": "pod-2"},
+    ]
+    job = {
+        "kind": "TensorFlowTrainingJob",
+        "metadata": {"namespace": "a", "name": "w"},
+        "spec": {},
+        "status": {
+            "phase": "Running",
+            "tasks": [
+                {
+                    "type": "Worker",
+                    "replicas": [{"name": "w-worker-0", "restartCount": 3, "attempts": attempts}],
+                }
+            ],
+        },
+    }
+    pod = {"metadata": {"name": "w-worker-0", "uid": "pod-2"}, "status": {"phase": "Running"}}
+    (replica,) = jobviews.job_detail(job, [pod], [], NOW)["replicas"]
+    assert replica["restarts"] == 3
+    shown = [(a["attempt"], a["exit_code"], a["kept"], a["previous"]) for a in replica["attempts"]]
+    assert shown == [
+        (1, 137, "w-attempts/worker-0.1.log", False),
+        (2, 1, "", False),
+        (3, 1, "", True),
+    ]
+    assert replica["attempts"][0]["ended"] == "20m ago"
+
+
+def test_the_job_page_renders_earlier_runs_with_a_link_to_the_previous_log() -> None:
+    from dashboard.render import Renderer
+
+    attempts = [
+        {
+            "attempt": 1,
+            "exitCode": 137,
+            "podUID": "old",
+            "keptLog": {"configMap": "w-attempts", "key": "worker-0.1.log"},
+        },
+        {"attempt": 2, "exitCode": 1, "podUID": "pod-2"},
+    ]
+    job = {
+        "kind": "TensorFlowTrainingJob",
+        "metadata": {"namespace": "a", "name": "w"},
+        "spec": {},
+        "status": {
+            "tasks": [
+                {"type": "Worker", "replicas": [{"name": "w-worker-0", "attempts": attempts}]}
+            ]
+        },
+    }
+    pod = {"metadata": {"name": "w-worker-0", "uid": "pod-2"}, "status": {"phase": "Running"}}
+    detail = jobviews.job_detail(job, [pod], [], NOW)
+    html = Renderer(lambda name: f"/static/{name}").render(
+        "_job.html",
+        {"job": detail, "api_path": "/api/v1/jobs/a/tensorflowtrainingjobs/w", "now": ""},
+    )
+    assert 'id="attempts"' in html
+    assert (
+        'href="/api/v1/jobs/a/tensorflowtrainingjobs/w/logs?pod=w-worker-0&amp;previous=true'
+        '&amp;tailLines=all"' in html
+    )
+    assert "kept: w-attempts/worker-0.1.log" in html
