@@ -13,13 +13,12 @@ others to 502); `UnknownJob` when the kind's plural is not a training job.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import asdict
 from typing import Any
 
 from gitops.api.show import job_row, shown_repository
 from gitops.engine import handheld, names, ownership
 from gitops.engine.redact import redact_value
-from gitops.runtime.hub import Hub, UnknownRepository
+from gitops.runtime.hub import Hub, ResourceDiff, UnknownRepository
 from kube import resources
 from kube.client import Client
 from kube.resources import Resource
@@ -62,8 +61,10 @@ class Backend:
         """Raises gitops.runtime.hub.UnknownRepository."""
         return shown_repository(self.hub.repository(namespace, name))
 
-    def diffs(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        return [asdict(d) for d in self.hub.diff(namespace, name)]
+    def diffs(self, namespace: str, name: str) -> list[ResourceDiff]:
+        """Every diff of the repository: the pages show only those their reader may list
+        (`gitops.api.access.visible_diffs`)."""
+        return self.hub.diff(namespace, name)
 
     def job_rows(self) -> list[dict[str, Any]]:
         rows = [job_row(j) for j in self.hub.jobs()]

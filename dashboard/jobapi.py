@@ -35,7 +35,7 @@ from aiohttp import web
 
 from dashboard import jobviews
 from dashboard.backend import JOB_LABEL, DeployedFromGit, UnknownJob
-from dashboard.pages import BACKEND
+from dashboard.pages import BACKEND, readable_parts
 from gitops.api.routes import STREAMS, open_stream
 from kube import errors, resources
 
@@ -74,8 +74,7 @@ async def get_job(request: web.Request) -> web.Response:
     backend = request.app[BACKEND]
     try:
         obj = await backend.job(namespace, plural, name)
-        pods = await backend.pods(namespace, name)
-        events = await backend.events(namespace, obj)
+        pods, events = await readable_parts(request, backend, namespace, obj)
     except (UnknownJob, errors.APIError) as e:
         return _failure(e, namespace, plural, name)
     return _json(

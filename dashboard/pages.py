@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from dashboard import jobviews, views
 from dashboard.backend import Backend, UnknownJob
 from dashboard.render import Renderer
 from gitops.api import routes as api
+from gitops.api.access import may_list, visible_diffs
 from gitops.runtime.hub import UnknownRepository
 from kube import errors
 
@@ -83,9 +85,10 @@ async def repository(request: web.Request) -> web.Response:
     backend = request.app[BACKEND]
     try:
         obj = backend.repository(namespace, name)
-        diffs = backend.diffs(namespace, name)
+        every = backend.diffs(namespace, name)
     except UnknownRepository:
         return _unknown_repository(request, namespace, name)
+    diffs = [asdict(d) for d in await visible_diffs(request, every)]
     moment = now(request)
     detail = views.repository_detail(obj, diffs, moment)
     context = {
@@ -105,9 +108,10 @@ async def diff(request: web.Request) -> web.Response:
     resource = request.query.get("resource", "")
     try:
         obj = backend.repository(namespace, name)
-        diffs = backend.diffs(namespace, name)
+        every = backend.diffs(namespace, name)
     except UnknownRepository:
         return _unknown_repository(request, namespace, name)
+    diffs = [asdict(d) for d in await visible_diffs(request, every)]
     moment = now(request)
     row = views.repository_row(obj, moment)
     context = {
@@ -123,6 +127,20 @@ async def diff(request: web.Request) -> web.Response:
     return request.app[RENDERER].page("diff.html", context)
 
 
+async def readable_parts(
+    request: web.Request, backend: Backend, namespace: str, job: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The job's pods and Events, each only if this request's user may list them in the
+    namespace (read with the service's identity, shown as the user's rights allow: `get` on
+    the job alone does not show its pods' specs or its Events)."""
+    pods, events = [], []
+    if await may_list(request, "", "pods", namespace):
+        pods = await backend.pods(namespace, str((job.get("metadata") or {}).get("name") or ""))
+    if await may_list(request, "", "events", namespace):
+        events = await backend.events(namespace, job)
+    return pods, events
+
+
 async def job(request: web.Request) -> web.Response:
     namespace = request.match_info["namespace"]
     plural, name = request.match_info["plural"], request.match_info["name"]
@@ -130,8 +148,7 @@ async def job(request: web.Request) -> web.Response:
     what = f"{plural} {namespace}/{name}"
     try:
         obj = await backend.job(namespace, plural, name)
-        pods = await backend.pods(namespace, name)
-        events = await backend.events(namespace, obj)
+        pods, events = await readable_parts(request, backend, namespace, obj)
     except UnknownJob:
         return error_page(
             request,

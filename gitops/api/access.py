@@ -26,7 +26,7 @@ from gitops.api.auth import cross_site
 from gitops.api.reviews import AccessUnavailable
 from gitops.api.rules import COOKIE, Check, User
 from gitops.api.state import ACCESS, LOGIN_PATH, PREFIX, RULES, SETTINGS, STREAMS, USER, ApiError
-from gitops.runtime.hub import Change
+from gitops.runtime.hub import Change, ResourceDiff
 
 __all__ = [
     "authenticate",
@@ -38,6 +38,7 @@ __all__ = [
     "open_stream",
     "served_securely",
     "user_of",
+    "visible_diffs",
     "visible_jobs",
     "visible_repositories",
 ]
@@ -142,6 +143,27 @@ async def may_list(request: web.Request, group: str, resource: str, namespace: s
     if await _allowed(request, user, Check("list", group, resource, "")):
         return True
     return await _allowed(request, user, Check("list", group, resource, namespace))
+
+
+async def visible_diffs(request: web.Request, diffs: list[ResourceDiff]) -> list[ResourceDiff]:
+    """The diffs whose object this request's user may list (a diff shows the live object): a
+    kind discovery has not named is withheld. All of them without `ACCESS`."""
+    if ACCESS not in request.app:
+        return diffs
+    user = user_of(request)
+    if user is None:
+        return []
+    out = []
+    for d in diffs:
+        if not d.resource:
+            continue
+        if d.namespace:
+            allowed = await may_list(request, d.group, d.resource, d.namespace)
+        else:
+            allowed = await _allowed(request, user, Check("list", d.group, d.resource, ""))
+        if allowed:
+            out.append(d)
+    return out
 
 
 async def visible_repositories(

@@ -75,6 +75,7 @@ from gitops.api.access import (
     open_stream,
     served_securely,
     user_of,
+    visible_diffs,
     visible_jobs,
     visible_repositories,
 )
@@ -417,6 +418,7 @@ async def _diff(request: web.Request) -> web.Response:
         repo = request.app[HUB].repository(namespace, name)
     except UnknownRepository:
         raise _not_found(namespace, name) from None
+    diffs = await visible_diffs(request, diffs)  # each shows a live object: its reader's right
     body: dict[str, Any] = {"items": [asdict(d) for d in diffs]}
     conditions = (repo.get("status") or {}).get("conditions") or []
     error = next((c for c in conditions if c.get("type") == "ComparisonError"), None)

@@ -44,6 +44,14 @@ class Discovery:
         self._lists[api_version] = (self._clock(), kinds)
         return kinds.get(kind)
 
+    def known_plural(self, group: str, kind: str) -> str | None:
+        """The resource name of `group`/`kind` from what was discovered already (no request);
+        None when no cached answer names it."""
+        for api_version, (_, kinds) in self._lists.items():
+            if api_version.rpartition("/")[0] == group and kind in kinds:
+                return kinds[kind].plural
+        return None
+
     async def _fetch(self, api_version: str) -> dict[str, Resource]:
         group, _, version = api_version.rpartition("/")
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"

@@ -32,6 +32,9 @@ class ResourceDiff:
     line: int
     text: str
     """A unified diff of normalized YAML, live (`---`) to desired (`+++`)."""
+    resource: str = ""
+    """The kind's resource name (plural) when discovery knows it: what a reader of this diff
+    must be allowed to list (`gitops.api.access.visible_diffs`); "" when unknown."""
 
 
 @dataclass(frozen=True)

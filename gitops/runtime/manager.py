@@ -197,7 +197,10 @@ class GitOpsReconciler:
             elif not text:
                 text = r.message
             k = r.key
-            out.append(ResourceDiff(k.group, k.kind, k.namespace, k.name, r.file, r.line, text))
+            plural = self.reconciler.discovery.known_plural(k.group, k.kind) or ""
+            out.append(
+                ResourceDiff(k.group, k.kind, k.namespace, k.name, r.file, r.line, text, plural)
+            )
         return out
 
     def jobs(self) -> list[dict[str, Any]]:

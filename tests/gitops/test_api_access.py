@@ -266,3 +266,37 @@ async def test_dashboard_pages_show_only_the_users_namespaces_and_a_403_page_oth
         denied = await client.get("/api/v1/repositories/team-b/jobs", headers=cookie)
         assert denied.headers["Content-Type"] == "application/json"
         assert denied.status == 403
+
+
+async def test_a_diff_shows_only_objects_its_reader_may_list() -> None:
+    """A diff shows the live object: getting the JobRepository is not enough to read it. Alice
+    may list ConfigMaps in team-a but not Secrets; a kind discovery never named is withheld."""
+    from gitops.runtime.hub import ResourceDiff
+
+    grants = {
+        ("alice", "get", "jobrepositories", "team-a"),
+        ("alice", "list", "configmaps", "team-a"),
+    }
+    diffs = [
+        ResourceDiff("", "ConfigMap", "team-a", "settings", "a.yaml", 1, "-x\n+y", "configmaps"),
+        ResourceDiff("", "Secret", "team-a", "token", "b.yaml", 1, "-a\n+b", "secrets"),
+        ResourceDiff("example.com", "Widget", "team-a", "w", "c.yaml", 1, "-c\n+d", ""),
+    ]
+    fake = FakeHub(
+        repositories=[repository("team-a", "jobs", "https://git.example/a.git")],
+        diffs={("team-a", "jobs"): diffs},
+    )
+
+    class Narrow(TableAccess):
+        async def allowed(self, user: User, check: Check) -> bool:
+            self.asked.append((user.name, check))
+            return (user.name, check.verb, check.resource, check.namespace) in grants
+
+    async with served(fake, Narrow()) as client:
+        response = await client.get(
+            "/api/v1/repositories/team-a/jobs/diff",
+            headers={"Authorization": "Bearer tok-alice"},
+        )
+        assert response.status == 200
+        items = (await response.json())["items"]
+    assert [d["name"] for d in items] == ["settings"]
