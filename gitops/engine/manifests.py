@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from gitops.engine import limits as repo_limits
+
 __all__ = [
     "MAX_DOCUMENT_BYTES",
     "MAX_EXPANDED_NODES",
@@ -115,8 +117,19 @@ def expand_lists(documents: Iterable[Document]) -> list[Document]:
 _TOO_DEEP = "document is nested too deeply to load"
 
 
-def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[LoadError]]:
-    """Every non-empty document in `text`; loading stops at the first syntax error."""
+def load_text(
+    text: str,
+    file: str = "<stdin>",
+    *,
+    limits: repo_limits.Limits | None = None,
+    objects_before: int = 0,
+) -> tuple[list[Document], list[LoadError]]:
+    """Every non-empty document in `text`; loading stops at the first syntax error.
+
+    With `limits` (a repository revision's, `gitops.engine.limits`), a document nested deeper
+    than `limits.depth`, or objects (after `kind: List` expansion) beyond `limits.objects`
+    counting `objects_before` of the files read before, raise `LimitExceeded` — checked on
+    each document's node tree, before its data is built."""
     documents: list[Document] = []
     errors: list[LoadError] = []
     text, oversized = _blank_oversized(text, file)
@@ -132,10 +145,21 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
                 continue
             start = node.start_mark.line + 1
             doc_index, index = index, index + 1
-            problem = _size_problem(text, node) or _alias_problem(node)
+            problem, depth = _size_problem(text, node), 0
+            if not problem:
+                problem, depth = _alias_problem(node)
             if problem:
                 errors.append(LoadError(file, start, problem))
                 continue
+            if limits is not None:
+                objects_before += _objects_in(node)
+                exceeded = (
+                    repo_limits.Exceeded("depth", file, limits.depth, start)
+                    if depth > limits.depth
+                    else repo_limits.check_objects(objects_before, file, limits, start)
+                )
+                if exceeded is not None:
+                    raise repo_limits.LimitExceeded(exceeded)
             lines: dict[PathParts, int] = {}
             duplicates: list[DuplicateKey] = []
             _record_lines(node, (), lines, duplicates, set())
@@ -270,9 +294,11 @@ def _size_problem(text: str, node: yaml.Node) -> str:
     return _too_big(size)
 
 
-def _alias_problem(root: yaml.Node) -> str:
-    """Refuse recursive aliases and documents that expand to too many nodes."""
+def _alias_problem(root: yaml.Node) -> tuple[str, int]:
+    """Refuse recursive aliases and documents that expand to too many nodes; and the depth
+    of the document (mappings and lists nested: 0 for a scalar), when it is not refused."""
     sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
     active: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -281,24 +307,41 @@ def _alias_problem(root: yaml.Node) -> str:
         if done:
             active.discard(key)
             sizes[key] = 1 + sum(sizes[id(c)] for c in _children(node))
+            nested = max((depths[id(c)] for c in _children(node)), default=0)
+            depths[key] = nested if isinstance(node, yaml.ScalarNode) else 1 + nested
             if sizes[key] > MAX_EXPANDED_NODES:
                 return (
                     f"document expands to over {MAX_EXPANDED_NODES} nodes through YAML aliases "
                     "(an alias bomb); refusing to load it"
-                )
+                ), 0
             continue
         if key in sizes:
             continue
         if key in active:
-            return "document contains a recursive YAML alias; refusing to load it"
+            return "document contains a recursive YAML alias; refusing to load it", 0
         active.add(key)
         stack.append((node, True))
         for child in _children(node):
             if id(child) in active:
-                return "document contains a recursive YAML alias; refusing to load it"
+                return "document contains a recursive YAML alias; refusing to load it", 0
             if id(child) not in sizes:
                 stack.append((child, False))
-    return ""
+    return "", depths.get(id(root), 0)
+
+
+def _objects_in(node: yaml.Node) -> int:
+    """The entries a document gives after `kind: List` expansion (`expand_lists`): its items
+    for a List whose `items` is a list, else one."""
+    if not isinstance(node, yaml.MappingNode):
+        return 0 if node.tag == "tag:yaml.org,2002:null" else 1
+    kind = items = None
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "kind":
+            kind = value
+        elif isinstance(key, yaml.ScalarNode) and key.value == "items":
+            items = value
+    listed = isinstance(kind, yaml.ScalarNode) and kind.value == "List"
+    return len(items.value) if listed and isinstance(items, yaml.SequenceNode) else 1
 
 
 def _children(node: yaml.Node) -> Iterator[yaml.Node]:
