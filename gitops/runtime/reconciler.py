@@ -333,6 +333,7 @@ class Reconciler:
         ComparisonError: the next round compares with targetRevision again)."""
         started = time.monotonic()
         begun = self.clock()
+        again = False
         try:
             self.tenants.admit(obj, spec)
             creds = await self._credentials(obj, spec)
@@ -343,7 +344,8 @@ class Reconciler:
                 memo.source.head_ref = ref.ref
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.source.refused is not None and memo.source.refused[0] == wanted:
-                raise memo.source.refused[1]  # the same revision under the same limits
+                again = True  # the same revision under the same limits: said already
+                raise memo.source.refused[1]
             if memo.source.checked_for != wanted:
                 try:
                     loaded, memo.source.blobs = await reading.load(
@@ -374,7 +376,7 @@ class Reconciler:
                 reason = (
                     "LimitExceeded" if isinstance(exc, repo_limits.LimitExceeded) else "GitError"
                 )
-                await self._comparison_error(obj, message, reason)
+                await self._comparison_error(obj, message, reason, again=again)
             return None
         finally:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
@@ -481,11 +483,16 @@ class Reconciler:
         )
 
     async def _comparison_error(
-        self, obj: dict[str, Any], message: str, reason: str = "GitError"
+        self, obj: dict[str, Any], message: str, reason: str = "GitError", *, again: bool = False
     ) -> None:
+        """Record a ComparisonError (logged and an Event, unless `again`: a revision refused
+        by the last round already, polled every interval)."""
         key = f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
-        log.warning("gitops %s: cannot compare with Git: %s", key, message)
-        self.emit(obj, "Warning", status.COMPARISON_ERROR, message)
+        if again:
+            log.debug("gitops %s: cannot compare with Git: %s", key, message)
+        else:
+            log.warning("gitops %s: cannot compare with Git: %s", key, message)
+            self.emit(obj, "Warning", status.COMPARISON_ERROR, message)
         await self._write_status(
             obj,
             lambda old: status.with_condition(
