@@ -486,7 +486,8 @@ class Reconciler:
         self, obj: dict[str, Any], message: str, reason: str = "GitError", *, again: bool = False
     ) -> None:
         """Record a ComparisonError (logged and an Event, unless `again`: a revision refused
-        by the last round already, polled every interval)."""
+        by the last round already, polled every interval; then status is written only when
+        it changes, e.g. to record a request as handled)."""
         key = f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
         if again:
             log.debug("gitops %s: cannot compare with Git: %s", key, message)
@@ -498,6 +499,7 @@ class Reconciler:
             lambda old: status.with_condition(
                 old, status.COMPARISON_ERROR, reason, message, self.clock()
             ),
+            unless_unchanged=again,  # the same condition again: no write
         )
 
     async def _repository(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
