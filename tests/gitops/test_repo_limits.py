@@ -243,3 +243,14 @@ def test_each_limit_is_a_flag_with_its_default() -> None:
     for bad in (["--max-repo-files=0"], ["--max-repo-bytes=lots"], ["--max-repo-depth=-1"]):
         with pytest.raises(SystemExit):
             parser.parse_args(bad)
+
+
+@pytest.mark.parametrize("command", ["gitops", "up"])
+def test_trainops_gitops_and_up_take_the_limit_flags(command: str) -> None:
+    from trainops.cli import build_parser
+
+    args = build_parser().parse_args(
+        [command, "--max-repo-documents", "5", "--max-repo-bytes", "1Mi"]
+    )
+    assert gitops_limits.limits(args) == Limits(documents=5, bytes=1024 * 1024)
+    assert gitops_limits.limits(build_parser().parse_args([command])) == limits.DEFAULT
