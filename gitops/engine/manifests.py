@@ -44,6 +44,9 @@ MAX_DOCUMENT_BYTES = 3 * 1024 * 1024
 """The API server refuses request bodies over 3 MiB; so do we, per document."""
 MAX_EXPANDED_NODES = 1_000_000
 """More nodes than this after alias expansion is an alias bomb, not a manifest."""
+PRESCAN_CHARS = 64 * 1024
+"""A text longer than this is scanned as a stream of parser events against a revision's depth
+and objects limits before its documents are composed (`_prescan`)."""
 
 PathParts = tuple[str | int, ...]
 
@@ -133,6 +136,8 @@ def load_text(
     documents: list[Document] = []
     errors: list[LoadError] = []
     text, oversized = _blank_oversized(text, file)
+    if limits is not None and len(text) > PRESCAN_CHARS:
+        _prescan(text, file, limits, objects_before)
     try:
         loader = _Loader(text)
     except UnicodeError:  # lone surrogates, e.g. from a decoding with errors="surrogateescape"
@@ -327,6 +332,104 @@ def _alias_problem(root: yaml.Node) -> tuple[str, int]:
             if id(child) not in sizes:
                 stack.append((child, False))
     return "", depths.get(id(root), 0)
+
+
+def _prescan(text: str, file: str, limits: repo_limits.Limits, objects_before: int) -> None:
+    """Raise `LimitExceeded` when a document of `text` is nested deeper than `limits.depth`,
+    or its objects (a List's items) take the count past `limits.objects`, from parser events
+    only — no node tree — and as soon as it is known: a 3 MiB List of 600,000 items composes
+    to ~300 MB of nodes, and is refused here after its first 20,001 items (when `kind` comes
+    before `items`; else at the document's end, still before any node is built). Never more
+    than `_alias_problem` and `_objects_in` count on the nodes (aliases are not followed, a
+    scalar document counts no object), so a text passing here is judged again on its nodes;
+    a syntax error is left to the load."""
+    try:
+        loader = _Loader(text)
+    except UnicodeError:
+        return
+    objects, scan = objects_before, _Scan()
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.DocumentStartEvent):
+                scan = _Scan(line=_line(event.start_mark, scan.line))
+            elif isinstance(event, yaml.DocumentEndEvent):
+                objects += scan.objects()
+                _raise_if(repo_limits.check_objects(objects, file, limits, scan.line))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                scan.end()
+            elif isinstance(event, yaml.NodeEvent):
+                scan.node(event)
+                if scan.depth > limits.depth:
+                    _raise_if(repo_limits.Exceeded("depth", file, limits.depth, scan.line))
+                if scan.kind == "List" and scan.items is not None:
+                    total = objects + scan.items
+                    _raise_if(repo_limits.check_objects(total, file, limits, scan.line))
+    except yaml.YAMLError:
+        return
+    finally:
+        loader.dispose()
+
+
+def _line(mark: Any, default: int) -> int:
+    return int(mark.line) + 1 if mark is not None else default
+
+
+def _raise_if(exceeded: repo_limits.Exceeded | None) -> None:
+    if exceeded is not None:
+        raise repo_limits.LimitExceeded(exceeded)
+
+
+@dataclass
+class _Scan:
+    """One document's parser events so far (`_prescan`)."""
+
+    line: int = 1
+    depth: int = 0
+    """Collections open."""
+    collection: bool = False
+    """Whether the document is a collection (a scalar gives no object here)."""
+    mapping: bool = False
+    key: str | None = None
+    """The root mapping's key whose value comes (None: a key comes)."""
+    awaiting_value: bool = False
+    kind: str | None = None
+    items: int | None = None
+    """Nodes directly in the root's `items`, when it is a sequence."""
+    in_items: bool = False
+
+    def node(self, event: yaml.NodeEvent) -> None:
+        opens = isinstance(event, yaml.CollectionStartEvent)
+        if self.depth == 0:
+            self.line = _line(event.start_mark, self.line)
+            self.mapping = isinstance(event, yaml.MappingStartEvent)
+            self.collection = self.mapping or isinstance(event, yaml.SequenceStartEvent)
+        elif self.depth == 1 and not self.mapping:
+            pass  # an item of a root list: no keys
+        elif self.depth == 1 and not self.awaiting_value:  # a key of the root mapping
+            self.key = event.value if isinstance(event, yaml.ScalarEvent) else None
+            self.awaiting_value = True
+        elif self.depth == 1:  # its value
+            self.awaiting_value = False
+            if self.key == "kind" and isinstance(event, yaml.ScalarEvent):
+                self.kind = event.value
+            self.in_items = self.key == "items" and isinstance(event, yaml.SequenceStartEvent)
+            if self.in_items:
+                self.items = 0
+        elif self.depth == 2 and self.in_items and self.items is not None:
+            self.items += 1
+        if opens:
+            self.depth += 1
+
+    def end(self) -> None:
+        self.depth -= 1
+        if self.depth == 1:
+            self.in_items = False  # the root's value (its `items`, or another) ended
+
+    def objects(self) -> int:
+        if self.kind == "List" and self.items is not None:
+            return self.items
+        return 1 if self.collection else 0
 
 
 def _objects_in(node: yaml.Node) -> int:

@@ -6,6 +6,7 @@ depth before a document's data is built."""
 from __future__ import annotations
 
 import argparse
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,59 @@ def test_trainops_gitops_and_up_take_the_limit_flags(command: str) -> None:
     )
     assert gitops_limits.limits(args) == Limits(documents=5, bytes=1024 * 1024)
     assert gitops_limits.limits(build_parser().parse_args([command])) == limits.DEFAULT
+
+
+# --- big texts: judged on parser events before any node is built ----------------------------------
+
+PAD = "# " + "x" * 78 + "\n"
+ITEMS = "".join(
+    f"  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n" for i in range(6)
+)
+SCANNED = {
+    "a List, kind first": (f"apiVersion: v1\nkind: List\nitems:\n{ITEMS}", Limits(objects=5)),
+    "a List, kind last": (f"apiVersion: v1\nitems:\n{ITEMS}kind: List\n", Limits(objects=5)),
+    "a List within the limit": (f"apiVersion: v1\nkind: List\nitems:\n{ITEMS}", Limits(objects=6)),
+    "items but no List": (f"apiVersion: v1\nkind: Other\nitems:\n{ITEMS}", Limits(objects=1)),
+    "a list at the root": ("- kind\n- List\n- items\n- [1, 2, 3]\n", Limits(objects=1)),
+    "documents add up": (CM.format(name="a") + "---\n" + CM.format(name="b"), Limits(objects=1)),
+    "empty documents are none": ("---\n---\n" + CM.format(name="a"), Limits(objects=1)),
+    "too deep": ("a: {b: [[{c: 1}]]}\n", Limits(depth=4)),
+    "deep enough": ("a: {b: [[{c: 1}]]}\n", Limits(depth=5)),
+    "depth through an alias": ("a: &x [[1]]\nb: [[*x]]\n", Limits(depth=3)),
+    "a syntax error": ("a: [\n" + ITEMS, Limits(objects=1)),
+}
+
+
+def _verdict(text: str, rules: Limits) -> Exceeded | str:
+    try:
+        docs, errors = manifests.load_text(text, "f.yaml", limits=rules)
+    except LimitExceeded as e:
+        return e.exceeded
+    return f"{len(docs)} documents, {len(errors)} errors"
+
+
+@pytest.mark.parametrize("text,rules", SCANNED.values(), ids=SCANNED.keys())
+def test_a_big_text_gets_the_verdict_its_nodes_would_give(text: str, rules: Limits) -> None:
+    padded = PAD * (manifests.PRESCAN_CHARS // len(PAD) + 1) + text
+    assert len(padded) > manifests.PRESCAN_CHARS
+    small, big = _verdict(text, rules), _verdict(padded, rules)
+    if isinstance(small, Exceeded):
+        lines = padded.count("\n") - text.count("\n")
+        assert isinstance(big, Exceeded)
+        assert (big.limit, big.file, big.maximum) == (small.limit, small.file, small.maximum)
+        assert big.line == (small.line or 0) + lines
+    else:
+        assert big == small
+
+
+def test_a_3_mib_list_is_refused_on_its_events_before_memory_grows() -> None:
+    text = "apiVersion: v1\nkind: List\nitems:\n" + "- {}\n" * 600_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(LimitExceeded) as info:
+            manifests.load_text(text, "l.yaml", limits=Limits())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info.value.exceeded == Exceeded("objects", "l.yaml", 20_000, line=1)
+    assert peak < 16 * 1024 * 1024  # its node tree: ~300 MB
