@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from gitops.engine import kinds, status, triggers
 from gitops.engine.compare import Comparison, Reuse
-from gitops.engine.limits import LimitExceeded
+from gitops.engine.limits import Exceeded
 from gitops.engine.pairing import ResourceKey
 from gitops.engine.preflight import Checked
 from gitops.engine.records import Commit
@@ -44,7 +44,7 @@ class Source:
     blobs: dict[str, Parsed] = field(default_factory=dict)
     """The parsed and pre-checked entries of each blob of the commit last read, by blob sha
     (`gitops.source.incremental`): a new commit reads only the blobs not in here."""
-    refused: tuple[tuple[str, str, bool, str], LimitExceeded] | None = None
+    refused: tuple[tuple[str, str, bool, str], Exceeded] | None = None
     """The (commit sha, path, recurse, destination) last refused as over a limit, and why: the
     next rounds answer the same without reading it again."""
     desired: list[ResourceKey] = field(default_factory=list)

@@ -345,14 +345,14 @@ class Reconciler:
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
             if memo.source.refused is not None and memo.source.refused[0] == wanted:
                 again = True  # the same revision under the same limits: said already
-                raise memo.source.refused[1]
+                raise repo_limits.LimitExceeded(memo.source.refused[1])
             if memo.source.checked_for != wanted:
                 try:
                     loaded, memo.source.blobs = await reading.load(
                         self.git, spec, commit.sha, memo.source.blobs, self.limits
                     )
                 except repo_limits.LimitExceeded as exc:
-                    memo.source.refused = (wanted, exc)
+                    memo.source.refused = (wanted, exc.exceeded)
                     raise
                 memo.source.refused = None
                 memo.source.checked, memo.source.cluster_scoped = await self.tenants.bounded(
