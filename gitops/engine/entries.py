@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitops.engine import kinds, manifests
+from gitops.engine.limits import Limits
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -59,21 +60,29 @@ class ManifestEntry:
         return f"{self.file}:{self.line}"
 
 
-def entries_from_bytes(file: str, data: bytes) -> list[ManifestEntry]:
-    """Entries of one file given its bytes (pure)."""
+def entries_from_bytes(
+    file: str, data: bytes, *, limits: Limits | None = None, objects_before: int = 0
+) -> list[ManifestEntry]:
+    """Entries of one file given its bytes (pure). With a revision's `limits`, objects past
+    `limits.objects` (counting `objects_before`) or a document too deep raise
+    `gitops.engine.limits.LimitExceeded` (`manifests.load_text`)."""
     if len(data) > MAX_FILE_BYTES:
         return [ManifestEntry(file, 1, None, too_big_message(len(data)))]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         return [ManifestEntry(file, 1, None, f"not UTF-8 text: {e.reason}")]
-    return entries_from_text(file, text)
+    return entries_from_text(file, text, limits=limits, objects_before=objects_before)
 
 
-def entries_from_text(file: str, text: str) -> list[ManifestEntry]:
+def entries_from_text(
+    file: str, text: str, *, limits: Limits | None = None, objects_before: int = 0
+) -> list[ManifestEntry]:
     """Entries of one file given its text (pure): documents, List items, and load errors,
-    in line order."""
-    documents, errors = manifests.load_text(text, file)
+    in line order. `limits`: as `entries_from_bytes`."""
+    documents, errors = manifests.load_text(
+        text, file, limits=limits, objects_before=objects_before
+    )
     out = [ManifestEntry(file, e.line or 1, None, e.message) for e in errors]
     for doc in manifests.expand_lists(documents):
         out.append(_entry(doc))

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from gitops.engine import limits as repo_limits
+
 __all__ = [
     "MAX_DOCUMENT_BYTES",
     "MAX_EXPANDED_NODES",
@@ -42,6 +44,9 @@ MAX_DOCUMENT_BYTES = 3 * 1024 * 1024
 """The API server refuses request bodies over 3 MiB; so do we, per document."""
 MAX_EXPANDED_NODES = 1_000_000
 """More nodes than this after alias expansion is an alias bomb, not a manifest."""
+PRESCAN_CHARS = 64 * 1024
+"""A text longer than this is scanned as a stream of parser events against a revision's depth
+and objects limits before its documents are composed (`_prescan`)."""
 
 PathParts = tuple[str | int, ...]
 
@@ -115,11 +120,24 @@ def expand_lists(documents: Iterable[Document]) -> list[Document]:
 _TOO_DEEP = "document is nested too deeply to load"
 
 
-def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[LoadError]]:
-    """Every non-empty document in `text`; loading stops at the first syntax error."""
+def load_text(
+    text: str,
+    file: str = "<stdin>",
+    *,
+    limits: repo_limits.Limits | None = None,
+    objects_before: int = 0,
+) -> tuple[list[Document], list[LoadError]]:
+    """Every non-empty document in `text`; loading stops at the first syntax error.
+
+    With `limits` (a repository revision's, `gitops.engine.limits`), a document nested deeper
+    than `limits.depth`, or objects (after `kind: List` expansion) beyond `limits.objects`
+    counting `objects_before` of the files read before, raise `LimitExceeded` — checked on
+    each document's node tree, before its data is built."""
     documents: list[Document] = []
     errors: list[LoadError] = []
     text, oversized = _blank_oversized(text, file)
+    if limits is not None and len(text) > PRESCAN_CHARS:
+        _prescan(text, file, limits, objects_before)
     try:
         loader = _Loader(text)
     except UnicodeError:  # lone surrogates, e.g. from a decoding with errors="surrogateescape"
@@ -132,10 +150,21 @@ def load_text(text: str, file: str = "<stdin>") -> tuple[list[Document], list[Lo
                 continue
             start = node.start_mark.line + 1
             doc_index, index = index, index + 1
-            problem = _size_problem(text, node) or _alias_problem(node)
+            problem, depth = _size_problem(text, node), 0
+            if not problem:
+                problem, depth = _alias_problem(node)
             if problem:
                 errors.append(LoadError(file, start, problem))
                 continue
+            if limits is not None:
+                objects_before += _objects_in(node)
+                exceeded = (
+                    repo_limits.Exceeded("depth", file, limits.depth, start)
+                    if depth > limits.depth
+                    else repo_limits.check_objects(objects_before, file, limits, start)
+                )
+                if exceeded is not None:
+                    raise repo_limits.LimitExceeded(exceeded)
             lines: dict[PathParts, int] = {}
             duplicates: list[DuplicateKey] = []
             _record_lines(node, (), lines, duplicates, set())
@@ -270,9 +299,11 @@ def _size_problem(text: str, node: yaml.Node) -> str:
     return _too_big(size)
 
 
-def _alias_problem(root: yaml.Node) -> str:
-    """Refuse recursive aliases and documents that expand to too many nodes."""
+def _alias_problem(root: yaml.Node) -> tuple[str, int]:
+    """Refuse recursive aliases and documents that expand to too many nodes; and the depth
+    of the document (mappings and lists nested: 0 for a scalar), when it is not refused."""
     sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
     active: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -281,24 +312,139 @@ def _alias_problem(root: yaml.Node) -> str:
         if done:
             active.discard(key)
             sizes[key] = 1 + sum(sizes[id(c)] for c in _children(node))
+            nested = max((depths[id(c)] for c in _children(node)), default=0)
+            depths[key] = nested if isinstance(node, yaml.ScalarNode) else 1 + nested
             if sizes[key] > MAX_EXPANDED_NODES:
                 return (
                     f"document expands to over {MAX_EXPANDED_NODES} nodes through YAML aliases "
                     "(an alias bomb); refusing to load it"
-                )
+                ), 0
             continue
         if key in sizes:
             continue
         if key in active:
-            return "document contains a recursive YAML alias; refusing to load it"
+            return "document contains a recursive YAML alias; refusing to load it", 0
         active.add(key)
         stack.append((node, True))
         for child in _children(node):
             if id(child) in active:
-                return "document contains a recursive YAML alias; refusing to load it"
+                return "document contains a recursive YAML alias; refusing to load it", 0
             if id(child) not in sizes:
                 stack.append((child, False))
-    return ""
+    return "", depths.get(id(root), 0)
+
+
+def _prescan(text: str, file: str, limits: repo_limits.Limits, objects_before: int) -> None:
+    """Raise `LimitExceeded` when a document of `text` is nested deeper than `limits.depth`,
+    or its objects (a List's items) take the count past `limits.objects`, from parser events
+    only — no node tree — and as soon as it is known: a 3 MiB List of 600,000 items composes
+    to ~300 MB of nodes, and is refused here after its first 20,001 items (when `kind` comes
+    before `items`; else at the document's end, still before any node is built). Never more
+    than `_alias_problem` and `_objects_in` count on the nodes (aliases are not followed, a
+    scalar document counts no object), so a text passing here is judged again on its nodes;
+    a syntax error is left to the load."""
+    try:
+        loader = _Loader(text)
+    except UnicodeError:
+        return
+    objects, scan = objects_before, _Scan()
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.DocumentStartEvent):
+                scan = _Scan(line=_line(event.start_mark, scan.line))
+            elif isinstance(event, yaml.DocumentEndEvent):
+                objects += scan.objects()
+                _raise_if(repo_limits.check_objects(objects, file, limits, scan.line))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                scan.end()
+            elif isinstance(event, yaml.NodeEvent):
+                scan.node(event)
+                if scan.depth > limits.depth:
+                    _raise_if(repo_limits.Exceeded("depth", file, limits.depth, scan.line))
+                if scan.kind == "List" and scan.items is not None:
+                    total = objects + scan.items
+                    _raise_if(repo_limits.check_objects(total, file, limits, scan.line))
+    except yaml.YAMLError:
+        return
+    finally:
+        loader.dispose()
+
+
+def _line(mark: Any, default: int) -> int:
+    return int(mark.line) + 1 if mark is not None else default
+
+
+def _raise_if(exceeded: repo_limits.Exceeded | None) -> None:
+    if exceeded is not None:
+        raise repo_limits.LimitExceeded(exceeded)
+
+
+@dataclass
+class _Scan:
+    """One document's parser events so far (`_prescan`)."""
+
+    line: int = 1
+    depth: int = 0
+    """Collections open."""
+    collection: bool = False
+    """Whether the document is a collection (a scalar gives no object here)."""
+    mapping: bool = False
+    key: str | None = None
+    """The root mapping's key whose value comes (None: a key comes)."""
+    awaiting_value: bool = False
+    kind: str | None = None
+    items: int | None = None
+    """Nodes directly in the root's `items`, when it is a sequence."""
+    in_items: bool = False
+
+    def node(self, event: yaml.NodeEvent) -> None:
+        opens = isinstance(event, yaml.CollectionStartEvent)
+        if self.depth == 0:
+            self.line = _line(event.start_mark, self.line)
+            self.mapping = isinstance(event, yaml.MappingStartEvent)
+            self.collection = self.mapping or isinstance(event, yaml.SequenceStartEvent)
+        elif self.depth == 1 and not self.mapping:
+            pass  # an item of a root list: no keys
+        elif self.depth == 1 and not self.awaiting_value:  # a key of the root mapping
+            self.key = event.value if isinstance(event, yaml.ScalarEvent) else None
+            self.awaiting_value = True
+        elif self.depth == 1:  # its value
+            self.awaiting_value = False
+            if self.key == "kind" and isinstance(event, yaml.ScalarEvent):
+                self.kind = event.value
+            self.in_items = self.key == "items" and isinstance(event, yaml.SequenceStartEvent)
+            if self.in_items:
+                self.items = 0
+        elif self.depth == 2 and self.in_items and self.items is not None:
+            self.items += 1
+        if opens:
+            self.depth += 1
+
+    def end(self) -> None:
+        self.depth -= 1
+        if self.depth == 1:
+            self.in_items = False  # the root's value (its `items`, or another) ended
+
+    def objects(self) -> int:
+        if self.kind == "List" and self.items is not None:
+            return self.items
+        return 1 if self.collection else 0
+
+
+def _objects_in(node: yaml.Node) -> int:
+    """The entries a document gives after `kind: List` expansion (`expand_lists`): its items
+    for a List whose `items` is a list, else one."""
+    if not isinstance(node, yaml.MappingNode):
+        return 0 if node.tag == "tag:yaml.org,2002:null" else 1
+    kind = items = None
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "kind":
+            kind = value
+        elif isinstance(key, yaml.ScalarNode) and key.value == "items":
+            items = value
+    listed = isinstance(kind, yaml.ScalarNode) and kind.value == "List"
+    return len(items.value) if listed and isinstance(items, yaml.SequenceNode) else 1
 
 
 def _children(node: yaml.Node) -> Iterator[yaml.Node]:

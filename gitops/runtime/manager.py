@@ -40,6 +40,7 @@ from typing import Any
 
 from gitops.engine import names, status, triggers
 from gitops.engine.diff import mask_secrets, normalize_live
+from gitops.engine.limits import Limits
 from gitops.engine.redact import redact, redact_value
 from gitops.engine.spec import read_spec, repo_id
 from gitops.engine.tenancy import Boundaries
@@ -91,6 +92,9 @@ class GitOpsSettings:
     boundaries: Boundaries = field(default_factory=Boundaries)
     """What each repository may reach and whom it acts as (`gitops.engine.tenancy`); the default is
     a shared cluster's: its own namespace, as its ServiceAccount."""
+    limits: Limits = field(default_factory=Limits)
+    """What one revision of a repository may hold: files, documents, objects, bytes, depth
+    (`gitops.engine.limits`); over one, the revision is refused and the last one stays."""
 
 
 class GitOpsReconciler:
@@ -139,6 +143,7 @@ class GitOpsReconciler:
             self._emit,
             self.metrics,
             boundaries=self.settings.boundaries,
+            limits=self.settings.limits,
             live_cache=self.live_cache,
             # Authoritative only when it watches every namespace (another namespace's repository
             # would look absent, and its objects free to take).

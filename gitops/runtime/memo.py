@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from gitops.engine import kinds, status, triggers
 from gitops.engine.compare import Comparison, Reuse
 from gitops.engine.finished import Finished
+from gitops.engine.limits import Exceeded
 from gitops.engine.pairing import ResourceKey
 from gitops.engine.preflight import Checked
 from gitops.engine.records import Commit
+from gitops.source.incremental import Parsed
 
 __all__ = ["Failure", "Live", "Memo", "Requests", "Retry", "Source"]
 
@@ -40,9 +42,12 @@ class Source:
     checked: list[Checked] = field(default_factory=list)
     cluster_scoped: frozenset[tuple[str, str]] = kinds.CLUSTER_SCOPED
     """The cluster-scoped kinds of `checked`, as discovery said (`gitops.engine.kinds`)."""
-    blobs: dict[str, list[Checked]] = field(default_factory=dict)
+    blobs: dict[str, Parsed] = field(default_factory=dict)
     """The parsed and pre-checked entries of each blob of the commit last read, by blob sha
     (`gitops.source.incremental`): a new commit reads only the blobs not in here."""
+    refused: tuple[tuple[str, str, bool, str], Exceeded] | None = None
+    """The (commit sha, path, recurse, destination) last refused as over a limit, and why: the
+    next rounds answer the same without reading it again."""
     desired: list[ResourceKey] = field(default_factory=list)
     """The keys `checked` defines (`keys.desired_keys`), computed once per commit."""
     git_kinds: set[tuple[str, str]] = field(default_factory=set)

@@ -15,8 +15,11 @@ whenever a live object drifts or disappears; after a failed apply, again after t
 back-off while `syncPolicy.retry.limit` allows. Pre-flight denials are not retried (the same
 commit gives the same answer) but are recorded on their resource with file:line.
 
-A repository that cannot be fetched, or whose `path` is missing, keeps its last synced state:
-only the ComparisonError condition changes (cleared by the next good fetch). A requested sync
+A repository that cannot be fetched, whose `path` is missing, or whose revision is over one of
+its limits (`gitops.engine.limits`: files, documents, objects, bytes, depth; refused before
+the work it bounds), keeps its last synced state: only the ComparisonError condition changes
+(cleared by the next good fetch); nothing is applied or pruned. A refused revision is not read
+again until it or the spec changes. A requested sync
 is one-shot (a revision that cannot be fetched is an operation in phase Error); after a
 restart the recorded status says what was synced last. Any other exception of a round is a
 ComparisonError/SyncError condition, logged once, retried with back-off.
@@ -37,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitops.engine import finished, guards, keys, ownership, report, status, tenancy, triggers
+from gitops.engine import limits as repo_limits
 from gitops.engine.compare import Comparison, compare
 from gitops.engine.crd import JOB_REPOSITORIES
 from gitops.engine.pairing import ResourceKey
@@ -100,6 +104,7 @@ class Reconciler:
         boundaries: tenancy.Boundaries | None = None,
         live_cache: LiveCache | None = None,
         cached: Callable[[str, str], dict[str, Any] | None] | None = None,
+        limits: repo_limits.Limits = repo_limits.DEFAULT,
     ) -> None:
         self.client = client
         self.git = git
@@ -113,6 +118,8 @@ class Reconciler:
         )
         self.clock = clock or (lambda: datetime.now(UTC))
         self.monotonic = monotonic
+        self.limits = limits
+        """What one revision of a repository may hold (`gitops.engine.limits`)."""
         self.memos: dict[str, Memo] = {}
         self.cached = cached
         """The JobRepository by (namespace, name) from the Manager's informer, when there is one
@@ -330,6 +337,7 @@ class Reconciler:
         ComparisonError: the next round compares with targetRevision again)."""
         started = time.monotonic()
         begun = self.clock()
+        again = False
         try:
             self.tenants.admit(obj, spec)
             creds = await self._credentials(obj, spec)
@@ -339,10 +347,18 @@ class Reconciler:
             if revision is None:
                 memo.source.head_ref = ref.ref
             wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
+            if memo.source.refused is not None and memo.source.refused[0] == wanted:
+                again = True  # the same revision under the same limits: said already
+                raise repo_limits.LimitExceeded(memo.source.refused[1])
             if memo.source.checked_for != wanted:
-                loaded, memo.source.blobs = await reading.load(
-                    self.git, spec, commit.sha, memo.source.blobs
-                )
+                try:
+                    loaded, memo.source.blobs = await reading.load(
+                        self.git, spec, commit.sha, memo.source.blobs, self.limits
+                    )
+                except repo_limits.LimitExceeded as exc:
+                    memo.source.refused = (wanted, exc.exceeded)
+                    raise
+                memo.source.refused = None
                 memo.source.checked, memo.source.cluster_scoped = await self.tenants.bounded(
                     obj, spec, loaded
                 )
@@ -355,13 +371,16 @@ class Reconciler:
                     )
                 )
                 memo.source.checked_for, memo.source.commit = wanted, commit
-        except (GitError, checkout.SourcesError) as exc:
+        except (GitError, checkout.SourcesError, repo_limits.LimitExceeded) as exc:
             self.metrics.fetch_failures.inc()
             message = exc.message if isinstance(exc, GitError) else str(exc)
             if requested:
                 await self._operation_error(obj, requested_revision, message, begun)
             if requested_revision is None:
-                await self._comparison_error(obj, message)
+                reason = (
+                    "LimitExceeded" if isinstance(exc, repo_limits.LimitExceeded) else "GitError"
+                )
+                await self._comparison_error(obj, message, reason, again=again)
             return None
         finally:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
@@ -475,15 +494,24 @@ class Reconciler:
             ),
         )
 
-    async def _comparison_error(self, obj: dict[str, Any], message: str) -> None:
+    async def _comparison_error(
+        self, obj: dict[str, Any], message: str, reason: str = "GitError", *, again: bool = False
+    ) -> None:
+        """Record a ComparisonError (logged and an Event, unless `again`: a revision refused
+        by the last round already, polled every interval; then status is written only when
+        it changes, e.g. to record a request as handled)."""
         key = f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
-        log.warning("gitops %s: cannot compare with Git: %s", key, message)
-        self.emit(obj, "Warning", status.COMPARISON_ERROR, message)
+        if again:
+            log.debug("gitops %s: cannot compare with Git: %s", key, message)
+        else:
+            log.warning("gitops %s: cannot compare with Git: %s", key, message)
+            self.emit(obj, "Warning", status.COMPARISON_ERROR, message)
         await self._write_status(
             obj,
             lambda old: status.with_condition(
-                old, status.COMPARISON_ERROR, "GitError", message, self.clock()
+                old, status.COMPARISON_ERROR, reason, message, self.clock()
             ),
+            unless_unchanged=again,  # the same condition again: no write
         )
 
     async def _repository(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:

@@ -3,13 +3,19 @@
 (posix path order, so the result is the same on every machine), skipping `.git`. Symlinks are
 followed only when they resolve inside the repository root (a link to `/etc/passwd` or
 `../../secrets` is ignored, as is a `path` with `..` leaving the root); a directory reached twice
-through links is read once; a file over 3 MiB is refused whole without reading it."""
+through links is read once; a file over 3 MiB is refused whole without reading it.
+
+With a revision's `gitops.engine.limits.Limits`, `LimitExceeded` when the files are too many or
+too big together (from their sizes, before any is read), or, file by file, before a file's
+documents are parsed, when they take the revision over its documents; objects and depth are
+counted while parsing."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
 
+from gitops.engine import limits as repo_limits
 from gitops.engine.entries import (
     MAX_FILE_BYTES,
     SUFFIXES,
@@ -26,9 +32,14 @@ class SourcesError(Exception):
 
 
 def load_directory(
-    root: str | os.PathLike[str], path: str = ".", *, recurse: bool = True
+    root: str | os.PathLike[str],
+    path: str = ".",
+    *,
+    recurse: bool = True,
+    limits: repo_limits.Limits | None = None,
 ) -> list[ManifestEntry]:
-    """Every entry of every manifest file under `root/path`, in file order."""
+    """Every entry of every manifest file under `root/path`, in file order (`limits`: see the
+    module docstring)."""
     base = Path(os.path.realpath(root))
     start = _inside(base, path)
     if start is None:
@@ -41,22 +52,52 @@ def load_directory(
         files = _walk(base, start, recurse)
     else:
         raise SourcesError(f"path {path!r} is not a directory")
+    ordered = sorted(files, key=lambda f: _relative(base, f))
+    if limits is not None:
+        exceeded = repo_limits.check_files(
+            ((_relative(base, f), _size_to_read(f)) for f in ordered), limits
+        )
+        if exceeded is not None:
+            raise repo_limits.LimitExceeded(exceeded)
     out: list[ManifestEntry] = []
-    for file in sorted(files, key=lambda f: _relative(base, f)):
-        out.extend(_read(base, file))
+    documents = 0
+    for file in ordered:
+        rel = _relative(base, file)
+        data = _read(file, rel)
+        if isinstance(data, ManifestEntry):
+            out.append(data)
+            documents += 1
+        else:
+            if limits is not None:
+                documents += repo_limits.count_documents(data)
+                exceeded = repo_limits.check_documents([(rel, documents)], limits)
+                if exceeded is not None:
+                    raise repo_limits.LimitExceeded(exceeded)
+            out.extend(entries_from_bytes(rel, data, limits=limits, objects_before=len(out)))
+        if limits is not None:
+            exceeded = repo_limits.check_objects(len(out), rel, limits)
+            if exceeded is not None:
+                raise repo_limits.LimitExceeded(exceeded)
     return out
 
 
-def _read(base: Path, file: Path) -> list[ManifestEntry]:
-    rel = _relative(base, file)
+def _size_to_read(file: Path) -> int:
+    try:
+        size = file.stat().st_size
+    except OSError:
+        return 0
+    return 0 if size > MAX_FILE_BYTES else size
+
+
+def _read(file: Path, rel: str) -> bytes | ManifestEntry:
+    """The bytes of `file`, or the entry saying why it is not read."""
     try:
         size = file.stat().st_size
         if size > MAX_FILE_BYTES:
-            return [ManifestEntry(rel, 1, None, too_big_message(size))]
-        data = file.read_bytes()
+            return ManifestEntry(rel, 1, None, too_big_message(size))
+        return file.read_bytes()
     except OSError as e:
-        return [ManifestEntry(rel, 1, None, f"cannot read: {e.strerror}")]
-    return entries_from_bytes(rel, data)
+        return ManifestEntry(rel, 1, None, f"cannot read: {e.strerror}")
 
 
 def _walk(base: Path, start: Path, recurse: bool) -> list[Path]:

@@ -17,24 +17,38 @@ staying inside), a `path` with `..` or absolute (`sources` judges it), a submodu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from gitops.engine import entries as manifest_entries
+from gitops.engine import limits as repo_limits
+from gitops.engine.limits import LimitExceeded, Limits
 from gitops.engine.preflight import Checked, preflight
 from gitops.source import checkout
 from gitops.source import tree as gittree
 from gitops.source.tree import TreeEntry
 
 __all__ = [
+    "Parsed",
     "assemble",
+    "check_listing",
     "manifest_files",
     "relocated",
     "unread",
 ]
 
 SYMLINK_MODE, GITLINK_MODE = gittree.SYMLINK_MODE, gittree.GITLINK_MODE
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One blob's parsed and pre-checked entries (under the path of the file it was last
+    read as), and how many YAML documents it holds (`gitops.engine.limits.count_documents`):
+    a revision's limits count the blobs taken from the memo too."""
+
+    checked: list[Checked]
+    documents: int
 
 
 def manifest_files(
@@ -79,7 +93,17 @@ def manifest_files(
     return chosen
 
 
-def unread(files: Iterable[TreeEntry], cache: Mapping[str, list[Checked]]) -> list[str]:
+def check_listing(files: Sequence[TreeEntry], limits: Limits) -> None:
+    """Raise `LimitExceeded` when `files` (`manifest_files`) are too many, or hold too many
+    bytes to read, for one revision: from the listing's sizes, before any blob is read."""
+    exceeded = repo_limits.check_files(
+        ((f.path, 0 if _too_big(f) else f.size or 0) for f in files), limits
+    )
+    if exceeded is not None:
+        raise LimitExceeded(exceeded)
+
+
+def unread(files: Iterable[TreeEntry], cache: Mapping[str, Parsed]) -> list[str]:
     """The blob shas of `files` to read: not in `cache`, and not over the size limit (refused
     unread, as `sources` refuses such a file without reading it). Each sha once, in order."""
     out: dict[str, None] = {}
@@ -90,34 +114,62 @@ def unread(files: Iterable[TreeEntry], cache: Mapping[str, list[Checked]]) -> li
 
 
 def assemble(
-    files: Iterable[TreeEntry], cache: Mapping[str, list[Checked]], read: Mapping[str, bytes]
-) -> tuple[list[Checked], dict[str, list[Checked]]]:
+    files: Sequence[TreeEntry],
+    cache: Mapping[str, Parsed],
+    read: Mapping[str, bytes],
+    limits: Limits | None = None,
+) -> tuple[list[Checked], dict[str, Parsed]]:
     """The checked entries of `files` in order, each file's from `cache` (relocated to its
-    path) or parsed and pre-checked from `read`; and the cache of these files' blobs only."""
+    path) or parsed and pre-checked from `read`; and the cache of these files' blobs only.
+
+    With a revision's `limits`, `LimitExceeded` when its documents (counted on the bytes,
+    before anything is parsed), its objects or a document's depth (as they are parsed:
+    `gitops.engine.manifests.load_text`) go over."""
+    documents = {sha: _documents(sha, cache, read) for sha in dict.fromkeys(f.sha for f in files)}
+    if limits is not None:
+        exceeded = repo_limits.check_documents(((f.path, documents[f.sha]) for f in files), limits)
+        if exceeded is not None:
+            raise LimitExceeded(exceeded)
     out: list[Checked] = []
-    kept: dict[str, list[Checked]] = {}
+    kept: dict[str, Parsed] = {}
     for f in files:
-        done = kept.get(f.sha)
-        if done is None:
-            done = cache.get(f.sha)
-        if done is None:
-            if _too_big(f):
-                entries = [
-                    manifest_entries.ManifestEntry(
-                        f.path, 1, None, manifest_entries.too_big_message(f.size or 0)
-                    )
-                ]
-            elif f.sha in read:
-                entries = manifest_entries.entries_from_bytes(f.path, read[f.sha])
-            else:
-                entries = [
-                    manifest_entries.ManifestEntry(f.path, 1, None, "cannot read: blob not found")
-                ]
-            done = preflight(entries)
+        known = kept.get(f.sha) or cache.get(f.sha)
+        done = known.checked if known is not None else _parse(f, read, limits, len(out))
         mine = relocated(done, f.path)
-        kept.setdefault(f.sha, mine)  # a moved file is copied once, not at every commit
+        # a moved file is copied once, not at every commit
+        kept.setdefault(f.sha, Parsed(mine, documents[f.sha]))
         out.extend(mine)
+        if limits is not None:
+            exceeded = repo_limits.check_objects(len(out), f.path, limits)
+            if exceeded is not None:
+                raise LimitExceeded(exceeded)
     return out, kept
+
+
+def _documents(sha: str, cache: Mapping[str, Parsed], read: Mapping[str, bytes]) -> int:
+    known = cache.get(sha)
+    if known is not None:
+        return known.documents
+    data = read.get(sha)
+    return 1 if data is None else repo_limits.count_documents(data)  # unread: one error entry
+
+
+def _parse(
+    f: TreeEntry, read: Mapping[str, bytes], limits: Limits | None, before: int
+) -> list[Checked]:
+    if _too_big(f):
+        entries = [
+            manifest_entries.ManifestEntry(
+                f.path, 1, None, manifest_entries.too_big_message(f.size or 0)
+            )
+        ]
+    elif f.sha in read:
+        entries = manifest_entries.entries_from_bytes(
+            f.path, read[f.sha], limits=limits, objects_before=before
+        )
+    else:
+        entries = [manifest_entries.ManifestEntry(f.path, 1, None, "cannot read: blob not found")]
+    return preflight(entries)
 
 
 def relocated(checked: list[Checked], file: str) -> list[Checked]:

@@ -118,15 +118,18 @@ def test_cached_blobs_are_not_parsed_again_and_a_renamed_file_keeps_its_lines() 
     old = _checked("jobs/bad.yaml", BAD_JOB)
     assert old[0].error is not None and old[0].line > 1
     files = [blob("jobs/a.yaml", sha="c" * 40), blob("moved/bad.yaml", sha="d" * 40)]
-    checked, cache = incremental.assemble(
-        files, {"d" * 40: old}, {"c" * 40: CM.format(name="a").encode()}
-    )
-    assert incremental.unread(files, {"d" * 40: old}) == ["c" * 40]
+    memo = {"d" * 40: incremental.Parsed(old, 1)}
+    checked, cache = incremental.assemble(files, memo, {"c" * 40: CM.format(name="a").encode()})
+    assert incremental.unread(files, memo) == ["c" * 40]
     assert [c.where for c in checked] == ["jobs/a.yaml:1", f"moved/bad.yaml:{old[0].line}"]
     moved = checked[1]
     assert moved.error == old[0].error and moved.desired is None
     assert moved.entry.document is not None and moved.entry.document.file == "moved/bad.yaml"
-    assert cache == {"c" * 40: [checked[0]], "d" * 40: [moved]}  # this commit's blobs only
+    # this commit's blobs only
+    assert cache == {
+        "c" * 40: incremental.Parsed([checked[0]], 1),
+        "d" * 40: incremental.Parsed([moved], 1),
+    }
     again, _ = incremental.assemble([blob("moved/bad.yaml", sha="d" * 40)], cache, {})
     assert again[0] is moved  # same path: the very same entry, nothing copied
 
@@ -189,7 +192,9 @@ async def test_git_reads_no_blob_twice_for_a_commit_that_changed_one_file(
     )
     client = Git(tmp_path / "cache")
 
-    async def read(sha: str, cache: dict[str, list[Checked]]) -> tuple[list[str], list[Checked]]:
+    async def read(
+        sha: str, cache: dict[str, incremental.Parsed]
+    ) -> tuple[list[str], list[Checked]]:
         await client.fetch(remote.url, sha)
         files = incremental.manifest_files(
             await client.files(remote.url, sha), "jobs", recurse=True
@@ -201,7 +206,7 @@ async def test_git_reads_no_blob_twice_for_a_commit_that_changed_one_file(
         cache.update(cache2)
         return wanted, checked
 
-    cache: dict[str, list[Checked]] = {}
+    cache: dict[str, incremental.Parsed] = {}
     wanted, _ = await read(first, cache)
     assert len(wanted) == 20
     wanted, checked = await read(second, cache)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainops.commands import runtime, up_gitops
+from trainops.commands import gitops_limits, runtime, up_gitops
 from trainops.commands.up_args import port_number
 
 if TYPE_CHECKING:
@@ -165,6 +165,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "What each JobRepository may reach. By default each acts as its "
         "spec.serviceAccountName in its own namespace, and local repositories are refused.",
     )
+    gitops_limits.add_limit_arguments(parser)
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)"
     )
@@ -249,6 +250,7 @@ async def _main(args: argparse.Namespace) -> int:
                 max_rounds_per_namespace=args.max_rounds_per_namespace,
                 namespace=namespace,
                 boundaries=up_gitops.boundaries(args, embedded=False),
+                limits=gitops_limits.limits(args),
             ),
             webhook_secret=secret,
             allow_remote_writes=True,  # every request authenticated and authorized

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trainops.commands import up_gitops
+from trainops.commands import gitops_limits, up_gitops
 
 __all__ = ["add_arguments", "default_data_dir", "image_env", "port_number"]
 
@@ -141,6 +141,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "repeatable, the first match wins; unmatched images run with up's own PATH",
     )
     up_gitops.add_tenancy_arguments(parser)
+    gitops_limits.add_limit_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
 
 

@@ -241,14 +241,14 @@ async def start_gitops(
     dashboard: another install syncs."""
     from gitops.runtime.manager import GitOpsSettings
     from gitops.runtime.reconciler import JOB_REPOSITORIES
-    from trainops.commands import gitops_service
+    from trainops.commands import gitops_limits, gitops_service
 
     client = manager.client
     rules = boundaries(args)
     built = gitops_service.component(
         manager,
         data_dir / "git",
-        GitOpsSettings(reconcile=reconcile, boundaries=rules),
+        GitOpsSettings(reconcile=reconcile, boundaries=rules, limits=gitops_limits.limits(args)),
         webhook_secret=secret,
         allow_remote_writes=False,  # loopback only: up is one user's
         registries=stack.metrics_registries,  # the controller's, read at each scrape
