@@ -32,7 +32,6 @@ repository's identity is settled and its URL checked; live reads, applies, prune
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
 from collections.abc import Callable
@@ -46,17 +45,18 @@ from gitops.engine.crd import JOB_REPOSITORIES
 from gitops.engine.pairing import ResourceKey
 from gitops.engine.records import PRUNED, SYNCED, Commit
 from gitops.engine.spec import RepoSpec, read_spec, repo_id
-from gitops.engine.urls import Credentials, GitError
+from gitops.engine.urls import GitError
 from gitops.runtime import operations
 from gitops.runtime.acting import Tenants
 from gitops.runtime.discovery import Discovery
+from gitops.runtime.fetching import Fetcher, RepeatedRefusal
 from gitops.runtime.livecache import LiveCache
 from gitops.runtime.livestate import State
 from gitops.runtime.memo import Memo
 from gitops.runtime.metrics import GitOpsMetrics
 from gitops.runtime.statuswrite import write_status
 from gitops.runtime.sync import SyncEngine
-from gitops.source import checkout, reading
+from gitops.source import checkout
 from gitops.source.git import Git
 from kube import errors, resources
 from kube.client import Client
@@ -119,6 +119,8 @@ class Reconciler:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.monotonic = monotonic
         self.limits = limits
+        self.fetcher = Fetcher(git, self.tenants, limits)
+        """The fetch and read stage (`gitops.runtime.fetching`)."""
         """What one revision of a repository may hold (`gitops.engine.limits`)."""
         self.memos: dict[str, Memo] = {}
         self.cached = cached
@@ -337,41 +339,10 @@ class Reconciler:
         ComparisonError: the next round compares with targetRevision again)."""
         started = time.monotonic()
         begun = self.clock()
-        again = False
         try:
-            self.tenants.admit(obj, spec)
-            creds = await self._credentials(obj, spec)
-            if requested_revision is not None and spec.automated:
-                await self._target_only(spec, requested_revision, creds)
-            ref, commit = await self.git.fetch(spec.repo_url, revision, creds)
-            if revision is None:
-                memo.source.head_ref = ref.ref
-            wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
-            if memo.source.refused is not None and memo.source.refused[0] == wanted:
-                again = True  # the same revision under the same limits: said already
-                raise repo_limits.LimitExceeded(memo.source.refused[1])
-            if memo.source.checked_for != wanted:
-                try:
-                    loaded, memo.source.blobs = await reading.load(
-                        self.git, spec, commit.sha, memo.source.blobs, self.limits
-                    )
-                except repo_limits.LimitExceeded as exc:
-                    memo.source.refused = (wanted, exc.exceeded)
-                    raise
-                memo.source.refused = None
-                memo.source.checked, memo.source.cluster_scoped = await self.tenants.bounded(
-                    obj, spec, loaded
-                )
-                memo.source.desired, memo.source.git_kinds = await asyncio.to_thread(
-                    lambda: (
-                        keys.desired_keys(
-                            memo.source.checked, spec.destination, memo.source.cluster_scoped
-                        ),
-                        keys.kinds_of(memo.source.checked),
-                    )
-                )
-                memo.source.checked_for, memo.source.commit = wanted, commit
+            commit = await self.fetcher.fetch(obj, spec, revision, memo.source, requested_revision)
         except (GitError, checkout.SourcesError, repo_limits.LimitExceeded) as exc:
+            again = isinstance(exc, RepeatedRefusal)
             self.metrics.fetch_failures.inc()
             message = exc.message if isinstance(exc, GitError) else str(exc)
             if requested:
@@ -385,44 +356,6 @@ class Reconciler:
         finally:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
         return commit
-
-    async def _target_only(self, spec: RepoSpec, revision: str, creds: Credentials | None) -> None:
-        """An automated repository syncs only what targetRevision resolves to: the API refuses
-        another revision, and so does the leader, for a `sync-revision` annotation written with
-        kubectl (`refs/pull/7/head` must not be applied, even once). GitError otherwise."""
-        asked = await self.git.resolve(spec.repo_url, revision, creds)
-        target = await self.git.resolve(spec.repo_url, spec.target_revision, creds)
-        if not target.sha.lower().startswith(asked.sha.lower()):
-            raise GitError(
-                "not the target: the repository has an automated sync policy and follows "
-                f"{spec.target_revision or 'HEAD'}; change "
-                "spec.targetRevision, or turn automated sync off, to sync another revision"
-            )
-
-    async def _credentials(self, obj: dict[str, Any], spec: RepoSpec) -> Credentials | None:
-        if not spec.secret_name:
-            return None
-        namespace = str((obj.get("metadata") or {}).get("namespace", ""))
-        secret = await self.tenants.secret(obj, spec)  # as the repository's ServiceAccount
-        raw = secret.get("data") or {}
-        data: dict[str, str] = {}
-        for name in ("username", "password", "token", "sshPrivateKey", "knownHosts", "known_hosts"):
-            if raw.get(name):
-                try:
-                    data[name] = base64.b64decode(raw[name]).decode()
-                except (ValueError, UnicodeDecodeError):
-                    raise GitError(
-                        f"secret {namespace}/{spec.secret_name} (secretRef): key {name} is not "
-                        "UTF-8 text"
-                    ) from None
-        return Credentials(
-            username=data.get("username"),
-            password=data.get("password"),
-            token=data.get("token"),
-            ssh_private_key=data.get("sshPrivateKey"),
-            bound_to=tenancy.secret_binding(secret, spec.repo_url),
-            known_hosts=data.get("knownHosts") or data.get("known_hosts"),
-        )
 
     async def _compare(
         self,

@@ -1,0 +1,111 @@
+"""The fetch and read stage of a round (I/O: git, the repository's Secret): the commit a
+JobRepository's revision resolves to, and its manifests read, checked and bounded into the
+repository's `memo.Source` — read again only for a new commit, path, recursion or
+destination. `gitops.runtime.reconciler` turns what goes wrong here (GitError, SourcesError,
+LimitExceeded) into the repository's ComparisonError."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+from gitops.engine import keys, tenancy
+from gitops.engine import limits as repo_limits
+from gitops.engine.records import Commit
+from gitops.engine.spec import RepoSpec
+from gitops.engine.urls import Credentials, GitError
+from gitops.runtime.acting import Tenants
+from gitops.runtime.memo import Source
+from gitops.source import reading
+from gitops.source.git import Git
+
+__all__ = ["Fetcher", "RepeatedRefusal"]
+
+
+class RepeatedRefusal(repo_limits.LimitExceeded):
+    """The revision refused last round, under the same limits: said already."""
+
+
+class Fetcher:
+    def __init__(self, git: Git, tenants: Tenants, limits: repo_limits.Limits) -> None:
+        self.git = git
+        self.tenants = tenants
+        self.limits = limits
+
+    async def fetch(
+        self,
+        obj: dict[str, Any],
+        spec: RepoSpec,
+        revision: str | None,
+        source: Source,
+        requested_revision: str | None = None,
+    ) -> Commit:
+        """The commit to compare with, its manifests checked into `source`. Raises GitError,
+        `checkout.SourcesError` or `LimitExceeded` (`RepeatedRefusal` for the same refusal)."""
+        self.tenants.admit(obj, spec)
+        creds = await self._credentials(obj, spec)
+        if requested_revision is not None and spec.automated:
+            await self._target_only(spec, requested_revision, creds)
+        ref, commit = await self.git.fetch(spec.repo_url, revision, creds)
+        if revision is None:
+            source.head_ref = ref.ref
+        wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
+        if source.refused is not None and source.refused[0] == wanted:
+            raise RepeatedRefusal(source.refused[1])  # the same revision, the same limits
+        if source.checked_for != wanted:
+            try:
+                loaded, source.blobs = await reading.load(
+                    self.git, spec, commit.sha, source.blobs, self.limits
+                )
+            except repo_limits.LimitExceeded as exc:
+                source.refused = (wanted, exc.exceeded)
+                raise
+            source.refused = None
+            source.checked, source.cluster_scoped = await self.tenants.bounded(obj, spec, loaded)
+            source.desired, source.git_kinds = await asyncio.to_thread(
+                lambda: (
+                    keys.desired_keys(source.checked, spec.destination, source.cluster_scoped),
+                    keys.kinds_of(source.checked),
+                )
+            )
+            source.checked_for, source.commit = wanted, commit
+        return commit
+
+    async def _target_only(self, spec: RepoSpec, revision: str, creds: Credentials | None) -> None:
+        """An automated repository syncs only what targetRevision resolves to: the API refuses
+        another revision, and so does the leader, for a `sync-revision` annotation written with
+        kubectl (`refs/pull/7/head` must not be applied, even once). GitError otherwise."""
+        asked = await self.git.resolve(spec.repo_url, revision, creds)
+        target = await self.git.resolve(spec.repo_url, spec.target_revision, creds)
+        if not target.sha.lower().startswith(asked.sha.lower()):
+            raise GitError(
+                "not the target: the repository has an automated sync policy and follows "
+                f"{spec.target_revision or 'HEAD'}; change "
+                "spec.targetRevision, or turn automated sync off, to sync another revision"
+            )
+
+    async def _credentials(self, obj: dict[str, Any], spec: RepoSpec) -> Credentials | None:
+        if not spec.secret_name:
+            return None
+        namespace = str((obj.get("metadata") or {}).get("namespace", ""))
+        secret = await self.tenants.secret(obj, spec)  # as the repository's ServiceAccount
+        raw = secret.get("data") or {}
+        data: dict[str, str] = {}
+        for name in ("username", "password", "token", "sshPrivateKey", "knownHosts", "known_hosts"):
+            if raw.get(name):
+                try:
+                    data[name] = base64.b64decode(raw[name]).decode()
+                except (ValueError, UnicodeDecodeError):
+                    raise GitError(
+                        f"secret {namespace}/{spec.secret_name} (secretRef): key {name} is not "
+                        "UTF-8 text"
+                    ) from None
+        return Credentials(
+            username=data.get("username"),
+            password=data.get("password"),
+            token=data.get("token"),
+            ssh_private_key=data.get("sshPrivateKey"),
+            bound_to=tenancy.secret_binding(secret, spec.repo_url),
+            known_hosts=data.get("knownHosts") or data.get("known_hosts"),
+        )
