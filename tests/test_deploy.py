@@ -347,7 +347,7 @@ def _controller_modules() -> dict[str, ast.Module]:
 def modules_with_their_kube(*packages: str) -> dict[str, ast.Module]:
     """`packages`' *.py and every kube module they import, transitively (by relative path)."""
     trees: dict[str, ast.Module] = {}
-    todo = sorted(str(p.relative_to(ROOT)) for d in packages for p in (ROOT / d).glob("*.py"))
+    todo = sorted(str(p.relative_to(ROOT)) for d in packages for p in (ROOT / d).rglob("*.py"))
     while todo:
         path = todo.pop()
         if path in trees or not (ROOT / path).is_file():

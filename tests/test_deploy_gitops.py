@@ -88,6 +88,8 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
     ),
     # A fresh read of a repository per round; its status replaced (update), never patched.
     ("gitops/runtime/reconciler.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
+    # The repository's ServiceAccount must exist before anything is done as it.
+    ("gitops/runtime/acting.py", frozenset({"get"}), ("SERVICE_ACCOUNTS",), None),
     # Its status replaced (update), never patched; read again after a conflict.
     ("gitops/runtime/statuswrite.py", frozenset({"replace"}), ("JOB_REPOSITORIES",), "status"),
     ("gitops/runtime/statuswrite.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
@@ -162,10 +164,10 @@ def test_the_gitops_engine_acts_only_through_impersonating_clients() -> None:
     """The calls left out of the ClusterRole: the sync engine's client is always an
     impersonating view (gitops/runtime/acting.py), or the reconciler's own engine for repositories the
     rules let act as the reconciler (off unless --allow-reconciler-identity)."""
-    acting = (ROOT / "gitops" / "acting.py").read_text()
+    acting = (ROOT / "gitops" / "runtime" / "acting.py").read_text()
     assert "client.impersonating(identity.user, identity.groups)" in acting
     assert re.search(r"SyncEngine\(\s*client, self\.discovery", acting)
-    sync = (ROOT / "gitops" / "sync.py").read_text()
+    sync = (ROOT / "gitops" / "runtime" / "sync.py").read_text()
     assert "self.reader = LiveReader(client, discovery, cache)" in sync  # the same client
 
 

@@ -3,8 +3,9 @@
 `gitops.engine.tenancy` decides (pure); this module applies the decisions to one round of one
 repository, for `gitops.runtime.reconciler`:
 
-- `admit` settles, before any request of the round, the identity the repository acts as and
-  checks its URL (`tenancy.Refused` otherwise: the round records a ComparisonError);
+- `admit` settles, before any request of the round, the identity the repository acts as,
+  checks its URL and that the ServiceAccount exists (`tenancy.Refused` otherwise: the round
+  records a ComparisonError, nothing is fetched, applied or pruned);
 - `engine` is the sync engine acting as that identity — one per ServiceAccount, cached, on a
   `kube.Client.impersonating` view of the reconciler's client; the reconciler's own engine
   only when the rules say the repository acts as the reconciler. It fails closed: a key not
@@ -51,16 +52,30 @@ class Tenants:
         """The identity each repository acts as, settled at the start of its round."""
         self._engines: dict[tenancy.Identity, SyncEngine] = {}
 
-    def admit(self, obj: dict[str, Any], spec: RepoSpec) -> None:
-        """Settle the identity `obj` acts as and check its URL, before any request of its
-        round; tenancy.Refused (naming what to set) otherwise."""
+    async def admit(self, obj: dict[str, Any], spec: RepoSpec) -> None:
+        """Settle the identity `obj` acts as, check its URL and that its ServiceAccount exists,
+        before any request of its round; tenancy.Refused (naming what to set) otherwise."""
         key = repository_key(obj)
         self.identities.pop(key, None)
         identity = tenancy.identity_for(obj, self.boundaries)
         refusal = tenancy.check_source(spec.repo_url, self.boundaries)
         if refusal is not None:
             raise tenancy.Refused(refusal)
+        if identity is not None:
+            await self._exists(identity, obj)
         self.identities[key] = identity
+
+    async def _exists(self, identity: tenancy.Identity, obj: dict[str, Any]) -> None:
+        """Refuse an account that does not exist: the API server accepts impersonation of any
+        name, so a RoleBinding left behind by a deleted account would still grant its rights
+        (a Pod naming a missing account is refused; so is a repository). Read with the
+        reconciler's own `get serviceaccounts` (the account may not read itself)."""
+        try:
+            await self.client.get(resources.SERVICE_ACCOUNTS, identity.name, identity.namespace)
+        except errors.NotFound:
+            raise tenancy.Refused(
+                tenancy.missing_account(identity, tenancy.service_account_of(obj) is None)
+            ) from None
 
     def engine(self, key: str) -> SyncEngine:
         """The sync engine acting as the identity admitted for `key` this round."""

@@ -327,7 +327,7 @@ class Reconciler:
         started = time.monotonic()
         begun = self.clock()
         try:
-            self.tenants.admit(obj, spec)
+            await self.tenants.admit(obj, spec)
             creds = await self._credentials(obj, spec)
             if requested_revision is not None and spec.automated:
                 await self._target_only(spec, requested_revision, creds)
