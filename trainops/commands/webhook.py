@@ -69,6 +69,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="in /validate, also check unknown fields and JSON types against the CRD schema "
         "(the API server has done so already when the trainops CRDs are installed)",
     )
+    parser.add_argument(
+        "--pod-security",
+        action="store_true",
+        help="refuse a job whose pod templates break the Pod Security level its namespace "
+        "enforces (label pod-security.kubernetes.io/enforce); watches namespaces with "
+        "--kubeconfig or in-cluster credentials",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     managed = parser.add_argument_group("certificate self-management (in cluster)")
     managed.add_argument(
@@ -95,7 +102,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     managed.add_argument(
         "--kubeconfig",
-        help="kubeconfig for --manage-certs outside a cluster (default: in-cluster credentials)",
+        help="kubeconfig for --manage-certs and --pod-security outside a cluster (default: "
+        "in-cluster credentials)",
     )
     managed.add_argument(
         "--resync-seconds",
@@ -116,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
     from webhook.server import run as run_server
 
     defaults = Settings()
+    levels = None
+    if args.pod_security:
+        from webhook.namespaces import NamespaceLevels
+
+        levels = NamespaceLevels(args.kubeconfig)
 
     config = ServerConfig(
         cert_dir=args.cert_dir,
@@ -125,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             max_body_bytes=args.max_body_bytes or defaults.max_body_bytes,
             large_concurrency=max(1, args.large_concurrency or defaults.large_concurrency),
             check_schema=args.check_schema,
+            level_of=levels,
         ),
         shutdown_delay=args.shutdown_delay,
         max_connections=max(1, args.max_connections),
@@ -159,6 +173,10 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    if levels is not None:
+        from webhook.namespaces import Companions
+
+        companion = Companions([companion, levels] if companion is not None else [levels])
     try:
         return run_server(config, companion=companion)
     except (OSError, ValueError) as exc:
