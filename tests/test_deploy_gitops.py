@@ -88,8 +88,8 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
     ),
     # A fresh read of a repository per round; its status replaced (update), never patched.
     ("gitops/runtime/reconciler.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
-    # The repository's ServiceAccount must exist before anything is done as it.
-    ("gitops/runtime/acting.py", frozenset({"get"}), ("SERVICE_ACCOUNTS",), None),
+    # The repository's ServiceAccount must exist before anything is done as it, and the Pod Security level of the namespaces its jobs go to (the pre-flight).
+    ("gitops/runtime/acting.py", frozenset({"get"}), ("SERVICE_ACCOUNTS", "NAMESPACES"), None),
     # Its status replaced (update), never patched; read again after a conflict.
     ("gitops/runtime/statuswrite.py", frozenset({"replace"}), ("JOB_REPOSITORIES",), "status"),
     ("gitops/runtime/statuswrite.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),

@@ -15,12 +15,15 @@ repository, for `gitops.runtime.reconciler`:
 - `secret` reads the `secretRef` Secret as that identity and refuses it unless it names the
   repository URL, before git is run;
 - `bounded` is the pre-flight's boundary step (`tenancy.enforce`) with each kind's scope
-  asked of discovery; `scope` where live state may be read.
+  asked of discovery; `levels` the Pod Security level each namespace enforces, for the
+  pre-flight's next step; `scope` where live state may be read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Iterable
 from typing import Any
 
 from gitops.engine import kinds, tenancy
@@ -31,8 +34,11 @@ from gitops.runtime.discovery import Discovery
 from gitops.runtime.sync import SyncEngine
 from kube import errors, resources
 from kube.client import Client
+from policies.podsecurity import enforced_level
 
 __all__ = ["Tenants", "repository_key"]
+
+log = logging.getLogger(__name__)
 
 
 class Tenants:
@@ -142,6 +148,25 @@ class Tenants:
             )
         )
         return bounded, kinds.cluster_scoped(scopes)
+
+    async def levels(self, namespaces: Iterable[str]) -> tuple[tuple[str, str], ...]:
+        """(namespace, enforced Pod Security level) of each namespace, read with the
+        reconciler's own `get namespaces` (a tenant's account may not read its namespace).
+        One it cannot read is left out — not checked, as the webhook fails open — and the API
+        server's admission still decides the apply."""
+        out: list[tuple[str, str]] = []
+        for namespace in sorted(namespaces):
+            if resources.name_problem(namespace) is not None:
+                continue
+            try:
+                found = await self.client.get(resources.NAMESPACES, namespace)
+            except errors.APIError as exc:
+                log.debug("namespace %s: Pod Security level not read: %s", namespace, exc)
+                continue
+            level = enforced_level((found.get("metadata") or {}).get("labels"))
+            if level != "privileged":
+                out.append((namespace, level))
+        return tuple(out)
 
 
 def repository_key(obj: dict[str, Any]) -> str:
