@@ -26,11 +26,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from gitops.engine import kinds, tenancy
+from gitops.engine import keys, kinds, preflight, tenancy
 from gitops.engine.preflight import Checked
 from gitops.engine.spec import RepoSpec
 from gitops.engine.urls import GitError
 from gitops.runtime.discovery import Discovery
+from gitops.runtime.memo import Source
 from gitops.runtime.sync import SyncEngine
 from kube import errors, resources
 from kube.client import Client
@@ -148,6 +149,30 @@ class Tenants:
             )
         )
         return bounded, kinds.cluster_scoped(scopes)
+
+    async def pod_security(
+        self, spec: RepoSpec, source: Source, wanted: tuple[str, str, bool, str]
+    ) -> bool:
+        """The pre-flight's Pod Security step on `source.bounded` into `source.checked` (and
+        its desired keys and kinds), each job against the level its namespace enforces, read
+        every round. True when the verdicts changed for the same commit (a label changed
+        since): the comparison must be made again."""
+        namespaces = preflight.job_namespaces(source.bounded, spec.destination)
+        levels = await self.levels(namespaces)
+        if source.levels_for == (wanted, levels):
+            return False
+        source.checked = await asyncio.to_thread(
+            preflight.pod_security, source.bounded, spec.destination, dict(levels)
+        )
+        source.desired, source.git_kinds = await asyncio.to_thread(
+            lambda: (
+                keys.desired_keys(source.checked, spec.destination, source.cluster_scoped),
+                keys.kinds_of(source.checked),
+            )
+        )
+        changed = source.levels_for is not None
+        source.levels_for = (wanted, levels)
+        return changed
 
     async def levels(self, namespaces: Iterable[str]) -> tuple[tuple[str, str], ...]:
         """(namespace, enforced Pod Security level) of each namespace, read with the

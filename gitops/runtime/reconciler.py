@@ -36,7 +36,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from gitops.engine import guards, keys, ownership, preflight, report, status, tenancy, triggers
+from gitops.engine import guards, keys, ownership, report, status, tenancy, triggers
 from gitops.engine.compare import Comparison, compare
 from gitops.engine.crd import JOB_REPOSITORIES
 from gitops.engine.pairing import ResourceKey
@@ -344,7 +344,8 @@ class Reconciler:
                 )
                 memo.source.checked_for, memo.source.commit = wanted, commit
                 memo.source.levels_for = None
-            await self._pod_security(spec, memo, wanted)
+            if await self.tenants.pod_security(spec, memo.source, wanted):
+                memo.live.revision = None  # same commit, other verdicts: compare again
         except (GitError, checkout.SourcesError) as exc:
             self.metrics.fetch_failures.inc()
             message = exc.message if isinstance(exc, GitError) else str(exc)
@@ -356,30 +357,6 @@ class Reconciler:
         finally:
             self.metrics.fetch_duration.observe(time.monotonic() - started)
         return commit
-
-    async def _pod_security(
-        self, spec: RepoSpec, memo: Memo, wanted: tuple[str, str, bool, str]
-    ) -> None:
-        """The pre-flight's Pod Security step: each job against the level its namespace
-        enforces, read every round (a label changed since is seen at the next round: the
-        comparison is then made again)."""
-        source = memo.source
-        namespaces = preflight.job_namespaces(source.bounded, spec.destination)
-        levels = await self.tenants.levels(namespaces)
-        if source.levels_for == (wanted, levels):
-            return
-        source.checked = await asyncio.to_thread(
-            preflight.pod_security, source.bounded, spec.destination, dict(levels)
-        )
-        source.desired, source.git_kinds = await asyncio.to_thread(
-            lambda: (
-                keys.desired_keys(source.checked, spec.destination, source.cluster_scoped),
-                keys.kinds_of(source.checked),
-            )
-        )
-        if source.levels_for is not None:
-            memo.live.revision = None  # same commit, other verdicts: compare again
-        source.levels_for = (wanted, levels)
 
     async def _target_only(self, spec: RepoSpec, revision: str, creds: Credentials | None) -> None:
         """An automated repository syncs only what targetRevision resolves to: the API refuses
