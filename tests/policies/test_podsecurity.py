@@ -86,7 +86,11 @@ CASES: dict[str, tuple[Callable[[Pod], Pod], Expected, Expected]] = {
     "hostPID": (spec(hostPID=True), {("Forbidden", f"{S}.hostPID")}, set()),
     "hostIPC": (spec(hostIPC=True), {("Forbidden", f"{S}.hostIPC")}, set()),
     "hostNetwork false": (spec(hostNetwork=False), set(), set()),
-    "privileged": (sc(privileged=True), {("Forbidden", f"{SC}.privileged")}, set()),
+    "privileged": (  # (a real API server refuses privileged with allowPrivilegeEscalation false)
+        sc(privileged=True, allowPrivilegeEscalation=None),
+        {("Forbidden", f"{SC}.privileged")},
+        {("Required", f"{SC}.allowPrivilegeEscalation")},
+    ),
     "privileged false": (sc(privileged=False), set(), set()),
     "a baseline capability added": (
         sc(capabilities={"drop": ["ALL"], "add": ["CHOWN"]}),
@@ -196,9 +200,12 @@ CASES: dict[str, tuple[Callable[[Pod], Pod], Expected, Expected]] = {
         {("Forbidden", f"{S}.securityContext.sysctls[1].name")},
         set(),
     ),
-    "hostProcess": (
-        sc(windowsOptions={"hostProcess": True}),
-        {("Forbidden", f"{SC}.windowsOptions.hostProcess")},
+    "hostProcess": (  # (host process pods must use the host's network)
+        spec(hostNetwork=True, securityContext={"windowsOptions": {"hostProcess": True}}),
+        {
+            ("Forbidden", f"{S}.hostNetwork"),
+            ("Forbidden", f"{S}.securityContext.windowsOptions.hostProcess"),
+        },
         set(),
     ),
     "allowPrivilegeEscalation true": (
