@@ -84,6 +84,9 @@ RESTRICTED_VOLUMES = frozenset(
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
+Parts = tuple[str | int, ...]
+"""A path as plain parts: a `Path` is built only for a violation (most walks find none)."""
+
 
 def enforced_level(labels: Any) -> str:
     """The level a namespace enforces, from its labels: `privileged` when unlabelled. A value
@@ -112,7 +115,7 @@ def check_template(template: dict[str, Any], path: Path, level: str) -> list[Fie
     spec = template.get("spec")
     if not isinstance(spec, dict):
         return []
-    rule = _Rule(level, path.child("spec"))
+    rule = _Rule(level, (*path.parts, "spec"))
     rule.pod(spec)
     for container, at in _containers(spec, rule.path):
         rule.container(spec, container, at)
@@ -126,17 +129,18 @@ def check_template(template: dict[str, Any], path: Path, level: str) -> list[Fie
 class _Rule:
     """One template's walk: the level, where its pod spec is, and what was found."""
 
-    def __init__(self, level: str, path: Path) -> None:
+    def __init__(self, level: str, path: Parts) -> None:
         self.level = level
         self.restricted = level == "restricted"
         self.path = path
         self.errors: list[FieldError] = []
 
-    def _forbid(self, path: Path, what: str, allowed: str) -> None:
-        self.errors.append(forbidden(path, f"{what}: {self._by()}; {allowed}"))
+    def _forbid(self, path: Parts | Path, what: str, allowed: str) -> None:
+        at = path if isinstance(path, Path) else Path(path)
+        self.errors.append(forbidden(at, f"{what}: {self._by()}; {allowed}"))
 
-    def _require(self, path: Path, allowed: str) -> None:
-        self.errors.append(required(path, f"{self._by()} requires {allowed}"))
+    def _require(self, path: Parts, allowed: str) -> None:
+        self.errors.append(required(Path(path), f"{self._by()} requires {allowed}"))
 
     def _by(self) -> str:
         return f'the namespace enforces Pod Security "{self.level}" ({ENFORCE_LABEL})'
@@ -146,68 +150,68 @@ class _Rule:
     def pod(self, spec: dict[str, Any]) -> None:
         for field in ("hostNetwork", "hostPID", "hostIPC"):
             if spec.get(field) is True:
-                self._forbid(self.path.child(field), "sharing the host's namespaces", "unset it")
+                self._forbid((*self.path, field), "sharing the host's namespaces", "unset it")
         context = spec.get("securityContext")
         sc = context if isinstance(context, dict) else {}
-        at = self.path.child("securityContext")
+        at = (*self.path, "securityContext")
         self._common_context(sc, at)
         sysctls = sc.get("sysctls")
         for i, sysctl in enumerate(sysctls if isinstance(sysctls, list) else []):
             name = sysctl.get("name") if isinstance(sysctl, dict) else None
             if isinstance(name, str) and name not in SAFE_SYSCTLS:
                 self._forbid(
-                    at.child("sysctls").index(i).child("name"),
+                    (*at, "sysctls", i, "name"),
                     f"sysctl {name} is not one of the safe sysctls",
                     "allowed: " + ", ".join(sorted(SAFE_SYSCTLS)),
                 )
         volumes = spec.get("volumes")
         for i, volume in enumerate(volumes if isinstance(volumes, list) else []):
             if isinstance(volume, dict):
-                self._volume(volume, self.path.child("volumes").index(i))
+                self._volume(volume, (*self.path, "volumes", i))
         if not self.restricted:
             return
         if sc.get("runAsNonRoot") is False:
-            self._forbid(at.child("runAsNonRoot"), "running as root", "set it to true")
+            self._forbid((*at, "runAsNonRoot"), "running as root", "set it to true")
 
-    def _volume(self, volume: dict[str, Any], at: Path) -> None:
+    def _volume(self, volume: dict[str, Any], at: Parts) -> None:
         for source in volume:
             if source == "name" or volume[source] is None:
                 continue
             if source == "hostPath":
-                self._forbid(at.child(source), "hostPath volumes", "use another volume type")
+                self._forbid((*at, source), "hostPath volumes", "use another volume type")
             elif self.restricted and source not in RESTRICTED_VOLUMES:
                 self._forbid(
-                    at.child(source),
+                    (*at, source),
                     f"{source} volumes",
                     "allowed: " + ", ".join(sorted(RESTRICTED_VOLUMES)),
                 )
 
-    def _common_context(self, sc: dict[str, Any], at: Path) -> None:
+    def _common_context(self, sc: dict[str, Any], at: Parts) -> None:
         """The controls the pod's and each container's securityContext share."""
         windows = sc.get("windowsOptions")
         if isinstance(windows, dict) and windows.get("hostProcess") is True:
             self._forbid(
-                at.child("windowsOptions", "hostProcess"), "host process containers", "unset it"
+                (*at, "windowsOptions", "hostProcess"), "host process containers", "unset it"
             )
         selinux = sc.get("seLinuxOptions")
         if isinstance(selinux, dict):
             kind = selinux.get("type")
             if isinstance(kind, str) and kind not in SELINUX_TYPES:
                 self._forbid(
-                    at.child("seLinuxOptions", "type"),
+                    (*at, "seLinuxOptions", "type"),
                     f"SELinux type {kind}",
                     "allowed: " + ", ".join(sorted(t for t in SELINUX_TYPES if t)),
                 )
             for field in ("user", "role"):
                 if selinux.get(field):
                     self._forbid(
-                        at.child("seLinuxOptions", field), f"a custom SELinux {field}", "unset it"
+                        (*at, "seLinuxOptions", field), f"a custom SELinux {field}", "unset it"
                     )
         apparmor = sc.get("appArmorProfile")
         kind = apparmor.get("type") if isinstance(apparmor, dict) else None
         if isinstance(kind, str) and kind not in ("RuntimeDefault", "Localhost"):
             self._forbid(
-                at.child("appArmorProfile", "type"),
+                (*at, "appArmorProfile", "type"),
                 f"AppArmor profile {kind}",
                 "allowed: RuntimeDefault, Localhost",
             )
@@ -219,47 +223,45 @@ class _Rule:
             and kind not in ("RuntimeDefault", "Localhost")
         ):
             self._forbid(
-                at.child("seccompProfile", "type"),
+                (*at, "seccompProfile", "type"),
                 f"seccomp profile {kind}",
                 "allowed: RuntimeDefault, Localhost",
             )
         if self.restricted and sc.get("runAsUser") == 0 and not isinstance(sc["runAsUser"], bool):
-            self._forbid(at.child("runAsUser"), "running as user 0 (root)", "use a non-zero uid")
+            self._forbid((*at, "runAsUser"), "running as user 0 (root)", "use a non-zero uid")
 
     # --- each container -------------------------------------------------------------------------
 
-    def container(self, spec: dict[str, Any], container: dict[str, Any], at: Path) -> None:
+    def container(self, spec: dict[str, Any], container: dict[str, Any], at: Parts) -> None:
         context = container.get("securityContext")
         sc = context if isinstance(context, dict) else {}
-        sc_at = at.child("securityContext")
+        sc_at = (*at, "securityContext")
         if sc.get("privileged") is True:
-            self._forbid(sc_at.child("privileged"), "privileged containers", "unset it")
+            self._forbid((*sc_at, "privileged"), "privileged containers", "unset it")
         self._common_context(sc, sc_at)
         if sc.get("procMount") not in (None, "Default"):
-            self._forbid(sc_at.child("procMount"), "a custom /proc mount", "unset it or Default")
+            self._forbid((*sc_at, "procMount"), "a custom /proc mount", "unset it or Default")
         ports = container.get("ports")
         for i, port in enumerate(ports if isinstance(ports, list) else []):
             host = port.get("hostPort") if isinstance(port, dict) else None
             if host not in (None, 0):
-                self._forbid(
-                    at.child("ports").index(i).child("hostPort"), "host ports", "unset it or 0"
-                )
-        self._capabilities(sc.get("capabilities"), sc_at.child("capabilities"), spec)
+                self._forbid((*at, "ports", i, "hostPort"), "host ports", "unset it or 0")
+        self._capabilities(sc.get("capabilities"), (*sc_at, "capabilities"), spec)
         if not self.restricted:
             return
         pod_context = spec.get("securityContext")
         pod_sc = pod_context if isinstance(pod_context, dict) else {}
         if sc.get("runAsNonRoot") is False:
-            self._forbid(sc_at.child("runAsNonRoot"), "running as root", "set it to true")
+            self._forbid((*sc_at, "runAsNonRoot"), "running as root", "set it to true")
         elif sc.get("runAsNonRoot") is not True and pod_sc.get("runAsNonRoot") is not True:
             self._require(
-                sc_at.child("runAsNonRoot"),
+                (*sc_at, "runAsNonRoot"),
                 "true here or in the pod's securityContext.runAsNonRoot",
             )
         if _windows(spec):
             return  # the next controls do not apply to Windows pods
         if sc.get("allowPrivilegeEscalation") is not False:
-            path = sc_at.child("allowPrivilegeEscalation")
+            path = (*sc_at, "allowPrivilegeEscalation")
             if sc.get("allowPrivilegeEscalation") is True:
                 self._forbid(path, "privilege escalation", "set it to false")
             else:
@@ -269,18 +271,18 @@ class _Rule:
             pod_seccomp = pod_sc.get("seccompProfile")
             if not isinstance(pod_seccomp, dict) or pod_seccomp.get("type") is None:
                 self._require(
-                    sc_at.child("seccompProfile", "type"),
+                    (*sc_at, "seccompProfile", "type"),
                     "RuntimeDefault or Localhost here or in the pod's securityContext",
                 )
 
-    def _capabilities(self, capabilities: Any, at: Path, spec: dict[str, Any]) -> None:
+    def _capabilities(self, capabilities: Any, at: Parts, spec: dict[str, Any]) -> None:
         caps = capabilities if isinstance(capabilities, dict) else {}
         allowed = RESTRICTED_CAPABILITIES if self.restricted else BASELINE_CAPABILITIES
         added = caps.get("add")
         for i, name in enumerate(added if isinstance(added, list) else []):
             if isinstance(name, str) and name not in allowed:
                 self._forbid(
-                    at.child("add").index(i),
+                    (*at, "add", i),
                     f"adding capability {name}",
                     "allowed: " + ", ".join(sorted(allowed)),
                 )
@@ -288,7 +290,7 @@ class _Rule:
             return
         dropped = caps.get("drop")
         if not (isinstance(dropped, list) and "ALL" in dropped):
-            self._require(at.child("drop"), '"ALL" among the capabilities dropped')
+            self._require((*at, "drop"), '"ALL" among the capabilities dropped')
 
     def apparmor_annotations(self, annotations: dict[str, Any], at: Path) -> None:
         for key, value in annotations.items():
@@ -303,12 +305,12 @@ class _Rule:
             )
 
 
-def _containers(spec: dict[str, Any], path: Path) -> Iterator[tuple[dict[str, Any], Path]]:
+def _containers(spec: dict[str, Any], path: Parts) -> Iterator[tuple[dict[str, Any], Parts]]:
     for field in CONTAINER_LISTS:
         items = spec.get(field)
         for i, container in enumerate(items if isinstance(items, list) else []):
             if isinstance(container, dict):
-                yield container, path.child(field).index(i)
+                yield container, (*path, field, i)
 
 
 def _windows(spec: dict[str, Any]) -> bool:
