@@ -28,6 +28,7 @@ __all__ = [
     "SECRETS",
     "SELF_SUBJECT_ACCESS_REVIEWS",
     "SERVICES",
+    "SERVICE_ACCOUNTS",
     "SUBJECT_ACCESS_REVIEWS",
     "TFJOBS",
     "TOKEN_REVIEWS",
@@ -84,6 +85,7 @@ SERVICES = Resource("", "v1", "services", "Service", True)
 EVENTS = Resource("", "v1", "events", "Event", True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", True)
 NODES = Resource("", "v1", "nodes", "Node", False)

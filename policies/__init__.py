@@ -7,11 +7,13 @@ Contract (stable; other packages code against it):
 
 - `default(obj) -> (defaulted_copy, json_patch_ops)`: never mutates `obj`; idempotent.
 - `default_patch(obj) -> json_patch_ops`: the same patch without the copy (for the webhook).
-- `validate(obj, old=None, *, schema_checked=False) -> (errors, warnings)`: `obj` is the
-  defaulted object; `old` is the stored object on UPDATE; `schema_checked=True` skips the
-  structural layer for an object an API server has already checked against the CRD schema.
-  Never raises, whatever the input.
-- `admit(obj, old=None) -> Admission`: default, then validate the defaulted object.
+- `validate(obj, old=None, *, schema_checked=False, pod_security=None) -> (errors, warnings)`:
+  `obj` is the defaulted object; `old` is the stored object on UPDATE; `schema_checked=True`
+  skips the structural layer for an object an API server has already checked against the CRD
+  schema; `pod_security` is the Pod Security level the namespace enforces (checked on CREATE,
+  `podsecurity`). Never raises, whatever the input.
+- `admit(obj, old=None, *, pod_security=None) -> Admission`: default, then validate.
+- `podsecurity.enforced_level(namespace_labels)`, `podsecurity.LEVELS`.
 - `is_training_job(obj)`, `GROUP`, `VERSION`, `KINDS`.
 
 Layout: `job` dispatches on the kind; `tensorflow` and `xgboost` hold the per-kind facts
@@ -21,6 +23,7 @@ and `update` hold the rules; `advice` the warnings; `structural` the strict sche
 
 from __future__ import annotations
 
+from policies import podsecurity
 from policies.fieldpath import FieldError
 from policies.job import (
     API_VERSION,
@@ -50,5 +53,6 @@ __all__ = [
     "default",
     "default_patch",
     "is_training_job",
+    "podsecurity",
     "validate",
 ]

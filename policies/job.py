@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies import structural
+from policies import podsecurity, structural
 from policies.advice import warnings_for
 from policies.defaults import default_with, plan_defaults
 from policies.fieldpath import ErrorType, FieldError, Path, invalid, not_supported, required
@@ -111,9 +111,15 @@ def default_patch(obj: Any) -> list[dict[str, Any]]:
 
 
 def validate(
-    obj: Any, old: Any = None, *, schema_checked: bool = False
+    obj: Any, old: Any = None, *, schema_checked: bool = False, pod_security: str | None = None
 ) -> tuple[list[FieldError], list[str]]:
     """Errors and warnings for a defaulted job; `old` is the stored object on UPDATE.
+
+    `pod_security` is the Pod Security level the job's namespace enforces (`baseline`,
+    `restricted`; None or `privileged`: none): on CREATE, a replica template that breaks it is
+    an error (`policies.podsecurity`). Not on UPDATE: the templates are immutable, and a job
+    stored before its namespace was labelled must still be paused, resumed and edited (Pod
+    Security admission likewise lets a pod's update through when its spec is unchanged).
 
     `schema_checked=True` skips the structural layer (unknown fields, JSON types) for an object
     that has already passed the CRD's schema: the API server validates against it before it
@@ -127,19 +133,21 @@ def validate(
     if kind is None:
         return [not_supported(Path.of("kind"), raw_kind, KINDS)], []
     try:
-        return _validate(kind, obj, old, schema_checked)
+        return _validate(kind, obj, old, schema_checked, pod_security)
     except RecursionError:
         # Only absurdly deep nesting gets here (comparing two such objects on UPDATE).
         return [invalid(Path(), "object", "is nested too deeply to be checked")], []
 
 
 def _validate(
-    kind: KindSpec, obj: dict[str, Any], old: Any, schema_checked: bool
+    kind: KindSpec, obj: dict[str, Any], old: Any, schema_checked: bool, pod_security: str | None
 ) -> tuple[list[FieldError], list[str]]:
     errors: list[FieldError] = []
     if obj.get("apiVersion") != API_VERSION:
         errors.append(not_supported(Path.of("apiVersion"), obj.get("apiVersion"), (API_VERSION,)))
     rules, warnings = _rules(kind, obj, old)
+    if pod_security is not None and old is None:
+        rules.extend(podsecurity.check(obj, pod_security))
     if schema_checked:
         errors.extend(rules)
         return errors, warnings
@@ -150,10 +158,10 @@ def _validate(
     return errors, warnings
 
 
-def admit(obj: Any, old: Any = None) -> Admission:
+def admit(obj: Any, old: Any = None, *, pod_security: str | None = None) -> Admission:
     """Default, then validate the defaulted object: the whole admission verdict."""
     defaulted, patch = default(obj)
-    errors, warnings = validate(defaulted, old)
+    errors, warnings = validate(defaulted, old, pod_security=pod_security)
     return Admission(defaulted, patch, errors, warnings)
 
 

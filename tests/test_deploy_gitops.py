@@ -35,6 +35,8 @@ from tests.test_deploy import (
 )
 
 GITOPS = "trainops-gitops"
+SA_POLICY = "trainops-jobrepository-service-account"
+CLUSTER_POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 GITOPS_LEASE_ROLE = f"{GITOPS}-leader-election"
 
 
@@ -61,6 +63,8 @@ def test_the_gitops_base_renders_alone_and_in_the_top_level() -> None:
         ("Service", GITOPS),
         ("NetworkPolicy", GITOPS),
         ("PodDisruptionBudget", GITOPS),
+        ("ValidatingAdmissionPolicy", SA_POLICY),
+        ("ValidatingAdmissionPolicyBinding", SA_POLICY),
     }
     alone = _render("deploy/gitops")
     assert {(d["kind"], d["metadata"]["name"]) for d in alone} == expected
@@ -68,8 +72,32 @@ def test_the_gitops_base_renders_alone_and_in_the_top_level() -> None:
     assert expected <= top
     for doc in alone:
         assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "trainops"
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", *CLUSTER_POLICY_KINDS):
             assert doc["metadata"]["namespace"] == NAMESPACE
+
+
+def test_naming_a_service_account_needs_impersonate_on_it(
+    docs: tuple[dict[str, Any], ...],
+) -> None:
+    """deploy/gitops/serviceaccount-policy.yaml: on CREATE, and on an UPDATE that changes the
+    spec, of any JobRepository naming an account, the requesting user must be allowed to
+    impersonate that account; enforced (Deny) everywhere. tests/reference/
+    test_service_account_policy.py shows kube-apiserver enforcing it."""
+    policy = _one(docs, "ValidatingAdmissionPolicy", SA_POLICY)["spec"]
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == ["gitops.trainops.dev"]
+    assert rule["resources"] == ["jobrepositories"]  # not jobrepositories/status
+    assert rule["operations"] == ["CREATE", "UPDATE"]
+    assert policy["failurePolicy"] == "Fail"
+    (validation,) = policy["validations"]
+    expression = " ".join(validation["expression"].split())
+    assert "oldObject.spec == object.spec" in expression
+    assert (
+        "authorizer.group('').resource('serviceaccounts').namespace(object.metadata.namespace) "
+        ".name(variables.account).check('impersonate').allowed()"
+    ) in expression
+    binding = _one(docs, "ValidatingAdmissionPolicyBinding", SA_POLICY)["spec"]
+    assert binding == {"policyName": SA_POLICY, "validationActions": ["Deny"]}
 
 
 # Every API call `trainops gitops` makes with its own identity, by the module that makes it:
@@ -88,6 +116,8 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
     ),
     # A fresh read of a repository per round; its status replaced (update), never patched.
     ("gitops/runtime/reconciler.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
+    # The repository's ServiceAccount must exist before anything is done as it, and the Pod Security level of the namespaces its jobs go to (the pre-flight).
+    ("gitops/runtime/acting.py", frozenset({"get"}), ("SERVICE_ACCOUNTS", "NAMESPACES"), None),
     # Its status replaced (update), never patched; read again after a conflict.
     ("gitops/runtime/statuswrite.py", frozenset({"replace"}), ("JOB_REPOSITORIES",), "status"),
     ("gitops/runtime/statuswrite.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),

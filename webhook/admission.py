@@ -20,7 +20,7 @@ reason, message) for API clients.
 from __future__ import annotations
 
 import binascii
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple, cast
 
 import orjson
@@ -42,6 +42,7 @@ __all__ = [
     "DENIAL_REASON",
     "MAX_WARNING_LENGTH",
     "Endpoint",
+    "LevelOf",
     "Outcome",
     "ReviewError",
     "denial_status",
@@ -52,6 +53,9 @@ __all__ = [
 ]
 
 Endpoint = Literal["mutate", "validate"]
+LevelOf = Callable[[str], str | None]
+"""A namespace's enforced Pod Security level (`policies.podsecurity.enforced_level` of its
+labels), or None when the webhook does not know the namespace (yet): `webhook.namespaces`."""
 Verdict = Literal["allowed", "patched", "denied", "skipped", "error"]
 
 DENIAL_CODE = 403
@@ -76,10 +80,13 @@ class Outcome(NamedTuple):
     verdict: Verdict
 
 
-def review(endpoint: Endpoint, doc: Any, *, check_schema: bool = False) -> Outcome:
+def review(
+    endpoint: Endpoint, doc: Any, *, check_schema: bool = False, level_of: LevelOf | None = None
+) -> Outcome:
     """Answer one parsed AdmissionReview for `/mutate` or `/validate`.
 
-    `check_schema` makes `/validate` repeat the CRD schema check (see `validate`).
+    `check_schema` makes `/validate` repeat the CRD schema check (see `validate`); `level_of`
+    makes it check the namespace's Pod Security level on CREATE.
     Raises `ReviewError` for a malformed review, including JSON nested too deeply to process.
     """
     api_version, request = parse_review(doc)
@@ -87,7 +94,7 @@ def review(endpoint: Endpoint, doc: Any, *, check_schema: bool = False) -> Outco
         if endpoint == "mutate":
             response, verdict = mutate(request)
         else:
-            response, verdict = validate(request, check_schema=check_schema)
+            response, verdict = validate(request, check_schema=check_schema, level_of=level_of)
     except RecursionError:
         raise ReviewError("object is nested too deeply to be checked") from None
     obj = request.get("object") or request.get("oldObject")
@@ -155,7 +162,7 @@ def mutate(request: AdmissionRequest) -> tuple[AdmissionResponse, Verdict]:
 
 
 def validate(
-    request: AdmissionRequest, *, check_schema: bool = False
+    request: AdmissionRequest, *, check_schema: bool = False, level_of: LevelOf | None = None
 ) -> tuple[AdmissionResponse, Verdict]:
     """Deny a training job that breaks a rule, naming every violated field.
 
@@ -171,6 +178,11 @@ def validate(
     (on UPDATE, validation ratcheting lets fields the user did not change through, as the
     server intends). `check_schema=True` walks it anyway, for API servers whose CRDs were
     installed without the trainops schema.
+
+    With `level_of`, a CREATE is also checked against the Pod Security level its namespace
+    enforces (`policies.podsecurity`): a job whose pods the API server would refuse is refused
+    now, naming the template field. A namespace `level_of` does not know is not checked (a
+    warning says so): the API server's own Pod Security admission still refuses the pods.
     """
     uid = request["uid"]
     if request["operation"] not in ("CREATE", "UPDATE"):
@@ -179,8 +191,11 @@ def validate(
     if not policies.is_training_job(obj):
         return _unhandled(uid, obj), "skipped"
     old = request.get("oldObject") if request["operation"] == "UPDATE" else None
+    level, unknown = _level(request, obj, level_of) if old is None else (None, None)
     try:
-        errors, warnings = policies.validate(obj, old, schema_checked=not check_schema)
+        errors, warnings = policies.validate(
+            obj, old, schema_checked=not check_schema, pod_security=level
+        )
     except RecursionError:
         raise
     except Exception as exc:
@@ -188,10 +203,25 @@ def validate(
     response: AdmissionResponse = {"uid": uid, "allowed": not errors}
     if errors:
         response["status"] = denial_status(errors, obj)
-    lines = _warnings(warnings)
+    lines = _warnings([*warnings, unknown] if unknown else warnings)
     if lines:
         response["warnings"] = lines
     return response, "denied" if errors else "allowed"
+
+
+def _level(
+    request: AdmissionRequest, obj: dict[str, Any], level_of: LevelOf | None
+) -> tuple[str | None, str | None]:
+    """The Pod Security level to check a CREATE against, and a warning when it is unknown."""
+    if level_of is None:
+        return None, None
+    namespace = request.get("namespace") or (obj.get("metadata") or {}).get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        return None, None
+    level = level_of(namespace)
+    if level is None:
+        return None, f"namespace {namespace}: Pod Security labels not known yet; not checked"
+    return level, None
 
 
 def denial_status(errors: Sequence[FieldError], obj: dict[str, Any]) -> Status:

@@ -84,6 +84,8 @@ class Settings:
     # Repeat the CRD schema check in /validate (see `admission.validate`); off because the API
     # server has always applied the schema before it calls a validating webhook.
     check_schema: bool = False
+    # A namespace's enforced Pod Security level (webhook.namespaces), checked on CREATE.
+    level_of: admission.LevelOf | None = None
 
 
 class Readiness:
@@ -324,7 +326,9 @@ def _answer(endpoint: admission.Endpoint, body: bytes, settings: Settings) -> _A
             "bad_request", _plain(400, f"request body is not valid JSON: {exc}")
         ) from None
     try:
-        outcome = admission.review(endpoint, doc, check_schema=settings.check_schema)
+        outcome = admission.review(
+            endpoint, doc, check_schema=settings.check_schema, level_of=settings.level_of
+        )
     except admission.ReviewError as exc:
         raise _Refused("bad_request", _plain(400, str(exc))) from None
     if outcome.verdict == "error":

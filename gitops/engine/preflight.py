@@ -10,11 +10,15 @@ document's line when the field is absent from the file).
 
 The desired object of an admitted job is the *defaulted* one, so defaults the webhook adds
 never show up as drift. Entries of other kinds pass through unchanged, errors included.
+
+`pod_security` is the second step, once the namespaces' labels are known (the runtime reads
+them): a job whose replica templates break the Pod Security level of the namespace it goes to
+is refused the way the webhook with `--pod-security` refuses it (`policies.podsecurity`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +28,15 @@ from gitops.engine.entries import ManifestEntry
 from policies.fieldpath import FieldError, aggregate_message
 from policies.structural import source_parts
 
-__all__ = ["VALIDATING_WEBHOOK", "Checked", "denial_message", "preflight", "preflight_entry"]
+__all__ = [
+    "VALIDATING_WEBHOOK",
+    "Checked",
+    "denial_message",
+    "job_namespaces",
+    "pod_security",
+    "preflight",
+    "preflight_entry",
+]
 
 VALIDATING_WEBHOOK = policies.VALIDATING_WEBHOOK
 
@@ -66,6 +78,43 @@ def preflight_entry(entry: ManifestEntry) -> Checked:
             entry, None, denial_message(admission.errors), line, tuple(admission.warnings)
         )
     return Checked(entry, admission.obj, None, entry.line, tuple(admission.warnings))
+
+
+def job_namespaces(checked: Iterable[Checked], destination: str) -> set[str]:
+    """The namespaces the admitted training jobs go to (whose Pod Security levels matter)."""
+    out: set[str] = set()
+    for c in checked:
+        if c.desired is not None and c.entry.kind_class is kinds.KindClass.TRAINING_JOB:
+            out.add(_namespace_of(c.desired, destination))
+    return out
+
+
+def pod_security(
+    checked: Iterable[Checked], destination: str, levels: Mapping[str, str]
+) -> list[Checked]:
+    """Each admitted training job checked against the Pod Security level of its namespace
+    (`levels`: namespace -> level; a namespace not in it is not checked). A job that breaks
+    it becomes an entry error at the line of its first offending field, as a denial."""
+    out: list[Checked] = []
+    for c in checked:
+        level = (
+            levels.get(_namespace_of(c.desired, destination))
+            if c.desired is not None and c.entry.kind_class is kinds.KindClass.TRAINING_JOB
+            else None
+        )
+        errors = policies.podsecurity.check(c.desired, level) if level else []
+        if not errors:
+            out.append(c)
+            continue
+        line = min(_line(c.entry, e) for e in errors)
+        out.append(Checked(c.entry, None, denial_message(errors), line, c.warnings))
+    return out
+
+
+def _namespace_of(obj: dict[str, Any] | None, destination: str) -> str:
+    meta = (obj or {}).get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else destination
 
 
 def denial_message(errors: Sequence[FieldError]) -> str:

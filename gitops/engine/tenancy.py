@@ -54,6 +54,7 @@ __all__ = [
     "identity_for",
     "is_local",
     "live_scope",
+    "missing_account",
     "secret_binding",
     "secret_urls",
     "service_account_of",
@@ -176,6 +177,17 @@ def identity_for(repository: Mapping[str, Any], boundaries: Boundaries) -> Ident
         "no ServiceAccount to act as: set spec.serviceAccountName to a ServiceAccount of "
         f"namespace {namespace} whose RBAC allows what the repository holds, or start the "
         "reconciler with --default-service-account NAME"
+    )
+
+
+def missing_account(identity: Identity, defaulted: bool) -> str:
+    """Why a repository whose ServiceAccount does not exist is refused (the condition)."""
+    where = "the reconciler's --default-service-account" if defaulted else "spec.serviceAccountName"
+    return (
+        f'{where} {identity.name!r}: serviceaccount "{identity.name}" not found in namespace '
+        f"{identity.namespace}: nothing is applied or pruned as an account that does not exist "
+        "(RoleBindings left by a deleted account would still grant its rights); create the "
+        "ServiceAccount or name another"
     )
 
 

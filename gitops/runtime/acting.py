@@ -3,8 +3,9 @@
 `gitops.engine.tenancy` decides (pure); this module applies the decisions to one round of one
 repository, for `gitops.runtime.reconciler`:
 
-- `admit` settles, before any request of the round, the identity the repository acts as and
-  checks its URL (`tenancy.Refused` otherwise: the round records a ComparisonError);
+- `admit` settles, before any request of the round, the identity the repository acts as,
+  checks its URL and that the ServiceAccount exists (`tenancy.Refused` otherwise: the round
+  records a ComparisonError, nothing is fetched, applied or pruned);
 - `engine` is the sync engine acting as that identity — one per ServiceAccount, cached, on a
   `kube.Client.impersonating` view of the reconciler's client; the reconciler's own engine
   only when the rules say the repository acts as the reconciler. It fails closed: a key not
@@ -14,24 +15,31 @@ repository, for `gitops.runtime.reconciler`:
 - `secret` reads the `secretRef` Secret as that identity and refuses it unless it names the
   repository URL, before git is run;
 - `bounded` is the pre-flight's boundary step (`tenancy.enforce`) with each kind's scope
-  asked of discovery; `scope` where live state may be read.
+  asked of discovery; `levels` the Pod Security level each namespace enforces, for the
+  pre-flight's next step; `scope` where live state may be read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Iterable
 from typing import Any
 
-from gitops.engine import kinds, tenancy
+from gitops.engine import keys, kinds, preflight, tenancy
 from gitops.engine.preflight import Checked
 from gitops.engine.spec import RepoSpec
 from gitops.engine.urls import GitError
 from gitops.runtime.discovery import Discovery
+from gitops.runtime.memo import Source
 from gitops.runtime.sync import SyncEngine
 from kube import errors, resources
 from kube.client import Client
+from policies.podsecurity import enforced_level
 
 __all__ = ["Tenants", "repository_key"]
+
+log = logging.getLogger(__name__)
 
 
 class Tenants:
@@ -51,16 +59,30 @@ class Tenants:
         """The identity each repository acts as, settled at the start of its round."""
         self._engines: dict[tenancy.Identity, SyncEngine] = {}
 
-    def admit(self, obj: dict[str, Any], spec: RepoSpec) -> None:
-        """Settle the identity `obj` acts as and check its URL, before any request of its
-        round; tenancy.Refused (naming what to set) otherwise."""
+    async def admit(self, obj: dict[str, Any], spec: RepoSpec) -> None:
+        """Settle the identity `obj` acts as, check its URL and that its ServiceAccount exists,
+        before any request of its round; tenancy.Refused (naming what to set) otherwise."""
         key = repository_key(obj)
         self.identities.pop(key, None)
         identity = tenancy.identity_for(obj, self.boundaries)
         refusal = tenancy.check_source(spec.repo_url, self.boundaries)
         if refusal is not None:
             raise tenancy.Refused(refusal)
+        if identity is not None:
+            await self._exists(identity, obj)
         self.identities[key] = identity
+
+    async def _exists(self, identity: tenancy.Identity, obj: dict[str, Any]) -> None:
+        """Refuse an account that does not exist: the API server accepts impersonation of any
+        name, so a RoleBinding left behind by a deleted account would still grant its rights
+        (a Pod naming a missing account is refused; so is a repository). Read with the
+        reconciler's own `get serviceaccounts` (the account may not read itself)."""
+        try:
+            await self.client.get(resources.SERVICE_ACCOUNTS, identity.name, identity.namespace)
+        except errors.NotFound:
+            raise tenancy.Refused(
+                tenancy.missing_account(identity, tenancy.service_account_of(obj) is None)
+            ) from None
 
     def engine(self, key: str) -> SyncEngine:
         """The sync engine acting as the identity admitted for `key` this round."""
@@ -127,6 +149,49 @@ class Tenants:
             )
         )
         return bounded, kinds.cluster_scoped(scopes)
+
+    async def pod_security(
+        self, spec: RepoSpec, source: Source, wanted: tuple[str, str, bool, str]
+    ) -> bool:
+        """The pre-flight's Pod Security step on `source.bounded` into `source.checked` (and
+        its desired keys and kinds), each job against the level its namespace enforces, read
+        every round. True when the verdicts changed for the same commit (a label changed
+        since): the comparison must be made again."""
+        namespaces = preflight.job_namespaces(source.bounded, spec.destination)
+        levels = await self.levels(namespaces)
+        if source.levels_for == (wanted, levels):
+            return False
+        source.checked = await asyncio.to_thread(
+            preflight.pod_security, source.bounded, spec.destination, dict(levels)
+        )
+        source.desired, source.git_kinds = await asyncio.to_thread(
+            lambda: (
+                keys.desired_keys(source.checked, spec.destination, source.cluster_scoped),
+                keys.kinds_of(source.checked),
+            )
+        )
+        changed = source.levels_for is not None
+        source.levels_for = (wanted, levels)
+        return changed
+
+    async def levels(self, namespaces: Iterable[str]) -> tuple[tuple[str, str], ...]:
+        """(namespace, enforced Pod Security level) of each namespace, read with the
+        reconciler's own `get namespaces` (a tenant's account may not read its namespace).
+        One it cannot read is left out — not checked, as the webhook fails open — and the API
+        server's admission still decides the apply."""
+        out: list[tuple[str, str]] = []
+        for namespace in sorted(namespaces):
+            if resources.name_problem(namespace) is not None:
+                continue
+            try:
+                found = await self.client.get(resources.NAMESPACES, namespace)
+            except errors.APIError as exc:
+                log.debug("namespace %s: Pod Security level not read: %s", namespace, exc)
+                continue
+            level = enforced_level((found.get("metadata") or {}).get("labels"))
+            if level != "privileged":
+                out.append((namespace, level))
+        return tuple(out)
 
 
 def repository_key(obj: dict[str, Any]) -> str:

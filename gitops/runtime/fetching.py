@@ -6,12 +6,11 @@ LimitExceeded) into the repository's ComparisonError."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from typing import Any
 
-from gitops.engine import keys, tenancy
 from gitops.engine import limits as repo_limits
+from gitops.engine import tenancy
 from gitops.engine.records import Commit
 from gitops.engine.spec import RepoSpec
 from gitops.engine.urls import Credentials, GitError
@@ -40,10 +39,12 @@ class Fetcher:
         revision: str | None,
         source: Source,
         requested_revision: str | None = None,
-    ) -> Commit:
-        """The commit to compare with, its manifests checked into `source`. Raises GitError,
-        `checkout.SourcesError` or `LimitExceeded` (`RepeatedRefusal` for the same refusal)."""
-        self.tenants.admit(obj, spec)
+    ) -> tuple[Commit, bool]:
+        """The commit to compare with, its manifests checked into `source`, and whether the
+        comparison must be made again for the same commit (its namespaces' Pod Security levels
+        changed since). Raises GitError, `checkout.SourcesError` or `LimitExceeded`
+        (`RepeatedRefusal` for the same refusal)."""
+        await self.tenants.admit(obj, spec)
         creds = await self._credentials(obj, spec)
         if requested_revision is not None and spec.automated:
             await self._target_only(spec, requested_revision, creds)
@@ -62,15 +63,12 @@ class Fetcher:
                 source.refused = (wanted, exc.exceeded)
                 raise
             source.refused = None
-            source.checked, source.cluster_scoped = await self.tenants.bounded(obj, spec, loaded)
-            source.desired, source.git_kinds = await asyncio.to_thread(
-                lambda: (
-                    keys.desired_keys(source.checked, spec.destination, source.cluster_scoped),
-                    keys.kinds_of(source.checked),
-                )
-            )
+            source.bounded, source.cluster_scoped = await self.tenants.bounded(obj, spec, loaded)
             source.checked_for, source.commit = wanted, commit
-        return commit
+            source.levels_for = None
+        # The Pod Security step, every round: a namespace's label may change without a commit.
+        again = await self.tenants.pod_security(spec, source, wanted)
+        return commit, again
 
     async def _target_only(self, spec: RepoSpec, revision: str, creds: Credentials | None) -> None:
         """An automated repository syncs only what targetRevision resolves to: the API refuses

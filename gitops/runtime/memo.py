@@ -39,6 +39,10 @@ class Source:
     checked_for: tuple[str, str, bool, str] | None = None
     """(commit sha, path, recurse, destination) `checked` was read for."""
     commit: Commit | None = None
+    bounded: list[Checked] = field(default_factory=list)
+    """The entries after pre-flight and the tenancy boundaries, before Pod Security."""
+    levels_for: tuple[tuple[str, str, bool, str], tuple[tuple[str, str], ...]] | None = None
+    """(checked_for, the namespaces' Pod Security levels) `checked` was decided with."""
     checked: list[Checked] = field(default_factory=list)
     cluster_scoped: frozenset[tuple[str, str]] = kinds.CLUSTER_SCOPED
     """The cluster-scoped kinds of `checked`, as discovery said (`gitops.engine.kinds`)."""

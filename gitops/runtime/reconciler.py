@@ -340,7 +340,11 @@ class Reconciler:
         started = time.monotonic()
         begun = self.clock()
         try:
-            commit = await self.fetcher.fetch(obj, spec, revision, memo.source, requested_revision)
+            commit, again_compare = await self.fetcher.fetch(
+                obj, spec, revision, memo.source, requested_revision
+            )
+            if again_compare:
+                memo.live.revision = None  # same commit, other verdicts: compare again
         except (GitError, checkout.SourcesError, repo_limits.LimitExceeded) as exc:
             again = isinstance(exc, RepeatedRefusal)
             self.metrics.fetch_failures.inc()

@@ -124,6 +124,29 @@ BUILTINS: tuple[ResourceInfo, ...] = (
         "ValidatingWebhookConfigurationList",
         categories=("api-extensions",),
     ),
+    # Stored only, never enforced (the embedded server has no CEL authorizer and no RBAC):
+    # deploy/gitops's policy on who may name a ServiceAccount can be applied here.
+    ResourceInfo(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicy",
+        False,
+        "ValidatingAdmissionPolicyList",
+        categories=("api-extensions",),
+        subresources=("status",),
+    ),
+    ResourceInfo(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        "validatingadmissionpolicybinding",
+        False,
+        "ValidatingAdmissionPolicyBindingList",
+        categories=("api-extensions",),
+    ),
     # Stored only, never enforced: `kubectl apply -k deploy/` can be rehearsed here, but every
     # request is still allowed and no eviction consults a PodDisruptionBudget.
     *(
@@ -171,6 +194,8 @@ GENERATION_KINDS = frozenset(
         "apiextensions.k8s.io/customresourcedefinitions",
         "admissionregistration.k8s.io/mutatingwebhookconfigurations",
         "admissionregistration.k8s.io/validatingwebhookconfigurations",
+        "admissionregistration.k8s.io/validatingadmissionpolicies",
+        "admissionregistration.k8s.io/validatingadmissionpolicybindings",
         "policy/poddisruptionbudgets",
         "networking.k8s.io/networkpolicies",
     }

@@ -352,3 +352,25 @@ def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_pod_security_checks_the_templates_against_the_level_given(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--pod-security LEVEL` (check has no namespace to read a label from): the webhook's
+    Pod Security refusals, at the field's line."""
+    job = yaml.safe_load((ROOT / "examples" / "tensorflow-mnist.yaml").read_text())
+    main = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    main["securityContext"] = {"privileged": True}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job, sort_keys=False))
+    line = path.read_text().splitlines().index("            privileged: true") + 1
+    assert run_check(capsys, str(path))[0] == 0
+    code, lines, _ = run_check(capsys, "--pod-security", "baseline", str(path))
+    assert code == 1
+    assert lines[0] == (
+        f"{path}:{line}: TensorFlowTrainingJob/mnist: spec.replicaSpecs[0].template.spec."
+        "containers[0].securityContext.privileged: Forbidden: privileged containers: the "
+        'namespace enforces Pod Security "baseline" (pod-security.kubernetes.io/enforce); unset it'
+    )
+    assert run_check(capsys, "--pod-security", "privileged", str(path))[0] == 0

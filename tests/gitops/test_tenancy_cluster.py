@@ -238,6 +238,42 @@ async def test_a_repository_naming_no_service_account_is_refused_saying_what_to_
     assert await get_or_none(kclient, resources.TFJOBS, "nobody", namespace) is None
 
 
+async def test_a_repository_naming_a_service_account_that_does_not_exist_is_refused(
+    tenant_gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    """The API server impersonates any name, so a RoleBinding left by a deleted account would
+    still grant its rights: a missing account is refused as a Pod naming one is, before
+    anything is fetched, applied or pruned, and what was applied before stays."""
+    await service_account(kclient, namespace, "deployer", DEPLOYER_RULES)
+    first = remote.commit("a job", {"job.yaml": tf_job_yaml("kept")})
+    body = repository(namespace, remote.url, automated=AUTOMATED, serviceAccountName="deployer")
+    await create_repository(kclient, body)
+    await wait_status(kclient, namespace, synced(first), timeout=30)
+    kept = await kclient.get(resources.TFJOBS, "kept", namespace)
+
+    # Renamed to an account that does not exist, with a commit that would prune the job and
+    # create another: nothing of it happens, the condition names the field.
+    remote.commit("the job replaced", {"job.yaml": None, "other.yaml": tf_job_yaml("other")})
+    await kclient.patch(
+        JOB_REPOSITORIES,
+        "jobs",
+        {"spec": {"serviceAccountName": "ghost"}},
+        namespace,
+    )
+    st = await wait_status(kclient, namespace, condition("ComparisonError"), timeout=30)
+    (cond,) = condition("ComparisonError")(st)
+    assert cond["message"].startswith(
+        f"spec.serviceAccountName 'ghost': serviceaccount \"ghost\" not found in namespace "
+        f"{namespace}: nothing is applied or pruned"
+    ), cond
+    assert st["sync"]["revision"] == first
+    for _ in range(3):  # more rounds change nothing
+        await tenant_gitops.reconciler.reconcile(f"{namespace}/jobs")
+    still = await kclient.get(resources.TFJOBS, "kept", namespace)
+    assert still["metadata"]["uid"] == kept["metadata"]["uid"]
+    assert await get_or_none(kclient, resources.TFJOBS, "other", namespace) is None
+
+
 @pytest.fixture
 async def sink() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
     """A loopback HTTP server that records every request's headers (a credential sink)."""

@@ -244,6 +244,7 @@ def webhook(webhook_identity: Identity, credentials: Path) -> Iterator[tuple[Pro
         f"--secret-name={WEBHOOK_SECRET}",
         f"--webhook-config-name={WEBHOOK}",
         "--resync-seconds=5",
+        "--pod-security",
     )
     try:
 

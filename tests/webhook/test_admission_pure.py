@@ -73,3 +73,55 @@ def test_an_error_message_never_echoes_a_huge_client_value() -> None:
     with pytest.raises(admission.ReviewError) as caught:
         admission.review("mutate", doc)
     assert len(str(caught.value)) < 300
+
+
+def _privileged_job() -> dict[str, object]:
+    from tests.webhook.reviews import example
+
+    job = example("tensorflow-mnist")
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["securityContext"] = {
+        "privileged": True
+    }
+    return job
+
+
+def test_a_create_is_checked_against_the_namespaces_pod_security_level() -> None:
+    from tests.webhook.reviews import review
+
+    asked: list[str] = []
+
+    def level_of(namespace: str) -> str | None:
+        asked.append(namespace)
+        return "baseline"
+
+    doc = review(_privileged_job(), namespace="team-a")
+    response = admission.review("validate", doc, level_of=level_of).review["response"]
+    assert asked == ["team-a"]
+    assert response["allowed"] is False
+    assert response["status"]["message"] == (
+        "spec.replicaSpecs[0].template.spec.containers[0].securityContext.privileged: Forbidden: "
+        'privileged containers: the namespace enforces Pod Security "baseline" '
+        "(pod-security.kubernetes.io/enforce); unset it"
+    )
+    # Without the lookup (the webhook without --pod-security) the same job passes.
+    assert admission.review("validate", doc).review["response"]["allowed"] is True
+
+
+def test_an_unknown_namespace_is_not_checked_and_the_answer_says_so() -> None:
+    from tests.webhook.reviews import review
+
+    doc = review(_privileged_job(), namespace="team-a")
+    response = admission.review("validate", doc, level_of=lambda ns: None).review["response"]
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "namespace team-a: Pod Security labels not known yet; not checked"
+    ]
+
+
+def test_an_update_is_not_checked_against_the_level() -> None:
+    from tests.webhook.reviews import review
+
+    job = _privileged_job()
+    doc = review(job, operation="UPDATE", old=job)
+    response = admission.review("validate", doc, level_of=lambda ns: "restricted")
+    assert response.review["response"]["allowed"] is True

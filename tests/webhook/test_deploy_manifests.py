@@ -154,8 +154,11 @@ def test_the_mutating_and_validating_hooks_call_their_own_paths() -> None:
     assert validating["clientConfig"]["service"]["path"] == "/validate"
 
 
+NAMESPACES_ROLE = "trainops-webhook-namespaces"
+
+
 def test_rbac_grants_only_named_objects_and_only_read_and_update() -> None:
-    rules = _one("Role")["rules"] + _one("ClusterRole")["rules"]
+    rules = _one("Role")["rules"] + _one("ClusterRole", "trainops-webhook-cabundle")["rules"]
     for rule in rules:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
         assert set(rule["verbs"]) <= {"get", "update", "patch"}
@@ -171,12 +174,28 @@ def test_rbac_grants_only_named_objects_and_only_read_and_update() -> None:
     assert _one("Secret", ARGS.secret_name)["metadata"]["namespace"] == NAMESPACE
 
 
-def test_the_service_account_is_bound_to_both_roles() -> None:
+def test_pod_security_reads_namespaces_and_nothing_else() -> None:
+    """`--pod-security` (on in the Deployment): the namespace informer lists and watches
+    namespaces (webhook/namespaces.py), which cannot be limited by name."""
+    assert ARGS.pod_security is True
+    assert _one("ClusterRole", NAMESPACES_ROLE)["rules"] == [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
+    ]
+    source = (ROOT / "webhook" / "namespaces.py").read_text()
+    assert "Informer(" in source and "NAMESPACES" in source
+    assert "client.get(" not in source and "client.list(" not in source
+
+
+def test_the_service_account_is_bound_to_its_roles() -> None:
     account = _one("ServiceAccount")["metadata"]
     assert POD["serviceAccountName"] == account["name"]
-    for kind, role in (("RoleBinding", "Role"), ("ClusterRoleBinding", "ClusterRole")):
-        binding = _one(kind)
-        assert binding["roleRef"]["name"] == _one(role)["metadata"]["name"]
+    for kind, role, name in (
+        ("RoleBinding", "Role", None),
+        ("ClusterRoleBinding", "ClusterRole", "trainops-webhook-cabundle"),
+        ("ClusterRoleBinding", "ClusterRole", NAMESPACES_ROLE),
+    ):
+        binding = _one(kind, name)
+        assert binding["roleRef"]["name"] == _one(role, name)["metadata"]["name"]
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
         ]

@@ -113,6 +113,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "-o", "--output", choices=("text", "json"), default="text", help="output format"
     )
+    parser.add_argument(
+        "--pod-security",
+        choices=("privileged", "baseline", "restricted"),
+        default=None,
+        metavar="LEVEL",
+        help="also check the jobs' pod templates against this Pod Security level (privileged, "
+        "baseline or restricted), as the webhook does for a namespace labelled "
+        "pod-security.kubernetes.io/enforce=LEVEL",
+    )
     parser.set_defaults(func=run)
 
 
@@ -129,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     for path in paths:  # a directory without manifests is most likely the wrong directory
         if os.path.isdir(path) and not manifest_files.discover([path])[0]:
             print(f"{path}: warning: no *.yaml or *.yml files found", file=sys.stderr)
-    outcome = check_documents(manifests.expand_lists(documents))
+    outcome = check_documents(manifests.expand_lists(documents), pod_security=args.pod_security)
     if errors:
         code = EXIT_UNREADABLE
     elif any(not r["allowed"] for r in outcome.reports):
@@ -160,8 +169,9 @@ def stdout_closed() -> None:
     os.close(devnull)
 
 
-def check_documents(documents: list[Document]) -> Outcome:
-    """Admit every training job among `documents`; judge the others' kinds; count the rest."""
+def check_documents(documents: list[Document], *, pod_security: str | None = None) -> Outcome:
+    """Admit every training job among `documents`; judge the others' kinds; count the rest.
+    `pod_security`: the Pod Security level to check the jobs' pod templates against."""
     import policies
     from gitops.engine import kinds
 
@@ -177,7 +187,7 @@ def check_documents(documents: list[Document]) -> Outcome:
             if found.kind_class is kinds.KindClass.UNKNOWN:
                 skipped += 1
             continue
-        admission = policies.admit(doc.obj)
+        admission = policies.admit(doc.obj, pod_security=pod_security)
         violations = [*_duplicate_violations(doc)]
         violations.extend(_violation(doc, e) for e in admission.errors)
         violations.sort(key=lambda v: v["line"])

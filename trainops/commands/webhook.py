@@ -105,6 +105,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="in /validate, also check unknown fields and JSON types against the CRD schema "
         "(the API server has done so already when the trainops CRDs are installed)",
     )
+    parser.add_argument(
+        "--pod-security",
+        action="store_true",
+        help="refuse a job whose pod templates break the Pod Security level its namespace "
+        "enforces (label pod-security.kubernetes.io/enforce); watches namespaces with "
+        "--kubeconfig or in-cluster credentials",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     managed = parser.add_argument_group("certificate self-management (in cluster)")
     managed.add_argument(
@@ -131,7 +138,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     managed.add_argument(
         "--kubeconfig",
-        help="kubeconfig for --manage-certs outside a cluster (default: in-cluster credentials)",
+        help="kubeconfig for --manage-certs and --pod-security outside a cluster (default: "
+        "in-cluster credentials)",
     )
     managed.add_argument(
         "--resync-seconds",
@@ -166,6 +174,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"trainops webhook: {exc}", file=sys.stderr)
         return 2
+    levels = None
+    if args.pod_security:
+        from webhook.namespaces import NamespaceLevels
+
+        levels = NamespaceLevels(args.kubeconfig)
 
     config = ServerConfig(
         cert_dir=args.cert_dir,
@@ -176,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
             large_concurrency=max(1, args.large_concurrency or defaults.large_concurrency),
             body_timeout=args.body_timeout,
             check_schema=args.check_schema,
+            level_of=levels,
         ),
         shutdown_delay=args.shutdown_delay,
         limits=limits,
@@ -210,6 +224,10 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    if levels is not None:
+        from webhook.namespaces import Companions
+
+        companion = Companions([companion, levels] if companion is not None else [levels])
     try:
         return run_server(config, companion=companion)
     except (OSError, ValueError) as exc:
