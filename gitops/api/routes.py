@@ -168,6 +168,7 @@ def create_app(
     trusted_proxies: Sequence[str] = (),
     stream_recheck: float = 30.0,
     stream_lifetime: float = 3600.0,
+    limits: ConnectionLimits | None = None,
 ) -> web.Application:
     """The API application; raises ValueError for `allow_remote_writes` without a token or
     `access`, or a `trusted_proxies` entry that is no address or CIDR. With `access` every
@@ -191,7 +192,12 @@ def create_app(
         stream_recheck=stream_recheck,
         stream_lifetime=stream_lifetime,
     )
-    app = web.Application(middlewares=[_errors, _guard], client_max_size=max_body_bytes)
+    # Every connection held to `limits` once `serve` listens (the guard counts its requests).
+    guard = ConnectionGuard(limits or API_LIMITS, name="gitops-api")
+    app = web.Application(
+        middlewares=[guard.middleware, _errors, _guard], client_max_size=max_body_bytes
+    )
+    app[CONNECTIONS] = guard
     app[HUB] = hub
     app[SETTINGS] = settings
     app[STREAMS] = Streams()
@@ -223,17 +229,20 @@ follows count against the caps but are never cut (bounded by `max_streams`). The
 is high: behind an Ingress every user comes from the proxy's address."""
 
 
+CONNECTIONS = web.AppKey("gitops_api_connections", ConnectionGuard)
+"""The app's connection guard (`kube.connlimits`): made with the app, listened through by `serve`."""
+
+
 async def serve(
     app: web.Application,
     host: str,
     port: int,
     *,
     shutdown_timeout: float = 5.0,
-    limits: ConnectionLimits = API_LIMITS,
 ) -> tuple[web.AppRunner, int]:
-    """Listen on `host:port` (0: a free port), every connection held to `limits`; the runner
-    (stop it with `runner.cleanup()`) and the port. A non-loopback `host` needs an app built
-    with `allow_remote_writes`."""
+    """Listen on `host:port` (0: a free port), every connection held to the app's connection
+    limits (`create_app(limits=…)`); the runner (stop it with `runner.cleanup()`) and the port.
+    A non-loopback `host` needs an app built with `allow_remote_writes`."""
     if not is_loopback(host) and not app[SETTINGS].allow_remote_writes:
         raise ValueError(
             f"the API would listen on {host or 'every interface'}, beyond loopback: that needs "
@@ -244,13 +253,12 @@ async def serve(
             "the push webhook on %s has no secret: anyone who reaches it may trigger refreshes",
             host or "every interface",
         )
-    guard = ConnectionGuard(limits, name="gitops-api")
-    app.middlewares.append(guard.middleware)
+    guard = app[CONNECTIONS]
     runner = web.AppRunner(
         app,
         access_log=None,
         shutdown_timeout=shutdown_timeout,
-        keepalive_timeout=limits.keepalive_backstop,
+        keepalive_timeout=guard.limits.keepalive_backstop,
     )
     await runner.setup()
     try:

@@ -15,9 +15,11 @@ from tests.gitops.test_api import FakeHub
 
 
 async def test_slow_clients_are_cut_and_a_user_is_still_served() -> None:
-    app = api.create_app(FakeHub(), token=None, webhook_secret=None, allow_remote_writes=False)
     limits = ConnectionLimits(max_connections=20, max_per_source=20, header_timeout=1.0)
-    runner, port = await api.serve(app, "127.0.0.1", 0, limits=limits)
+    app = api.create_app(
+        FakeHub(), token=None, webhook_secret=None, allow_remote_writes=False, limits=limits
+    )
+    runner, port = await api.serve(app, "127.0.0.1", 0)
     slow: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
     try:
         for _ in range(40):  # twice the slots: each sends half a request head, then nothing
