@@ -356,7 +356,12 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
     # restarted after a crash holds its leases again at once instead of waiting them out.
     manager = runtime.new_manager(client, identity=me.identity)
     if run_controller:
-        add_controller(stack, manager)
+        controller = add_controller(stack, manager)
+        if controller.progress is not None:
+            # Before the Manager starts: every pod is created with the progress env.
+            await controller.progress.start()
+            stack.stops.append(controller.progress.stop)
+            stack.notes.append(f"progress    {controller.progress.base_url} (docs/PROGRESS.md)")
     else:
         stack.notes.append("controller  none (--no-controller): another install runs the jobs")
     await up_gitops.start_gitops(
@@ -384,9 +389,12 @@ async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path
 
 def add_controller(stack: Stack, manager: Manager) -> Controller:
     """The job controller on `up`'s Manager, through the same client runtime as on a cluster."""
-    from controller.manager import Controller
+    from controller.manager import Controller, ControllerSettings
+    from controller.progress_server import ProgressSettings
 
-    controller = Controller(manager)
+    # Pods are local processes: the endpoint listens on loopback, on a free port.
+    progress = ProgressSettings(bind="127.0.0.1", port=0)
+    controller = Controller(manager, ControllerSettings(progress=progress))
     stack.metrics_registries.append(controller.metrics.registry)
     stack.notes.append("controller  running TensorFlowTrainingJobs and XGBoostTrainingJobs")
     return controller
