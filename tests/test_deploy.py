@@ -110,7 +110,10 @@ def test_the_controller_base_renders_alone_and_in_the_top_level() -> None:
         ("ClusterRoleBinding", CONTROLLER),
         ("Role", f"{CONTROLLER}-leader-election"),
         ("RoleBinding", f"{CONTROLLER}-leader-election"),
+        ("Role", f"{CONTROLLER}-progress"),
+        ("RoleBinding", f"{CONTROLLER}-progress"),
         ("Deployment", CONTROLLER),
+        ("Service", CONTROLLER),
         ("PodDisruptionBudget", CONTROLLER),
     }
     alone = _render("deploy/controller")
@@ -177,6 +180,9 @@ CONTROLLER_CLUSTER_RULES = {
     # kube/events.py: create, then a merge patch of count/lastTimestamp for a repeat.
     ("", "events", "create", ()),
     ("", "events", "patch", ()),
+    # controller/progress_server.py: each job's curves, `<job>-progress`: read once per
+    # leadership term, created, then replaced.
+    *(("", "configmaps", verb, ()) for verb in ("get", "create", "update")),
 }
 
 
@@ -198,6 +204,31 @@ def test_the_controller_cluster_role_grants_exactly_what_the_controller_needs(
     role = _one(docs, "ClusterRole", CONTROLLER)
     assert _rule_set(role["rules"]) == CONTROLLER_CLUSTER_RULES
     assert "aggregationRule" not in role
+
+
+def test_the_progress_role_reaches_only_the_progress_secret_where_the_controller_keeps_it(
+    docs: tuple[dict[str, Any], ...], container: dict[str, Any]
+) -> None:
+    from controller.progress_server import ProgressSettings
+
+    role = _one(docs, "Role", f"{CONTROLLER}-progress")
+    secret = ProgressSettings().secret_name
+    # controller/progress_keys.py: create when missing (not limitable by name), get, replace.
+    assert _rule_set(role["rules"]) == {
+        ("", "secrets", "create", ()),
+        ("", "secrets", "get", (secret,)),
+        ("", "secrets", "update", (secret,)),
+    }
+    args = _controller_args(docs, container)
+    # The Secret lives in the lease namespace (trainops/commands/controller.py).
+    assert args.lease_namespace == role["metadata"]["namespace"] == NAMESPACE
+    service = _one(docs, "Service", CONTROLLER)
+    (port,) = service["spec"]["ports"]
+    assert args.progress_url == f"https://{CONTROLLER}.{NAMESPACE}.svc:{port['port']}"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[port["targetPort"]] == args.progress_port
+    labels = _one(docs, "Deployment", CONTROLLER)["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
 
 
 def test_the_lease_role_lives_where_the_controller_puts_its_lease(
@@ -222,6 +253,7 @@ def test_the_bindings_give_the_roles_to_the_controllers_service_account(
     for binding_kind, role_kind, name in (
         ("ClusterRoleBinding", "ClusterRole", CONTROLLER),
         ("RoleBinding", "Role", f"{CONTROLLER}-leader-election"),
+        ("RoleBinding", "Role", f"{CONTROLLER}-progress"),
     ):
         binding = _one(docs, binding_kind, name)
         assert binding["subjects"] == [subject]
@@ -251,7 +283,7 @@ def test_the_controller_command_line_parses_with_trainops_own_parser(
     assert _one(docs, "Deployment", CONTROLLER)["spec"]["replicas"] == 2
     assert args.leader_elect
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": args.port}
+    assert ports == {"metrics": args.port, "progress": args.progress_port}
 
 
 async def test_the_probes_ask_what_the_controller_serves(
@@ -326,6 +358,13 @@ CONTROLLER_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None],
     ("controller/reconciler.py", frozenset({"replace"}), ("DEPLOYMENTS",), None),
     ("kube/events.py", frozenset({"create", "patch"}), ("EVENTS",), None),
     ("kube/leader.py", frozenset({"get", "create", "replace"}), ("LEASES",), None),
+    ("controller/progress_keys.py", frozenset({"get", "create", "replace"}), ("SECRETS",), None),
+    (
+        "controller/progress_server.py",
+        frozenset({"get", "create", "replace"}),
+        ("CONFIGMAPS",),
+        None,
+    ),
 )
 _VERB = {
     "get": "get",
@@ -413,8 +452,12 @@ def test_every_controller_call_is_allowed_by_its_rbac(docs: tuple[dict[str, Any]
     from kube import resources
 
     cluster_rules = _one(docs, "ClusterRole", CONTROLLER)["rules"]
+    from controller.progress_server import ProgressSettings
+
     lease_rules = _one(docs, "Role", f"{CONTROLLER}-leader-election")["rules"]
+    progress_rules = _one(docs, "Role", f"{CONTROLLER}-progress")["rules"]
     lease = ControllerSettings().lease_name
+    secret = ProgressSettings().secret_name
     for module, methods, names, subresource in CONTROLLER_CALLS:
         for name in names:
             resource = getattr(resources, name)
@@ -423,6 +466,8 @@ def test_every_controller_call_is_allowed_by_its_rbac(docs: tuple[dict[str, Any]
                 verb = _VERB[method]
                 if resource is resources.LEASES:
                     allowed = _grants(lease_rules, resource.group, plural, verb, lease)
+                elif resource is resources.SECRETS:
+                    allowed = _grants(progress_rules, resource.group, plural, verb, secret)
                 else:
                     allowed = _grants(cluster_rules, resource.group, plural, verb, None)
                 assert allowed, f"{module}: {method} {resource.group}/{plural} is not granted"
