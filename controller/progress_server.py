@@ -17,8 +17,12 @@
   last summary, so reports reach the status at most every `write_seconds` in the reconcile's
   own status write (batched with whatever else that write carries).
 - the curves: every `history_seconds` the leader writes each changed job's history to the
-  ConfigMap `<job>-progress` (owned by the job: deleted with it; `progress.json`), reading it
-  once first so a new leader continues the curves rather than restarting them.
+  ConfigMap `trainops-progress-<job uid>` in the controller's own namespace (`progress.json`),
+  reading it once first so a new leader continues the curves rather than restarting them.
+  Not in the job's namespace: what is there is the tenant's (GitOps, and so the dashboard,
+  may read nothing there but jobs, pods, their logs and Events); the dashboard reads the
+  curves here after the user's own review of the job. An ownerReference cannot cross
+  namespaces, so the leader deletes the curves of jobs that are gone (`sweep`, every minute).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import ssl
 import tempfile
@@ -53,7 +58,7 @@ from controller.progress_keys import ProgressKeys, ensure_keys
 from controller.reconciler import JOB_RESOURCES, job_key
 from kube import errors, resources
 from kube.client import Client
-from kube.informer import Informer
+from kube.informer import Informer, wait_synced
 from policies.defaults import copy_json
 
 __all__ = ["ENV_CA", "ENV_REPLICA", "ENV_TOKEN", "ENV_URL", "ProgressService", "ProgressSettings"]
@@ -65,6 +70,10 @@ ENV_TOKEN = "TRAINOPS_PROGRESS_TOKEN"
 ENV_CA = "TRAINOPS_PROGRESS_CA"
 ENV_REPLICA = "TRAINOPS_PROGRESS_REPLICA"
 HISTORY_KEY = "progress.json"
+CURVES_OF = "batch.tensorstack.dev/progress-of"
+"""The label on a curves ConfigMap: the uid of its job."""
+CURVES_JOB = "batch.tensorstack.dev/job"
+SWEEP_SECONDS = 60.0
 _PLURALS = {r.plural: r for r in JOB_RESOURCES.values()}
 _MAIN = {"TensorFlowTrainingJob": "tensorflow", "XGBoostTrainingJob": "xgboost"}
 _FINISHED = ("Succeeded", "Failed")
@@ -76,7 +85,8 @@ class ProgressSettings:
     """The base URL pods are given (`https://host:port`); None: `https://127.0.0.1:<port>`."""
     bind: str = "0.0.0.0"
     port: int = 8443
-    secret_namespace: str = "kube-system"
+    namespace: str = "kube-system"
+    """The controller's own namespace: the Secret, and every job's curves."""
     secret_name: str = "trainops-controller-progress"
     write_seconds: float = 5.0
     history_seconds: float = 10.0
@@ -96,7 +106,6 @@ class _State:
     curves_dirty: bool = False
     curves_loaded: bool = False
     curves_version: str | None = None
-    curves_refused: bool = False
 
 
 class ProgressService:
@@ -135,7 +144,7 @@ class ProgressService:
             host = urlsplit(s.url).hostname if s.url else "127.0.0.1"
             if not host:
                 raise ValueError(f"progress URL {s.url!r} names no host")
-            self.keys = await ensure_keys(self.client, s.secret_namespace, s.secret_name, host)
+            self.keys = await ensure_keys(self.client, s.namespace, s.secret_name, host)
             site = web.TCPSite(runner, s.bind, s.port, ssl_context=_context(self.keys))
             await site.start()
         except BaseException:
@@ -269,43 +278,68 @@ class ProgressService:
 
     # -- the curves -----------------------------------------------------------------------------
     async def run_history(self) -> None:
-        """The leader's loop: write changed curves every `history_seconds`; forget gone jobs."""
+        """The leader's loop: write changed curves every `history_seconds`; forget gone jobs,
+        and delete their ConfigMaps (every `SWEEP_SECONDS`)."""
+        await wait_synced(list(self.jobs.values()))
+        swept = -math.inf
         while True:
             await asyncio.sleep(self.settings.history_seconds)
             await self.flush_history()
+            if time.monotonic() - swept >= SWEEP_SECONDS:
+                swept = time.monotonic()
+                await self.sweep()
 
-    async def flush_history(self) -> None:
-        live = {
+    def _live(self) -> dict[str, dict[str, Any]]:
+        return {
             str((j.get("metadata") or {}).get("uid") or ""): j
             for informer in self.jobs.values()
             for j in informer.list()
         }
+
+    async def flush_history(self) -> None:
+        live = self._live()
         for uid in [u for u in self._states if u not in live]:
             del self._states[uid]
         for uid, state in list(self._states.items()):
-            if state.curves_dirty and not state.curves_refused:
+            if state.curves_dirty:
                 try:
                     await self._write_curves(live[uid], state)
                 except errors.APIError as exc:
                     log.warning("progress: writing the curves of %s: %s", state.key, exc)
 
+    async def sweep(self) -> None:
+        """Delete the curves of jobs that are gone (a ConfigMap in the controller's namespace
+        cannot be owned by a job in another, so the garbage collector does not)."""
+        namespace = self.settings.namespace
+        body = await self.client.list(resources.CONFIGMAPS, namespace, label_selector=CURVES_OF)
+        live = self._live()
+        for cm in body.get("items") or []:
+            meta = cm.get("metadata") or {}
+            if (meta.get("labels") or {}).get(CURVES_OF) in live:
+                continue
+            try:
+                await self.client.delete(
+                    resources.CONFIGMAPS,
+                    meta["name"],
+                    namespace,
+                    preconditions={"uid": str(meta["uid"])} if meta.get("uid") else None,
+                )
+            except (errors.NotFound, errors.Conflict):
+                continue
+            log.info(
+                "progress: deleted %s/%s, the curves of a job that is gone", namespace, meta["name"]
+            )
+
     async def _write_curves(self, job: dict[str, Any], state: _State) -> None:
         meta = job["metadata"]
-        name, namespace = f"{meta['name']}-progress", str(meta.get("namespace", ""))
+        uid = str(meta.get("uid"))
+        name, namespace = curves_name(uid), self.settings.namespace
         if not state.curves_loaded:
             try:
                 stored = await self.client.get(resources.CONFIGMAPS, name, namespace)
             except errors.NotFound:
                 stored = None
             if stored is not None:
-                if not _owned_by(stored, str(meta.get("uid"))):
-                    state.curves_refused = True
-                    log.warning(
-                        "progress: ConfigMap %s/%s is not the job's: its curves are not kept",
-                        namespace,
-                        name,
-                    )
-                    return
                 _seed(state.progress, stored)
                 state.curves_version = (stored.get("metadata") or {}).get("resourceVersion")
             state.curves_loaded = True
@@ -315,11 +349,10 @@ class ProgressService:
             "metadata": {
                 "name": name,
                 "namespace": namespace,
-                "labels": {
-                    labels.JOB_NAME: meta["name"],
-                    "app.kubernetes.io/managed-by": "trainops",
+                "labels": {CURVES_OF: uid, "app.kubernetes.io/managed-by": "trainops"},
+                "annotations": {
+                    CURVES_JOB: f"{job.get('kind')} {meta.get('namespace')}/{meta['name']}"
                 },
-                "ownerReferences": [_owner(job)],
             },
             "data": {HISTORY_KEY: json.dumps(state.progress.curves(), separators=(",", ":"))},
         }
@@ -339,6 +372,11 @@ class ProgressService:
         state.curves_version = (written.get("metadata") or {}).get("resourceVersion")
 
 
+def curves_name(uid: str) -> str:
+    """The ConfigMap of a job's curves, in the controller's namespace."""
+    return f"trainops-progress-{uid}"
+
+
 def _due(published_at: datetime | None, now: datetime, interval: float) -> float:
     """Seconds until the next summary may be written (a quarter second early is on time)."""
     if published_at is None:
@@ -356,23 +394,6 @@ def _master(job: dict[str, Any]) -> str:
     if job.get("kind") == "XGBoostTrainingJob":
         return "master-0"
     return "chief-0" if "chief" in types else "worker-0"
-
-
-def _owner(job: dict[str, Any]) -> dict[str, Any]:
-    meta = job["metadata"]
-    return {
-        "apiVersion": job.get("apiVersion", "batch.tensorstack.dev/v1beta1"),
-        "kind": job["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def _owned_by(obj: dict[str, Any], uid: str) -> bool:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
 
 
 def _seed(progress: JobProgress, stored: dict[str, Any]) -> None:

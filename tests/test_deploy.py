@@ -180,9 +180,6 @@ CONTROLLER_CLUSTER_RULES = {
     # kube/events.py: create, then a merge patch of count/lastTimestamp for a repeat.
     ("", "events", "create", ()),
     ("", "events", "patch", ()),
-    # controller/progress_server.py: each job's curves, `<job>-progress`: read once per
-    # leadership term, created, then replaced.
-    *(("", "configmaps", verb, ()) for verb in ("get", "create", "update")),
 }
 
 
@@ -213,11 +210,13 @@ def test_the_progress_role_reaches_only_the_progress_secret_where_the_controller
 
     role = _one(docs, "Role", f"{CONTROLLER}-progress")
     secret = ProgressSettings().secret_name
-    # controller/progress_keys.py: create when missing (not limitable by name), get, replace.
+    # controller/progress_keys.py: create when missing (not limitable by name), get, replace;
+    # controller/progress_server.py: the curves, in this namespace only.
     assert _rule_set(role["rules"]) == {
         ("", "secrets", "create", ()),
         ("", "secrets", "get", (secret,)),
         ("", "secrets", "update", (secret,)),
+        *(("", "configmaps", v, ()) for v in ("get", "list", "create", "update", "delete")),
     }
     args = _controller_args(docs, container)
     # The Secret lives in the lease namespace (trainops/commands/controller.py).
@@ -361,7 +360,7 @@ CONTROLLER_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None],
     ("controller/progress_keys.py", frozenset({"get", "create", "replace"}), ("SECRETS",), None),
     (
         "controller/progress_server.py",
-        frozenset({"get", "create", "replace"}),
+        frozenset({"get", "list", "create", "replace", "delete"}),
         ("CONFIGMAPS",),
         None,
     ),
@@ -466,8 +465,9 @@ def test_every_controller_call_is_allowed_by_its_rbac(docs: tuple[dict[str, Any]
                 verb = _VERB[method]
                 if resource is resources.LEASES:
                     allowed = _grants(lease_rules, resource.group, plural, verb, lease)
-                elif resource is resources.SECRETS:
-                    allowed = _grants(progress_rules, resource.group, plural, verb, secret)
+                elif resource in (resources.SECRETS, resources.CONFIGMAPS):
+                    name = secret if resource is resources.SECRETS else None
+                    allowed = _grants(progress_rules, resource.group, plural, verb, name)
                 else:
                     allowed = _grants(cluster_rules, resource.group, plural, verb, None)
                 assert allowed, f"{module}: {method} {resource.group}/{plural} is not granted"

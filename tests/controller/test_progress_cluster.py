@@ -26,7 +26,15 @@ from typing import Any
 import pytest
 
 from controller.manager import Controller, ControllerSettings
-from controller.progress_server import ENV_CA, ENV_REPLICA, ENV_TOKEN, ENV_URL, ProgressSettings
+from controller.progress_server import (
+    CURVES_OF,
+    ENV_CA,
+    ENV_REPLICA,
+    ENV_TOKEN,
+    ENV_URL,
+    ProgressSettings,
+    curves_name,
+)
 from kube import errors, resources
 from kube.client import Client
 from kube.manager import LeaderElection, Manager
@@ -44,7 +52,7 @@ async def progress_controller(kclient: Client, namespace: str) -> AsyncIterator[
     settings = ProgressSettings(
         bind="127.0.0.1",
         port=0,
-        secret_namespace=namespace,
+        namespace=namespace,
         write_seconds=1.0,
         history_seconds=0.5,
         rate=5.0,
@@ -106,6 +114,7 @@ async def test_a_pod_process_reports_and_status_kubectl_and_curves_show_it(
 ) -> None:
     await kclient.create(TF, _in(namespace, tf_job(replica("worker", 2), name="trained")))
     env = await _env_of(kclient, namespace, "trained", "trained-worker-0")
+    uid = (await kclient.get(TF, "trained", namespace))["metadata"]["uid"]
     assert env[ENV_URL].endswith(f"/v1/progress/{namespace}/tensorflowtrainingjobs/trained")
     assert env[ENV_URL].startswith("https://127.0.0.1:")
     assert env[ENV_REPLICA] == "worker-0"
@@ -149,7 +158,7 @@ async def test_a_pod_process_reports_and_status_kubectl_and_curves_show_it(
 
     async def curves() -> dict[str, Any] | bool:
         try:
-            cm = await kclient.get(resources.CONFIGMAPS, "trained-progress", namespace)
+            cm = await kclient.get(resources.CONFIGMAPS, curves_name(uid), namespace)
         except errors.NotFound:
             return False
         doc = json.loads(cm["data"]["progress.json"])
@@ -157,10 +166,22 @@ async def test_a_pod_process_reports_and_status_kubectl_and_curves_show_it(
         return cm if loss == [[10.0, 2.0], [30.0, 1.0]] else False
 
     cm = await aeventually(curves, timeout=15)
-    job = await kclient.get(TF, "trained", namespace)
-    assert [r["uid"] for r in cm["metadata"]["ownerReferences"]] == [job["metadata"]["uid"]]
+    assert cm["metadata"]["labels"][CURVES_OF] == uid
     doc = json.loads(cm["data"]["progress.json"])
     assert doc["replicas"]["worker-0"]["accuracy"] == [[30.0, 0.5]]
+
+    # The job deleted: its curves go with the next sweep (no ownerReference across namespaces).
+    await kclient.delete(TF, "trained", namespace)
+
+    async def swept() -> bool:
+        await progress_controller.progress.sweep()  # type: ignore[union-attr]
+        try:
+            await kclient.get(resources.CONFIGMAPS, curves_name(uid), namespace)
+        except errors.NotFound:
+            return True
+        return False
+
+    await aeventually(swept, timeout=15)
 
 
 async def test_a_token_writes_its_own_jobs_progress_only_and_bad_reports_are_refused(

@@ -123,7 +123,7 @@ async def _main(args: argparse.Namespace) -> int:
             url=args.progress_url,
             bind=args.progress_bind,
             port=args.progress_port,
-            secret_namespace=args.lease_namespace,
+            namespace=args.lease_namespace,
         )
     controller = Controller(
         manager,
