@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import socket
 import ssl
 import tempfile
 import time
@@ -82,12 +83,16 @@ _FINISHED = ("Succeeded", "Failed")
 @dataclass(frozen=True)
 class ProgressSettings:
     url: str | None = None
-    """The base URL pods are given (`https://host:port`); None: `https://127.0.0.1:<port>`."""
+    """The base URL pods are given (`https://host:port`); None: `https://<bind>:<port>`, or
+    127.0.0.1 when `bind` is every address."""
     bind: str = "0.0.0.0"
     port: int = 8443
     namespace: str = "kube-system"
     """The controller's own namespace: the Secret, and every job's curves."""
     secret_name: str = "trainops-controller-progress"
+    freebind: bool = False
+    """Bind `bind` before the address exists (Linux IP_FREEBIND): `up`'s pod-network bridge
+    gets its address with the first pod, and loses it with the last."""
     write_seconds: float = 5.0
     history_seconds: float = 10.0
     rate: float = 5.0
@@ -141,18 +146,23 @@ class ProgressService:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
-            host = urlsplit(s.url).hostname if s.url else "127.0.0.1"
+            host = urlsplit(s.url).hostname if s.url else _own_host(s.bind).strip("[]")
             if not host:
                 raise ValueError(f"progress URL {s.url!r} names no host")
             self.keys = await ensure_keys(self.client, s.namespace, s.secret_name, host)
-            site = web.TCPSite(runner, s.bind, s.port, ssl_context=_context(self.keys))
+            site: web.BaseSite
+            if s.freebind:
+                sock = _freebind_socket(s.bind, s.port)
+                site = web.SockSite(runner, sock, ssl_context=_context(self.keys))
+            else:
+                site = web.TCPSite(runner, s.bind, s.port, ssl_context=_context(self.keys))
             await site.start()
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
         self.port = int(runner.addresses[0][1]) if runner.addresses else s.port
-        self.base_url = (s.url or f"https://127.0.0.1:{self.port}").rstrip("/")
+        self.base_url = (s.url or f"https://{_own_host(s.bind)}:{self.port}").rstrip("/")
         log.info(
             "progress endpoint on %s:%s, given to pods as %s", s.bind, self.port, self.base_url
         )
@@ -375,6 +385,28 @@ class ProgressService:
 def curves_name(uid: str) -> str:
     """The ConfigMap of a job's curves, in the controller's namespace."""
     return f"trainops-progress-{uid}"
+
+
+def _freebind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        freebind = getattr(socket, "IP_FREEBIND", 15)  # Linux's value where Python lacks it
+        sock.setsockopt(socket.SOL_IP, freebind, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _own_host(bind: str) -> str:
+    if bind in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{bind}]" if ":" in bind else bind
 
 
 def _due(published_at: datetime | None, now: datetime, interval: float) -> float:

@@ -203,6 +203,9 @@ class Stack:
     """The dashboard's one-time login link (embedded: it carries `api_token`)."""
     server: str | None = None
     """The API server's URL, once connected."""
+    pod_gateway: str | None = None
+    """The host's address on the pod network's bridge, when pods have networks of their own
+    (where they reach the controller's progress endpoint)."""
 
     async def stop(self) -> None:
         """Run the stop steps in reverse start order, each for `STOP_STEP_SECONDS` at most: a
@@ -356,7 +359,7 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
     # restarted after a crash holds its leases again at once instead of waiting them out.
     manager = runtime.new_manager(client, identity=me.identity)
     if run_controller:
-        controller = add_controller(stack, manager)
+        controller = add_controller(stack, manager, stack.pod_gateway)
         if controller.progress is not None:
             # Before the Manager starts: every pod is created with the progress env.
             await controller.progress.start()
@@ -387,13 +390,15 @@ async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path
     return api.kubeconfig
 
 
-def add_controller(stack: Stack, manager: Manager) -> Controller:
+def add_controller(stack: Stack, manager: Manager, pod_gateway: str | None = None) -> Controller:
     """The job controller on `up`'s Manager, through the same client runtime as on a cluster."""
     from controller.manager import Controller, ControllerSettings
     from controller.progress_server import ProgressSettings
 
-    # Pods are local processes: the endpoint listens on loopback, on a free port.
-    progress = ProgressSettings(bind="127.0.0.1", port=0)
+    # Pods are local processes: the endpoint listens on a free port of loopback, or of the
+    # pod network's bridge when each pod has a network namespace (its 127.0.0.1 is its own).
+    host = pod_gateway or "127.0.0.1"
+    progress = ProgressSettings(bind=host, port=0, freebind=pod_gateway is not None)
     controller = Controller(manager, ControllerSettings(progress=progress))
     stack.metrics_registries.append(controller.metrics.registry)
     stack.notes.append("controller  running TensorFlowTrainingJobs and XGBoostTrainingJobs")
