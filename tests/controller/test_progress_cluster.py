@@ -32,6 +32,7 @@ from controller.progress_server import (
     ENV_REPLICA,
     ENV_TOKEN,
     ENV_URL,
+    ProgressService,
     ProgressSettings,
     curves_name,
 )
@@ -233,3 +234,54 @@ async def test_a_token_writes_its_own_jobs_progress_only_and_bad_reports_are_ref
     for _ in range(3):
         await progress_controller.reconciler.reconcile(f"TensorFlowTrainingJob/{namespace}/theirs")
     assert "progress" not in await job_status(kclient, TF, namespace, "theirs")
+
+
+async def test_a_standby_answers_503_and_a_new_leader_continues_the_curves(
+    progress_controller: Controller, kclient: Client, namespace: str
+) -> None:
+    await kclient.create(TF, _in(namespace, tf_job(replica("worker"), name="ha")))
+    env = await _env_of(kclient, namespace, "ha", "ha-worker-0")
+    uid = (await kclient.get(TF, "ha", namespace))["metadata"]["uid"]
+    ca, token, url = env[ENV_CA], env[ENV_TOKEN], env[ENV_URL]
+
+    def body(step: int, loss: float) -> bytes:
+        return json.dumps({"replica": "worker-0", "step": step, "metrics": {"loss": loss}}).encode()
+
+    assert (await asyncio.to_thread(_post, url, token, ca, body(1, 3.0)))[0] == 202
+
+    async def curve(points: list[list[float]]) -> bool:
+        try:
+            cm = await kclient.get(resources.CONFIGMAPS, curves_name(uid), namespace)
+        except errors.NotFound:
+            return False
+        doc = json.loads(cm["data"]["progress.json"])
+        return bool(doc["replicas"]["worker-0"]["loss"] == points)
+
+    await aeventually(lambda: curve([[1.0, 3.0]]), timeout=15)
+
+    # Another replica of the controller: the same Secret (so the same CA and token key).
+    assert progress_controller.progress is not None
+    leading = False
+    other = ProgressService(
+        kclient,
+        progress_controller.jobs,
+        progress_controller.progress.settings,
+        enqueue=lambda key, delay: None,
+        is_leader=lambda: leading,
+    )
+    await other.start()
+    try:
+        assert other.keys == progress_controller.progress.keys
+        other_url = url.replace(progress_controller.progress.base_url, other.base_url)
+        code, answer = await asyncio.to_thread(_post, other_url, token, ca, body(2, 2.0))
+        assert (code, answer) == (
+            503,
+            {"error": "this controller replica does not lead: try again"},
+        )
+        leading = True  # it took over: it knows nothing yet, and continues what is stored
+        code, _ = await asyncio.to_thread(_post, other_url, token, ca, body(2, 2.0))
+        assert code == 202
+        await other.flush_history()
+        assert await curve([[1.0, 3.0], [2.0, 2.0]])
+    finally:
+        await other.stop()
