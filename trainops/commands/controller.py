@@ -64,8 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--progress-port",
         type=port_number(allow_zero=True),
-        default=8443,
-        help="port of the progress endpoint, HTTPS (default 8443; 0 picks a free one)",
+        default=0,
+        help="port of the progress endpoint, HTTPS (default 0: a free one; deploy/ sets 8443)",
     )
     parser.add_argument(
         "--no-progress",
