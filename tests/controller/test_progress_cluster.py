@@ -285,3 +285,44 @@ async def test_a_standby_answers_503_and_a_new_leader_continues_the_curves(
         assert await curve([[1.0, 3.0], [2.0, 2.0]])
     finally:
         await other.stop()
+
+
+async def test_reports_reach_the_status_in_batches_not_one_write_each(
+    progress_controller: Controller, kclient: Client, namespace: str
+) -> None:
+    """16 reports in 4 s, with summaries at most every second (the fixture's write_seconds):
+    at most one status write a second, not one per report."""
+    await kclient.create(TF, _in(namespace, tf_job(replica("worker"), name="batched")))
+    env = await _env_of(kclient, namespace, "batched", "batched-worker-0")
+
+    async def settled() -> dict[str, Any] | bool:
+        job = await kclient.get(TF, "batched", namespace)
+        return job if (job.get("status") or {}).get("phase") else False
+
+    job = await aeventually(settled, timeout=15)  # the first status, before any report
+    writes: list[int] = []
+
+    async def count() -> None:
+        async for kind, obj in kclient.watch(
+            TF,
+            namespace,
+            resource_version=job["metadata"]["resourceVersion"],
+            field_selector="metadata.name=batched",
+        ):
+            if kind == "MODIFIED":
+                writes.append(((obj.get("status") or {}).get("progress") or {}).get("step", 0))
+
+    watching = asyncio.create_task(count())
+    try:
+        for step in range(1, 17):
+            body = json.dumps({"replica": "worker-0", "step": step, "totalSteps": 16}).encode()
+            code, _ = await asyncio.to_thread(
+                _post, env[ENV_URL], env[ENV_TOKEN], env[ENV_CA], body
+            )
+            assert code == 202
+            await asyncio.sleep(0.25)  # the training loop's pace, not a wait for an outcome
+        await aeventually(lambda: bool(writes) and writes[-1] == 16, timeout=10)
+    finally:
+        watching.cancel()
+    assert 2 <= len(writes) <= 6, writes  # 4 s of reports, at most one summary a second
+    assert writes == sorted(writes)
