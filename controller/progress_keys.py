@@ -9,26 +9,27 @@ certificate that no longer names the advertised host, or that expires within 30 
 issued again by the same CA (pods keep trusting it: they were given the CA), written back
 conditionally on the resourceVersion read (a Conflict: read again and use the winner's).
 
-Secret data: `ca.crt`, `ca.key`, `tls.crt`, `tls.key`, `token.key` (32 random bytes). The CA
-lives ten years; nothing rotates it (docs/PROGRESS.md says how to: delete the Secret and the
-running jobs' pods get new values when they are next created).
+Secret data: `ca.crt`, `ca.key`, `tls.crt`, `tls.key`, `token.key` (32 random bytes), and what
+the serving certificate names and when it expires (`tls.host`, `tls.not-after`), so that an
+ordinary start reads plain fields: `cryptography` (~11 MiB of the controller's RSS) is
+imported only to issue. The CA lives ten years; nothing rotates it (docs/PROGRESS.md says how
+to: delete the Secret and the running jobs' pods get new values when they are next created).
 """
 
 from __future__ import annotations
 
 import base64
-import ipaddress
 import logging
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography import x509
-
-from certs import pki
 from kube import errors, resources
 from kube.client import Client
+
+if TYPE_CHECKING:
+    from certs import pki
 
 __all__ = ["ProgressKeys", "ensure_keys", "issue", "needs_new_serving"]
 
@@ -47,7 +48,9 @@ class ProgressKeys:
 
 
 def issue(host: str, now: datetime, ca: pki.KeyPair | None = None) -> dict[str, bytes]:
-    """New Secret data for `host` (a new CA and token key unless `ca` is given)."""
+    """New Secret data for `host` (a new CA unless `ca` is given; no token key)."""
+    from certs import pki
+
     ca = ca or pki.new_ca("trainops-controller-progress-ca", now=now)
     serving = pki.new_serving_cert(ca, [host], now=now)
     return {
@@ -55,26 +58,30 @@ def issue(host: str, now: datetime, ca: pki.KeyPair | None = None) -> dict[str, 
         "ca.key": ca.key_pem,
         "tls.crt": serving.cert_pem,
         "tls.key": serving.key_pem,
+        "tls.host": host.encode(),
+        "tls.not-after": serving.not_after.strftime("%Y-%m-%dT%H:%M:%SZ").encode(),
     }
 
 
 def needs_new_serving(data: dict[str, bytes], host: str, now: datetime) -> bool:
-    """Whether the stored serving certificate fails to name `host` or expires soon (pure)."""
+    """Whether the stored serving certificate was not issued for `host` or expires within
+    `RENEW_BEFORE` (pure; from the fields written beside it)."""
     try:
-        cert = x509.load_pem_x509_certificate(data["tls.crt"])
-        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (KeyError, ValueError, x509.ExtensionNotFound):
+        issued_for = data["tls.host"].decode()
+        expires = datetime.fromisoformat(data["tls.not-after"].decode().replace("Z", "+00:00"))
+    except (KeyError, ValueError, UnicodeDecodeError):
         return True
-    try:
-        ip = ipaddress.ip_address(host)
-        named = ip in names.get_values_for_type(x509.IPAddress)
-    except ValueError:
-        named = host in names.get_values_for_type(x509.DNSName)
-    return not named or cert.not_valid_after_utc - now < RENEW_BEFORE
+    return issued_for != host or expires - now < RENEW_BEFORE
 
 
 def _complete(data: dict[str, bytes]) -> bool:
     return all(k in data for k in ("ca.crt", "ca.key", "tls.crt", "tls.key", "token.key"))
+
+
+def _pair(cert: bytes, key: bytes) -> pki.KeyPair:
+    from certs import pki
+
+    return pki.KeyPair(cert, key)
 
 
 async def ensure_keys(client: Client, namespace: str, name: str, host: str) -> ProgressKeys:
@@ -112,7 +119,7 @@ async def ensure_keys(client: Client, namespace: str, name: str, host: str) -> P
         if not _complete(data) or "ca.key" not in data:
             fresh = {**issue(host, now), "token.key": data.get("token.key") or os.urandom(32)}
         else:
-            ca = pki.KeyPair(data["ca.crt"], data["ca.key"])
+            ca = _pair(data["ca.crt"], data["ca.key"])
             fresh = {**issue(host, now, ca), "token.key": data["token.key"]}
         secret["data"] = _encode(fresh)
         try:

@@ -280,3 +280,29 @@ def test_a_token_is_one_jobs_only() -> None:
     assert not token_ok(b"x" * 32, "uid-a", token)  # another controller's key
     assert not token_ok(key, "", token_for(key, ""))
     assert len(token) == 43 and "=" not in token
+
+
+# -- the endpoint's certificate -------------------------------------------------------------
+
+
+def test_a_serving_certificate_is_issued_again_for_another_host_or_near_its_end() -> None:
+    from cryptography import x509
+
+    from controller.progress_keys import issue, needs_new_serving
+
+    data = issue("trainops-controller.trainops-system.svc", T0)
+    cert = x509.load_pem_x509_certificate(data["tls.crt"])
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "trainops-controller.trainops-system.svc" in names.get_values_for_type(x509.DNSName)
+    assert not needs_new_serving(data, "trainops-controller.trainops-system.svc", T0)
+    assert needs_new_serving(data, "10.244.0.1", T0)  # `up` moved to a pod network's bridge
+    assert needs_new_serving(data, "trainops-controller.trainops-system.svc", at(340 * 86400))
+    assert needs_new_serving({k: v for k, v in data.items() if k != "tls.host"}, "x", T0)
+    again = issue("10.244.0.1", T0, ca=_pair(data))
+    assert again["ca.crt"] == data["ca.crt"]  # the same CA: pods keep trusting it
+
+
+def _pair(data: dict[str, bytes]) -> Any:
+    from certs import pki
+
+    return pki.KeyPair(data["ca.crt"], data["ca.key"])
