@@ -92,6 +92,11 @@ def test_the_job_page_draws_each_metric_over_steps_as_it_comes(
     accuracy = page.locator('#progress-charts .progress-chart[data-metric="accuracy"]')
     expect(accuracy.locator("g.trace.scatter path.point")).to_have_count(STEPS)
     expect(accuracy.locator(".gtitle")).to_have_text("accuracy")
+    # The layers stack (titles over the plot, not below it): dashboard.css does what plotly's
+    # own stylesheet, not injected under the CSP, would.
+    box, title = accuracy.bounding_box(), accuracy.locator(".gtitle").bounding_box()
+    assert box is not None and title is not None
+    assert box["y"] <= title["y"] <= box["y"] + box["height"] / 4, (box, title)
     assert page.evaluate("typeof window.Plotly") == "object"
     expect(page.locator("#progress-empty")).to_be_hidden()
     # The summary in the job fragment: percent, steps, the latest metrics.
