@@ -274,6 +274,14 @@ class ProgressService:
                 },
                 status=422,
             )
+        if report.replica not in _replicas(job):
+            return web.json_response(
+                {
+                    "error": f"replica: {report.replica} is not a replica of {what}",
+                    "fields": [{"field": "replica", "message": "not a replica of this job"}],
+                },
+                status=422,
+            )
         now = self.clock()
         state.progress.record(report, now)
         state.dirty = state.curves_dirty = True
@@ -415,6 +423,18 @@ def _due(published_at: datetime | None, now: datetime, interval: float) -> float
         return 0.0
     left = interval - (now - published_at).total_seconds()
     return 0.0 if left <= 0.25 else left
+
+
+def _replicas(job: dict[str, Any]) -> set[str]:
+    """`<type>-<index>` of every replica the job's spec asks for (so a report cannot grow the
+    job's state with names of its own)."""
+    out: set[str] = set()
+    for spec in (job.get("spec") or {}).get("replicaSpecs") or []:
+        if isinstance(spec, dict) and isinstance(spec.get("type"), str):
+            count = spec.get("replicas")
+            count = count if isinstance(count, int) else 1
+            out |= {f"{spec['type'].lower()}-{i}" for i in range(min(count, 10_000))}
+    return out
 
 
 def _master(job: dict[str, Any]) -> str:

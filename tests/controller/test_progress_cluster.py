@@ -220,6 +220,12 @@ async def test_a_token_writes_its_own_jobs_progress_only_and_bad_reports_are_ref
     assert [f["field"] for f in answer["fields"]] == ["step", "metrics.loss"]
     code, answer = await post(mine[ENV_URL], token, b" " * 9000)
     assert code == 413
+    stranger = json.dumps({"replica": "worker-7", "step": 1}).encode()  # the job has worker-0
+    code, answer = await post(mine[ENV_URL], token, stranger)
+    assert (code, answer["fields"]) == (
+        422,
+        [{"field": "replica", "message": "not a replica of this job"}],
+    )
 
     # Its own URL: accepted, then the job's rate (burst 10, 5 a second) says 429.
     codes = [(await post(mine[ENV_URL], token, good))[0] for _ in range(14)]
