@@ -362,7 +362,7 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
         controller = add_controller(stack, manager, stack.pod_gateway)
         if controller.progress is not None:
             # Before the Manager starts: every pod is created with the progress env.
-            await controller.progress.start()
+            await _start_progress(stack.data_dir, controller.progress)
             stack.stops.append(controller.progress.stop)
             stack.notes.append(f"progress    {controller.progress.base_url} (docs/PROGRESS.md)")
     else:
@@ -403,6 +403,28 @@ def add_controller(stack: Stack, manager: Manager, pod_gateway: str | None = Non
     stack.metrics_registries.append(controller.metrics.registry)
     stack.notes.append("controller  running TensorFlowTrainingJobs and XGBoostTrainingJobs")
     return controller
+
+
+async def _start_progress(data_dir: Path, progress: Any) -> None:
+    """The progress endpoint on the port of the last run (`DATA_DIR/progress-port`): pods that
+    outlived a restart of `up` keep the URL they were given; a free port if it is taken."""
+    import dataclasses
+
+    path = data_dir / "progress-port"
+    try:
+        previous = int(path.read_text())
+    except (OSError, ValueError):
+        previous = 0
+    if previous:
+        progress.settings = dataclasses.replace(progress.settings, port=previous)
+        try:
+            await progress.start()
+        except OSError:
+            progress.settings = dataclasses.replace(progress.settings, port=0)
+            await progress.start()
+    else:
+        await progress.start()
+    path.write_text(f"{progress.port}\n")
 
 
 def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:
