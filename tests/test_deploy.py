@@ -466,8 +466,8 @@ def test_every_controller_call_is_allowed_by_its_rbac(docs: tuple[dict[str, Any]
                 if resource is resources.LEASES:
                     allowed = _grants(lease_rules, resource.group, plural, verb, lease)
                 elif resource in (resources.SECRETS, resources.CONFIGMAPS):
-                    name = secret if resource is resources.SECRETS else None
-                    allowed = _grants(progress_rules, resource.group, plural, verb, name)
+                    only = secret if resource is resources.SECRETS else None
+                    allowed = _grants(progress_rules, resource.group, plural, verb, only)
                 else:
                     allowed = _grants(cluster_rules, resource.group, plural, verb, None)
                 assert allowed, f"{module}: {method} {resource.group}/{plural} is not granted"
