@@ -26,7 +26,7 @@ RUN --mount=type=secret,id=pip-cert \
         -c constraints.txt -r requirements.txt \
     && /opt/build-tools/bin/pip install --no-cache-dir --disable-pip-version-check --only-binary=:all: \
         -c constraints.txt setuptools mypy
-COPY README.md setup.py ./
+COPY README.md setup.py trainops_progress.py ./
 COPY trainops/ trainops/
 COPY policies/ policies/
 COPY webhook/ webhook/

@@ -38,6 +38,7 @@ from typing import Any
 from controller import labels, refusals
 from controller.actions import Event
 from controller.metrics import ControllerMetrics
+from controller.progress_server import ProgressService, ProgressSettings
 from controller.reconciler import (
     CHILD_BATCH_SECONDS,
     JOB_RESOURCES,
@@ -70,6 +71,9 @@ class ControllerSettings:
     lease_name: str = "trainops-controller"
     """The Lease only whose holder reconciles (timings and identity: the Manager's
     `kube.LeaderElection`, one per process)."""
+    progress: ProgressSettings | None = None
+    """The progress endpoint (docs/PROGRESS.md); None: none, and pods get no progress env.
+    Its `start()` must run before the Manager's: every pod is created with the env."""
 
 
 class Controller:
@@ -120,8 +124,25 @@ class Controller:
         self.quotas = manager.informer(resources.RESOURCEQUOTAS, transform=strip_managed_fields)
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
         self.reads = JobReads(client, self.jobs)
+        self.progress = (
+            ProgressService(
+                client,
+                self.jobs,
+                self.settings.progress,
+                enqueue=self.queue.add_after,
+                is_leader=lambda: self.is_leader,
+            )
+            if self.settings.progress is not None
+            else None
+        )
         self.reconciler = Reconciler(
-            client, self.children, self._emit, self.metrics, jobs=self.reads
+            client,
+            self.children,
+            self._emit,
+            self.metrics,
+            jobs=self.reads,
+            pod_hook=self.progress.pod_env if self.progress else None,
+            status_hook=self.progress.with_progress if self.progress else None,
         )
         for kind, informer in self.jobs.items():
             informer.add_handler(self._on_job(kind))
@@ -134,6 +155,9 @@ class Controller:
         manager.add("controller/workers", self._work, lease=self.settings.lease_name)
         manager.add("controller/resync", self._resync)
         manager.add("controller/events", self.events.run)
+        if self.progress is not None:
+            lease = self.settings.lease_name
+            manager.add("controller/progress-history", self.progress.run_history, lease=lease)
         # After the loops: shutting the queue down first would end the leader's work normally,
         # which the supervisor would report (and restart) as a loop that returned.
         manager.on_stop(self.queue.shut_down)

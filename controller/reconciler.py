@@ -38,6 +38,7 @@ returns the refusal's retry delay (≤ 5 min) rather than raising into the work 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -262,8 +263,15 @@ class Reconciler:
         *,
         jobs: JobReads | None = None,
         clock: Callable[[], datetime] | None = None,
+        pod_hook: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
+        status_hook: Callable[[dict[str, Any], dict[str, Any], datetime], dict[str, Any]]
+        | None = None,
     ) -> None:
         self.client = client
+        # What the plan does not decide (controller/progress_server.py): the progress env of a
+        # pod being created, and `status.progress` added to the planned status.
+        self.pod_hook = pod_hook
+        self.status_hook = status_hook
         self.children = children
         self.jobs = jobs or JobReads(client)
         self.created = Created()
@@ -360,9 +368,12 @@ class Reconciler:
             self.children.services.by_index(OWNER_INDEX, uid),
         )
         tensorboards = self.children.deployments.by_index(OWNER_INDEX, uid)
-        return planning.plan(
+        result = planning.plan(
             job, pods, services, now, tensorboard=tensorboards[0] if tensorboards else None
         )
+        if self.status_hook is None:
+            return result
+        return dataclasses.replace(result, status=self.status_hook(job, result.status, now))
 
     async def _write_status(
         self, resource: Resource, job: dict[str, Any], status: dict[str, Any]
@@ -395,8 +406,11 @@ class Reconciler:
         resource = _CHILD_RESOURCES[action.kind]
         if action.verb == "create":
             assert action.body is not None
+            body = action.body
+            if self.pod_hook is not None and action.kind == "Pod":
+                body = self.pod_hook(job, body)
             try:
-                created = await self.client.create(resource, action.body, namespace)
+                created = await self.client.create(resource, body, namespace)
             except errors.AlreadyExists:
                 return False  # created before (a stale cache or a crash): names are deterministic
             except errors.APIError as exc:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from dashboard import jobapi, login, pages
+from dashboard import jobapi, login, pages, progressapi
 from dashboard.backend import Backend
 from dashboard.render import Renderer, add_security_headers
 from gitops.api import routes as api
@@ -39,6 +39,8 @@ RULES: dict[str, Rule] = {
     "dashboard-diff": _GET_REPOSITORY,
     "dashboard-job": (_GET_JOB,),
     "dashboard-job-api": (_GET_JOB,),
+    "dashboard-job-progress": (_GET_JOB,),
+    "dashboard-plotly": PUBLIC,
     "dashboard-job-logs": (_GET_JOB, Need("get", "", "pods", "log")),
     "dashboard-job-pause": (Need("patch", JOB_GROUP, "{plural}"),),
     "dashboard-job-resume": (Need("patch", JOB_GROUP, "{plural}"),),
@@ -53,6 +55,7 @@ def install(
     hub: Hub,
     client: Client,
     clock: Callable[[], datetime] = pages.system_clock,
+    progress_namespace: str = "kube-system",
 ) -> None:
     """Add the pages, `/static/…`, the job API routes and the security headers to `app` (an
     app from `gitops.api.routes.create_app`)."""
@@ -63,7 +66,8 @@ def install(
         return str(static.url_for(filename=filename, append_version=True))
 
     renderer = Renderer(static_url)
-    app[pages.BACKEND] = Backend(hub, client)
+    # The controller's namespace: each job's curves are there (docs/PROGRESS.md).
+    app[pages.BACKEND] = Backend(hub, client, progress_namespace=progress_namespace)
     app[pages.RENDERER] = renderer
     app[pages.CLOCK] = clock
     app[api.RULES].update(RULES)
@@ -71,6 +75,7 @@ def install(
     app[api.PAGE_ERROR] = _page_error
     pages.add_routes(app)
     jobapi.add_routes(app)
+    progressapi.add_routes(app)
     login.add_routes(app, renderer)
     app.middlewares.append(pages.not_found_middleware())
     app.on_response_prepare.append(add_security_headers)

@@ -19,7 +19,7 @@ from gitops.api.show import job_row, shown_repository
 from gitops.engine import handheld, names, ownership
 from gitops.engine.redact import redact_value
 from gitops.runtime.hub import Hub, ResourceDiff, UnknownRepository
-from kube import resources
+from kube import errors, resources
 from kube.client import Client
 from kube.resources import Resource
 
@@ -49,9 +49,13 @@ class DeployedFromGit(Exception):
 
 
 class Backend:
-    def __init__(self, hub: Hub, client: Client) -> None:
+    def __init__(
+        self, hub: Hub, client: Client, *, progress_namespace: str = "kube-system"
+    ) -> None:
         self.hub = hub
         self.client = client
+        self.progress_namespace = progress_namespace
+        """The controller's namespace, where each job's curves are (docs/PROGRESS.md)."""
 
     # -- recorded state (the Hub) --------------------------------------------------------------
     def repositories(self) -> list[dict[str, Any]]:
@@ -70,6 +74,10 @@ class Backend:
         rows = [job_row(j) for j in self.hub.jobs()]
         rows.sort(key=lambda r: (r["namespace"] or "", r["name"] or "", r["kind"] or ""))
         return rows
+
+    def live_jobs(self) -> list[dict[str, Any]]:
+        """The training jobs as cached (their status: progress on the repository page)."""
+        return list(self.hub.jobs())
 
     # -- one job (the API server) --------------------------------------------------------------
     async def job(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
@@ -98,6 +106,21 @@ class Backend:
             and (e.get("involvedObject") or {}).get("kind") == job.get("kind")
             and (not uid or (e.get("involvedObject") or {}).get("uid") in (None, "", uid))
         ]
+
+    async def progress_curves(self, uid: str) -> str | None:
+        """The job's curves document (`progress.json` of the controller's ConfigMap
+        `trainops-progress-<uid>`), None before any; only the ConfigMap labelled with that uid."""
+        try:
+            cm = await self.client.get(
+                resources.CONFIGMAPS, f"trainops-progress-{uid}", self.progress_namespace
+            )
+        except errors.NotFound:
+            return None
+        labels = (cm.get("metadata") or {}).get("labels") or {}
+        if labels.get("batch.tensorstack.dev/progress-of") != uid:
+            return None
+        data = (cm.get("data") or {}).get("progress.json")
+        return data if isinstance(data, str) else None
 
     async def pod(self, namespace: str, name: str) -> dict[str, Any]:
         return await self.client.get(resources.PODS, name, namespace)

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from dashboard import jobviews, views
+from dashboard import jobviews, plotlyfile, progressviews, views
 from dashboard.backend import Backend, UnknownJob
 from dashboard.render import Renderer
 from gitops.api import routes as api
@@ -98,6 +98,7 @@ async def repository(request: web.Request) -> web.Response:
         "watch": f"repository:{namespace}/{name}",
         "title": f"{namespace}/{name}",
         "repo": detail,
+        "progress": progressviews.progress_by_key(backend.live_jobs()),
     }
     return _respond(request, "repository", "repository.html", context)
 
@@ -183,6 +184,9 @@ async def job(request: web.Request) -> web.Response:
         "title": f"{namespace}/{name}",
         "job": detail,
         "api_path": api_path,
+        "progress": progressviews.summary(obj.get("status")),
+        "plotly_url": progressviews.PLOTLY_PATH,
+        "plotly_guards": (plotlyfile.GLOBAL_STYLE_ID, *plotlyfile.style_guard_ids()),
     }
     return _respond(request, "job", "job.html", context)
 

@@ -74,6 +74,18 @@ def build_crd(kind: str) -> dict[str, Any]:
                             "jsonPath": ".status.backoffCount",
                         },
                         {
+                            "name": "Progress",
+                            "type": "integer",
+                            "description": "Percent done, as the training reports it.",
+                            "jsonPath": ".status.progress.percent",
+                        },
+                        {
+                            "name": "ETA",
+                            "type": "string",
+                            "description": "Time left at the reported step rate.",
+                            "jsonPath": ".status.progress.eta",
+                        },
+                        {
                             "name": "Age",
                             "type": "date",
                             "jsonPath": ".metadata.creationTimestamp",

@@ -337,6 +337,28 @@ def _status() -> Schema:
         observedGeneration=_int("The spec generation this status describes.", fmt="int64"),
         startTime=_time("When the controller first acted on the job."),
         completionTime=_time("When the job finished."),
+        progress=_obj(
+            "Training progress as the job's processes report it (docs/PROGRESS.md), written by "
+            "the controller at most every few seconds.",
+            percent=_int("Percent done: step / totalSteps, else epoch / totalEpochs."),
+            step=_int("The furthest step a replica reported.", fmt="int64"),
+            totalSteps=_int("The steps of the whole run, as reported.", fmt="int64"),
+            epoch=_int("The furthest epoch a replica reported.", fmt="int64"),
+            totalEpochs=_int("The epochs of the whole run, as reported.", fmt="int64"),
+            stepsPerSecond={
+                "description": "The step rate over the last five minutes of reports.",
+                "type": "number",
+            },
+            eta=_str("Time left at that rate when written, e.g. 3m20s.", max_length=32),
+            etaTime=_time("When the run is expected to end at that rate."),
+            metrics={
+                "description": "The latest metrics of metricsFrom (loss, accuracy, …; 16 at most).",
+                "type": "object",
+                "additionalProperties": {"type": "number"},
+            },
+            metricsFrom=_str("The replica the metrics are from, e.g. worker-0.", max_length=64),
+            updatedAt=_time("When the latest report arrived."),
+        ),
         tensorboard=_obj(
             "The state of the job's TensorBoard.",
             action=_str("The controller's last action on it."),

@@ -110,7 +110,10 @@ def test_the_controller_base_renders_alone_and_in_the_top_level() -> None:
         ("ClusterRoleBinding", CONTROLLER),
         ("Role", f"{CONTROLLER}-leader-election"),
         ("RoleBinding", f"{CONTROLLER}-leader-election"),
+        ("Role", f"{CONTROLLER}-progress"),
+        ("RoleBinding", f"{CONTROLLER}-progress"),
         ("Deployment", CONTROLLER),
+        ("Service", CONTROLLER),
         ("PodDisruptionBudget", CONTROLLER),
     }
     alone = _render("deploy/controller")
@@ -206,6 +209,33 @@ def test_the_controller_cluster_role_grants_exactly_what_the_controller_needs(
     assert "aggregationRule" not in role
 
 
+def test_the_progress_role_reaches_only_the_progress_secret_where_the_controller_keeps_it(
+    docs: tuple[dict[str, Any], ...], container: dict[str, Any]
+) -> None:
+    from controller.progress_server import ProgressSettings
+
+    role = _one(docs, "Role", f"{CONTROLLER}-progress")
+    secret = ProgressSettings().secret_name
+    # controller/progress_keys.py: create when missing (not limitable by name), get, replace;
+    # controller/progress_server.py: the curves, in this namespace only.
+    assert _rule_set(role["rules"]) == {
+        ("", "secrets", "create", ()),
+        ("", "secrets", "get", (secret,)),
+        ("", "secrets", "update", (secret,)),
+        *(("", "configmaps", v, ()) for v in ("get", "list", "create", "update", "delete")),
+    }
+    args = _controller_args(docs, container)
+    # The Secret lives in the lease namespace (trainops/commands/controller.py).
+    assert args.lease_namespace == role["metadata"]["namespace"] == NAMESPACE
+    service = _one(docs, "Service", CONTROLLER)
+    (port,) = service["spec"]["ports"]
+    assert args.progress_url == f"https://{CONTROLLER}.{NAMESPACE}.svc:{port['port']}"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[port["targetPort"]] == args.progress_port
+    labels = _one(docs, "Deployment", CONTROLLER)["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+
+
 def test_the_lease_role_lives_where_the_controller_puts_its_lease(
     docs: tuple[dict[str, Any], ...], container: dict[str, Any]
 ) -> None:
@@ -228,6 +258,7 @@ def test_the_bindings_give_the_roles_to_the_controllers_service_account(
     for binding_kind, role_kind, name in (
         ("ClusterRoleBinding", "ClusterRole", CONTROLLER),
         ("RoleBinding", "Role", f"{CONTROLLER}-leader-election"),
+        ("RoleBinding", "Role", f"{CONTROLLER}-progress"),
     ):
         binding = _one(docs, binding_kind, name)
         assert binding["subjects"] == [subject]
@@ -257,7 +288,7 @@ def test_the_controller_command_line_parses_with_trainops_own_parser(
     assert _one(docs, "Deployment", CONTROLLER)["spec"]["replicas"] == 2
     assert args.leader_elect
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": args.port}
+    assert ports == {"metrics": args.port, "progress": args.progress_port}
 
 
 async def test_the_probes_ask_what_the_controller_serves(
@@ -334,6 +365,13 @@ CONTROLLER_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None],
     ("controller/keeplogs.py", frozenset({"request"}), ("PODS",), "log"),
     ("controller/keeplogs.py", frozenset({"get", "create", "replace"}), ("CONFIGMAPS",), None),
     ("kube/leader.py", frozenset({"get", "create", "replace"}), ("LEASES",), None),
+    ("controller/progress_keys.py", frozenset({"get", "create", "replace"}), ("SECRETS",), None),
+    (
+        "controller/progress_server.py",
+        frozenset({"get", "list", "create", "replace", "delete"}),
+        ("CONFIGMAPS",),
+        None,
+    ),
 )
 _VERB = {
     "get": "get",
@@ -422,8 +460,12 @@ def test_every_controller_call_is_allowed_by_its_rbac(docs: tuple[dict[str, Any]
     from kube import resources
 
     cluster_rules = _one(docs, "ClusterRole", CONTROLLER)["rules"]
+    from controller.progress_server import ProgressSettings
+
     lease_rules = _one(docs, "Role", f"{CONTROLLER}-leader-election")["rules"]
+    progress_rules = _one(docs, "Role", f"{CONTROLLER}-progress")["rules"]
     lease = ControllerSettings().lease_name
+    secret = ProgressSettings().secret_name
     for module, methods, names, subresource in CONTROLLER_CALLS:
         for name in names:
             resource = getattr(resources, name)
@@ -432,6 +474,9 @@ def test_every_controller_call_is_allowed_by_its_rbac(docs: tuple[dict[str, Any]
                 verb = _VERB[method]
                 if resource is resources.LEASES:
                     allowed = _grants(lease_rules, resource.group, plural, verb, lease)
+                elif resource in (resources.SECRETS, resources.CONFIGMAPS):
+                    only = secret if resource is resources.SECRETS else None
+                    allowed = _grants(progress_rules, resource.group, plural, verb, only)
                 else:
                     allowed = _grants(cluster_rules, resource.group, plural, verb, None)
                 assert allowed, f"{module}: {method} {resource.group}/{plural} is not granted"

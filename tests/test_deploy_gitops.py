@@ -38,6 +38,7 @@ GITOPS = "trainops-gitops"
 SA_POLICY = "trainops-jobrepository-service-account"
 CLUSTER_POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 GITOPS_LEASE_ROLE = f"{GITOPS}-leader-election"
+GITOPS_PROGRESS_ROLE = f"{GITOPS}-progress"
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,8 @@ def test_the_gitops_base_renders_alone_and_in_the_top_level() -> None:
         ("ClusterRoleBinding", GITOPS),
         ("Role", GITOPS_LEASE_ROLE),
         ("RoleBinding", GITOPS_LEASE_ROLE),
+        ("Role", GITOPS_PROGRESS_ROLE),
+        ("RoleBinding", GITOPS_PROGRESS_ROLE),
         ("Deployment", GITOPS),
         ("Service", GITOPS),
         ("NetworkPolicy", GITOPS),
@@ -138,6 +141,8 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
     ("dashboard/backend.py", frozenset({"get", "list"}), ("PODS",), None),
     ("dashboard/backend.py", frozenset({"list"}), ("EVENTS",), None),
     ("dashboard/backend.py", frozenset({"request", "stream_lines"}), ("PODS",), "log"),
+    # The job's training curves, in the controller's namespace (a Role there: docs/PROGRESS.md).
+    ("dashboard/backend.py", frozenset({"get"}), ("CONFIGMAPS",), None),
     ("kube/events.py", frozenset({"create", "patch"}), ("EVENTS",), None),
     ("kube/leader.py", frozenset({"get", "create", "replace"}), ("LEASES",), None),
     # Discovery documents (/api, /apis/…): readable by every authenticated user
@@ -245,8 +250,8 @@ def test_the_gitops_cluster_role_grants_exactly_what_the_code_needs(
     for _, methods, names, subresource in GITOPS_CALLS:
         for name in names:
             resource = _gitops_resource(name)
-            if resource.plural == "leases":
-                continue  # the Role in the Lease's namespace
+            if resource.plural in ("leases", "configmaps"):
+                continue  # the Roles in the Lease's namespace and in the controller's
             plural = f"{resource.plural}/{subresource}" if subresource else resource.plural
             needed |= {(resource.group, plural, _GITOPS_VERB[m], ()) for m in methods}
     # Acting as each repository's ServiceAccount (and the groups its tokens carry).
@@ -271,6 +276,15 @@ def test_the_gitops_lease_role_lives_in_its_own_namespace(
     }
 
 
+def test_the_dashboard_reads_configmaps_in_the_controllers_namespace_only(
+    docs: tuple[dict[str, Any], ...],
+) -> None:
+    role = _one(docs, "Role", GITOPS_PROGRESS_ROLE)
+    controller = _one(docs, "Role", "trainops-controller-progress")
+    assert role["metadata"]["namespace"] == controller["metadata"]["namespace"] == NAMESPACE
+    assert _rule_set(role["rules"]) == {("", "configmaps", "get", ())}
+
+
 def test_the_gitops_bindings_give_the_roles_to_its_service_account(
     docs: tuple[dict[str, Any], ...],
 ) -> None:
@@ -279,6 +293,7 @@ def test_the_gitops_bindings_give_the_roles_to_its_service_account(
     for binding_kind, role_kind, name in (
         ("ClusterRoleBinding", "ClusterRole", GITOPS),
         ("RoleBinding", "Role", GITOPS_LEASE_ROLE),
+        ("RoleBinding", "Role", GITOPS_PROGRESS_ROLE),
     ):
         binding = _one(docs, binding_kind, name)
         assert binding["subjects"] == [subject]

@@ -89,7 +89,7 @@ def test_the_mnist_example_succeeds_and_kubectl_shows_phase_status_logs_and_even
     wait = kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s", "tfj/mnist")
     assert wait.returncode == 0, wait.stderr
     table = kubectl("get", "tfj", "mnist").stdout.splitlines()
-    assert table[0].split() == ["NAME", "PHASE", "READY", "RESTARTS", "AGE"]
+    assert table[0].split() == ["NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "ETA", "AGE"]
     assert table[1].split()[:2] == ["mnist", "Succeeded"]
     status = _status(kubectl, "tfj/mnist")
     assert {c["type"]: c["status"] for c in status["conditions"]}["Completed"] == "True"

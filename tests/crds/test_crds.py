@@ -198,6 +198,8 @@ def test_names_subresources_and_printer_columns(kind: str, short: str) -> None:
         ("Phase", ".status.phase"),
         ("Ready", ".status.readyReplicas"),
         ("Restarts", ".status.backoffCount"),
+        ("Progress", ".status.progress.percent"),
+        ("ETA", ".status.progress.eta"),
         ("Age", ".metadata.creationTimestamp"),
     ]
 

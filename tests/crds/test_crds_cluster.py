@@ -176,7 +176,7 @@ def test_kubectl_get_uses_the_short_name_and_printer_columns(
     done = kubectl(cluster, "get", "-n", namespace, "tfj")
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()[:2]
-    assert header.split() == ["NAME", "PHASE", "READY", "RESTARTS", "AGE"]
+    assert header.split() == ["NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "ETA", "AGE"]
     assert row.split()[0] == "listed"
 
 

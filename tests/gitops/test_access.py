@@ -84,6 +84,12 @@ ALL_RULES = {**API_RULES, **DASHBOARD_RULES}
             [Check("get", JOB_GROUP, TF, "team-a", name="m")],
         ),
         (
+            # The job's curves: whoever may read the job may read them (docs/PROGRESS.md).
+            "dashboard-job-progress",
+            {"namespace": "team-a", "plural": TF, "name": "m"},
+            [Check("get", JOB_GROUP, TF, "team-a", name="m")],
+        ),
+        (
             "dashboard-job-pause",
             {"namespace": "team-a", "plural": TF, "name": "m"},
             [Check("patch", JOB_GROUP, TF, "team-a", name="m")],
@@ -127,6 +133,7 @@ async def test_every_route_of_the_app_has_a_rule_so_none_is_open_by_omission() -
     assert public == {
         "git-webhook",
         "dashboard-static",
+        "dashboard-plotly",  # plotly.js from the installed package: a static file too
         "dashboard-login",
         "dashboard-login-submit",
         "dashboard-logout",

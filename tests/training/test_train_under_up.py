@@ -46,6 +46,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
         finish(up)
         pytest.skip(f"pods share the host's network here, so replicas cannot train: {reason}")
     try:
+        # The reporter the examples import (docs/PROGRESS.md), as their comments say to make it.
+        reporter = EXAMPLES.parents[1] / "trainops_progress.py"
+        _kubectl(up, "create", "configmap", "trainops-progress", f"--from-file={reporter}")
         for name in ("tensorflow-mwms.yaml", "xgboost-dist.yaml"):
             _kubectl(up, "apply", "-f", str(EXAMPLES / name))
         yield up
@@ -68,6 +71,18 @@ def _job(up: Up, kind: str, name: str) -> dict[str, Any]:
     return dict(json.loads(_kubectl(up, "get", kind, name, "-o", "json")))
 
 
+def _progress(up: Up, kind: str, name: str) -> dict[str, Any]:
+    """The job's progress once complete (it is written at most every 5 s: may trail the end)."""
+
+    def done() -> dict[str, Any]:
+        progress: dict[str, Any] = _job(up, kind, name).get("status", {}).get("progress") or {}
+        assert progress.get("percent") == 100, progress
+        return progress
+
+    found: dict[str, Any] = eventually(done, timeout=30, interval=1)
+    return found
+
+
 def _succeeded(up: Up, kind: str, name: str) -> bool:
     phase = (_job(up, kind, name).get("status") or {}).get("phase")
     assert phase != "Failed", _kubectl(up, "get", "pods", "-o", "wide")
@@ -87,6 +102,11 @@ def test_the_tensorflow_example_trains_on_two_workers_in_sync(trained: Up) -> No
         trained, "get", "events", "--field-selector", "involvedObject.name=tf-mwms-worker-0"
     )
     assert str(Path(TRAINING_PYTHON or "").parent.parent) in events  # the environment that ran
+    # The workers reported: the job's progress is complete, with the last epoch's loss.
+    progress = _progress(trained, "tfj", "tf-mwms")
+    assert (progress["percent"], progress["step"], progress["totalSteps"]) == (100, 100, 100)
+    assert progress["epoch"] == 5
+    assert progress["metrics"]["loss"] == pytest.approx(losses[0][-1], abs=2e-4)
 
 
 def test_the_xgboost_example_trains_master_and_two_workers(trained: Up) -> None:
@@ -97,3 +117,7 @@ def test_the_xgboost_example_trains_master_and_two_workers(trained: Up) -> None:
     assert len(rounds) == 10 and rounds[-1] < rounds[0] * 0.6
     for i in range(2):
         assert "training done" in _kubectl(trained, "logs", f"xgb-dist-worker-{i}")
+    progress = _progress(trained, "xgbj", "xgb-dist")
+    assert (progress["percent"], progress["step"], progress["totalSteps"]) == (100, 10, 10)
+    assert progress["metricsFrom"] == "master-0"
+    assert progress["metrics"]["eval-logloss"] == pytest.approx(rounds[-1], rel=1e-3)

@@ -51,6 +51,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=8080,
         help="port of /metrics, /healthz, /readyz (default 8080; 0 picks a free one)",
     )
+    parser.add_argument(
+        "--progress-url",
+        metavar="URL",
+        help="base URL training pods report progress to, e.g. "
+        "https://trainops-controller.trainops-system.svc:8443 (default https://127.0.0.1:PORT; "
+        "docs/PROGRESS.md)",
+    )
+    parser.add_argument(
+        "--progress-bind", default="0.0.0.0", help="address of the progress endpoint (0.0.0.0)"
+    )
+    parser.add_argument(
+        "--progress-port",
+        type=port_number(allow_zero=True),
+        default=0,
+        help="port of the progress endpoint, HTTPS (default 0: a free one; deploy/ sets 8443)",
+    )
+    parser.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress endpoint: pods get no TRAINOPS_PROGRESS_* env",
+    )
     runtime.add_leader_arguments(parser)
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)"
@@ -93,8 +115,21 @@ async def _main(args: argparse.Namespace) -> int:
     manager = runtime.new_manager(
         client, leader_elect=args.leader_elect, lease_namespace=args.lease_namespace
     )
+    from controller.progress_server import ProgressSettings
+
+    progress = None
+    if getattr(args, "progress", True):
+        progress = ProgressSettings(
+            url=args.progress_url,
+            bind=args.progress_bind,
+            port=args.progress_port,
+            namespace=args.lease_namespace,
+        )
     controller = Controller(
-        manager, ControllerSettings(workers=args.workers, resync_seconds=args.resync_seconds)
+        manager,
+        ControllerSettings(
+            workers=args.workers, resync_seconds=args.resync_seconds, progress=progress
+        ),
     )
     runner = None
     stopping = asyncio.Event()
@@ -108,10 +143,15 @@ async def _main(args: argparse.Namespace) -> int:
         logging.getLogger("trainops").info(
             "controller serving /metrics, /healthz, /readyz on %s:%s", args.bind, port
         )
+        if controller.progress is not None:
+            # Before the first reconcile: every pod is created with the progress env.
+            await controller.progress.start()
         manager.start()
         await stopping.wait()
     finally:
         await manager.stop()
+        if controller.progress is not None:
+            await controller.progress.stop()
         if runner is not None:
             await runner.cleanup()
         await client.close()

@@ -71,7 +71,9 @@ def component(
         stream_recheck=stream_recheck,
         stream_lifetime=stream_lifetime,
     )
-    dashboard.install(app, hub=reconciler, client=client)
+    # The curves are in the controller's namespace, which deploy/ and `up` make this one's.
+    namespace = manager.leader_election.namespace
+    dashboard.install(app, hub=reconciler, client=client, progress_namespace=namespace)
     _add_probes(app, manager, reconciler, registries)
     for name in PROBES:
         app[api.RULES][name] = PUBLIC

@@ -210,6 +210,9 @@ class Stack:
     """The dashboard's one-time login link (embedded: it carries `api_token`)."""
     server: str | None = None
     """The API server's URL, once connected."""
+    pod_gateway: str | None = None
+    """The host's address on the pod network's bridge, when pods have networks of their own
+    (where they reach the controller's progress endpoint)."""
 
     async def stop(self) -> None:
         """Run the stop steps in reverse start order, each for `STOP_STEP_SECONDS` at most: a
@@ -363,7 +366,12 @@ async def start_stack(stack: Stack, args: argparse.Namespace, data_dir: Path) ->
     # restarted after a crash holds its leases again at once instead of waiting them out.
     manager = runtime.new_manager(client, identity=me.identity)
     if run_controller:
-        add_controller(stack, manager)
+        controller = add_controller(stack, manager, stack.pod_gateway)
+        if controller.progress is not None:
+            # Before the Manager starts: every pod is created with the progress env.
+            await _start_progress(stack.data_dir, controller.progress)
+            stack.stops.append(controller.progress.stop)
+            stack.notes.append(f"progress    {controller.progress.base_url} (docs/PROGRESS.md)")
     else:
         stack.notes.append("controller  none (--no-controller): another install runs the jobs")
     await up_gitops.start_gitops(
@@ -389,14 +397,41 @@ async def _start_embedded(stack: Stack, args: argparse.Namespace, data_dir: Path
     return api.kubeconfig
 
 
-def add_controller(stack: Stack, manager: Manager) -> Controller:
+def add_controller(stack: Stack, manager: Manager, pod_gateway: str | None = None) -> Controller:
     """The job controller on `up`'s Manager, through the same client runtime as on a cluster."""
-    from controller.manager import Controller
+    from controller.manager import Controller, ControllerSettings
+    from controller.progress_server import ProgressSettings
 
-    controller = Controller(manager)
+    # Pods are local processes: the endpoint listens on a free port of loopback, or of the
+    # pod network's bridge when each pod has a network namespace (its 127.0.0.1 is its own).
+    host = pod_gateway or "127.0.0.1"
+    progress = ProgressSettings(bind=host, port=0, freebind=pod_gateway is not None)
+    controller = Controller(manager, ControllerSettings(progress=progress))
     stack.metrics_registries.append(controller.metrics.registry)
     stack.notes.append("controller  running TensorFlowTrainingJobs and XGBoostTrainingJobs")
     return controller
+
+
+async def _start_progress(data_dir: Path, progress: Any) -> None:
+    """The progress endpoint on the port of the last run (`DATA_DIR/progress-port`): pods that
+    outlived a restart of `up` keep the URL they were given; a free port if it is taken."""
+    import dataclasses
+
+    path = data_dir / "progress-port"
+    try:
+        previous = int(path.read_text())
+    except (OSError, ValueError):
+        previous = 0
+    if previous:
+        progress.settings = dataclasses.replace(progress.settings, port=previous)
+        try:
+            await progress.start()
+        except OSError:
+            progress.settings = dataclasses.replace(progress.settings, port=0)
+            await progress.start()
+    else:
+        await progress.start()
+    path.write_text(f"{progress.port}\n")
 
 
 def _banner(stack: Stack, args: argparse.Namespace, seconds: float) -> None:

@@ -347,6 +347,7 @@ async def start_node(
         stack.notes.append(f"image       {mapping.pattern} runs with {mapping.env_dir}")
     network = node.kubelet.network
     if network.enabled:
+        stack.pod_gateway = str(next(ipaddress.ip_network(network.cidr).hosts()))
         stack.notes.append(
             f"pod network {network.cidr} on bridge {network.names.bridge}: a network namespace "
             "per pod, Service names in each pod's /etc/hosts"
