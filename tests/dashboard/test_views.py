@@ -762,7 +762,12 @@ def test_the_job_page_renders_earlier_runs_with_a_link_to_the_previous_log() -> 
     detail = jobviews.job_detail(job, [pod], [], NOW)
     html = Renderer(lambda name: f"/static/{name}").render(
         "_job.html",
-        {"job": detail, "api_path": "/api/v1/jobs/a/tensorflowtrainingjobs/w", "now": ""},
+        {
+            "job": detail,
+            "api_path": "/api/v1/jobs/a/tensorflowtrainingjobs/w",
+            "now": "",
+            "progress": None,
+        },
     )
     assert 'id="attempts"' in html
     assert (
