@@ -35,6 +35,8 @@ COPY gitops/ gitops/
 COPY certs/ certs/
 COPY kube/ kube/
 COPY dashboard/ dashboard/
+# Of the plotly package only plotly.min.js is kept (the dashboard serves it; its ~60 MB Python
+# side is never imported: dashboard/plotlyfile.py finds the file without importing it).
 # The image holds only what deploy/ runs: not the embedded cluster (localcluster/, the `local`
 # extra with kubernetes-validate), which `trainops up` and `trainops apiserver` need — both say so
 # when it is missing. pip and setuptools go too: nothing installs into the image at run time.
@@ -45,6 +47,10 @@ RUN --mount=type=secret,id=pip-cert \
     && /opt/trainops/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps /tmp/wheel/trainops-*.whl \
     && cd / && /opt/trainops/bin/python -c 'import policies.job as j, sys; sys.exit(0 if j.__file__.endswith(".so") else "rules not compiled: " + j.__file__)' \
     && /opt/trainops/bin/python -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ("localcluster", "kubernetes_validate")) and "the embedded cluster is in the image")' \
+    && site=$(/opt/trainops/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
+    && find "$site/plotly" -mindepth 1 -maxdepth 1 ! -name __init__.py ! -name package_data -exec rm -rf {} + \
+    && find "$site/plotly/package_data" -mindepth 1 ! -name plotly.min.js -exec rm -rf {} + \
+    && cd / && /opt/trainops/bin/python -c 'import sys; from dashboard.plotlyfile import plotly_file as f; sys.exit(0 if f() else "plotly.min.js is missing")' \
     && /opt/trainops/bin/pip uninstall -y --disable-pip-version-check pip setuptools
 
 # -- runtime -----------------------------------------------------------------------------------
