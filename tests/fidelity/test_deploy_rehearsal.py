@@ -69,8 +69,10 @@ def test_each_deploy_kustomization_applies_and_its_rbac_reads_back(kubeconfig: P
         "poddisruptionbudget.policy/trainops-controller",
         "poddisruptionbudget.policy/trainops-webhook",
         "role.rbac.authorization.k8s.io/trainops-controller-leader-election",
+        "role.rbac.authorization.k8s.io/trainops-controller-progress",
         "role.rbac.authorization.k8s.io/trainops-webhook-certs",
         "rolebinding.rbac.authorization.k8s.io/trainops-controller-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/trainops-controller-progress",
         "rolebinding.rbac.authorization.k8s.io/trainops-webhook-certs",
     ]
     cluster_role = _kubectl(kubeconfig, "get", "clusterrole", "trainops-controller", "-o", "json")

@@ -139,7 +139,9 @@ def test_a_bad_job_is_denied_by_the_api_server_naming_the_field(kubectl: Kubectl
     ) in denied.stderr
 
 
-def test_a_job_runs_to_succeeded_on_the_process_node(kubectl: Kubectl, on_target: Up) -> None:
+def test_a_job_runs_to_succeeded_on_the_process_node_whose_log_port_serves_the_api_server_only(
+    kubectl: Kubectl, on_target: Up, target: Path, tmp_path: Path
+) -> None:
     job = {
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "TensorFlowTrainingJob",
@@ -172,13 +174,10 @@ def test_a_job_runs_to_succeeded_on_the_process_node(kubectl: Kubectl, on_target
     pod = _get(kubectl, "pod", "hello-worker-0")
     assert pod["spec"]["nodeName"] == on_target.node_name
     assert kubectl("logs", "hello-worker-0").stdout == "trained\n"
-
-
-def test_the_nodes_log_port_serves_the_api_server_only(
-    kubectl: Kubectl, on_target: Up, target: Path, tmp_path: Path
-) -> None:
-    """(After the job test: reads its pod's log.) Another user of the machine gets nothing from the port (no certificate, or one from a
-    CA of their own); the API server's kubelet client certificate is served."""
+    # The node's log port, in the same test as the pod it reads (under two workers, another
+    # test of this module may run against another worker's `up`): another user of the
+    # machine gets nothing from it (no certificate, or one from a CA of their own); the API
+    # server's kubelet client certificate is served.
     path = "/containerLogs/default/hello-worker-0/tensorflow"
     port = kubeletclient.node_port(on_target.kubeconfig, on_target.node_name)
     kubeletclient.refused(port, path)
