@@ -101,7 +101,7 @@ def plan_launch(
             "TMPDIR": root + "/tmp",
         }
     )
-    proc_env.update(env)
+    proc_env.update({k: volumes.rewrite_env_value(v, root, mount_paths) for k, v in env.items()})
     message_path = str(container.get("terminationMessagePath") or "/dev/termination-log")
     return Launch(
         argv,

@@ -33,6 +33,7 @@ __all__ = [
     "VolumePlan",
     "materialise",
     "plan_volumes",
+    "rewrite_env_value",
     "rewrite_path",
     "token_key",
     "token_requests",
@@ -283,6 +284,15 @@ def rewrite_path(value: str, root: str, mount_paths: list[str]) -> str:
         if value == mp or value.startswith(mp.rstrip("/") + "/"):
             return root + value
     return value
+
+
+def rewrite_env_value(value: str, root: str, mount_paths: list[str]) -> str:
+    """An environment value whose path (or colon-separated path list, as PYTHONPATH) starts with
+    a mount path, mapped as `rewrite_path` maps arguments: `PYTHONPATH=/trainops` with a volume
+    at `/trainops` finds the volume."""
+    if not mount_paths or "/" not in value:
+        return value
+    return ":".join(rewrite_path(part, root, mount_paths) for part in value.split(":"))
 
 
 def materialise(plan: VolumePlan, *, pod_dir: Path, data_dir: Path) -> None:

@@ -6,7 +6,15 @@ import base64
 import os
 from pathlib import Path
 
-from localcluster.kubelet.volumes import materialise, plan_volumes, rewrite_path, token_requests
+import pytest
+
+from localcluster.kubelet.volumes import (
+    materialise,
+    plan_volumes,
+    rewrite_env_value,
+    rewrite_path,
+    token_requests,
+)
 
 CMS = {"cfg": {"data": {"app.yaml": "a: 1\n", "other": "x"}}}
 SECRETS = {"creds": {"data": {"token": base64.b64encode(b"s3cret").decode()}}}
@@ -206,3 +214,20 @@ def test_secret_and_token_files_are_never_readable_by_other_users(tmp_path: Path
     assert (tmp_path / "pod/root/var/sa/token").read_text() == "jwt"
     for name in ("creds", "sa"):
         assert os.stat(volumes / name).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("/trainops", "/r/trainops"),
+        ("/trainops:/usr/lib/python3", "/r/trainops:/usr/lib/python3"),
+        ("/opt/x:/scripts/lib", "/opt/x:/r/scripts/lib"),
+        ("https://10.0.0.1:8443/v1/progress", "https://10.0.0.1:8443/v1/progress"),
+        ('{"cluster": {"worker": ["w-0:2222"]}}', '{"cluster": {"worker": ["w-0:2222"]}}'),
+        ("/trainopsx", "/trainopsx"),
+    ],
+)
+def test_an_env_value_naming_a_mount_path_is_mapped_as_an_argument_is(
+    value: str, shown: str
+) -> None:
+    assert rewrite_env_value(value, "/r", ["/trainops", "/scripts"]) == shown
