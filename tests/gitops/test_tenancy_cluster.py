@@ -251,9 +251,9 @@ async def test_a_repository_naming_a_service_account_that_does_not_exist_is_refu
     await wait_status(kclient, namespace, synced(first), timeout=30)
     kept = await kclient.get(resources.TFJOBS, "kept", namespace)
 
-    # Renamed to an account that does not exist, with a commit that would prune the job and
-    # create another: nothing of it happens, the condition names the field.
-    remote.commit("the job replaced", {"job.yaml": None, "other.yaml": tf_job_yaml("other")})
+    # Renamed to an account that does not exist, then a commit that would prune the job and
+    # create another: nothing of it happens, the condition names the field. (The rename
+    # first: a commit pushed before it could be synced, rightly, by the round in between.)
     await kclient.patch(
         JOB_REPOSITORIES,
         "jobs",
@@ -261,6 +261,7 @@ async def test_a_repository_naming_a_service_account_that_does_not_exist_is_refu
         namespace,
     )
     st = await wait_status(kclient, namespace, condition("ComparisonError"), timeout=30)
+    remote.commit("the job replaced", {"job.yaml": None, "other.yaml": tf_job_yaml("other")})
     (cond,) = condition("ComparisonError")(st)
     assert cond["message"].startswith(
         f"spec.serviceAccountName 'ghost': serviceaccount \"ghost\" not found in namespace "

@@ -85,6 +85,8 @@ def team_role(namespace: str) -> dict[str, Any]:
                 "verbs": ["get", "list", "watch", "patch", "delete"],
             },
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            # A job's page shows its pods and Events to those who may list them there.
+            {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]},
         ],
     }
 
