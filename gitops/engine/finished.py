@@ -36,6 +36,7 @@ __all__ = [
     "phase_of",
     "record",
     "rerun_finished",
+    "settle",
     "to_status",
     "with_records",
 ]
@@ -123,6 +124,14 @@ def record(
         if done is not None and r.live is None and done.manifest == digest(r.desired):
             out[r.key] = done
     return out
+
+
+def settle(
+    comparison: Comparison, known: Mapping[ResourceKey, Finished], *, rerun: bool
+) -> tuple[Comparison, dict[ResourceKey, Finished]]:
+    """`keep_deleted`, then `record` of what it gives: a round's one step for finished jobs."""
+    kept = keep_deleted(comparison, known, rerun=rerun)
+    return kept, record(kept, known)
 
 
 def to_status(

@@ -395,8 +395,11 @@ class Reconciler:
         known = memo.live.finished
         if known is None:  # a restart, or a new leader: what the status remembers
             known = finished.from_status(obj.get("status"))
-        comparison = finished.keep_deleted(comparison, known, rerun=finished.rerun_finished(obj))
-        memo.live.finished = finished.record(comparison, known)
+        rerun = finished.rerun_finished(obj)
+        # A digest per finished job of the repository (thousands of them): off the loop.
+        comparison, memo.live.finished = await asyncio.to_thread(
+            finished.settle, comparison, known, rerun=rerun
+        )
         return guards.guard_empty(comparison, allowed=guards.allow_empty(obj), path=spec.path)
 
     async def _repository_uid(self, namespace: str, name: str) -> str | None:
