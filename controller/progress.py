@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.status import fmt_time
+from policies.durations import human_duration
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -42,7 +43,6 @@ __all__ = [
     "JobProgress",
     "Report",
     "append_point",
-    "format_duration",
     "parse_report",
     "thin",
     "token_for",
@@ -183,18 +183,6 @@ def thin(series: list[list[float]], limit: int = MAX_POINTS) -> list[list[float]
     return series
 
 
-def format_duration(seconds: float) -> str:
-    """`45s`, `3m20s`, `2h05m`, `3d4h`: kubectl's spelling of a duration, two units at most."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600}h"
-
-
 def _round(value: float) -> float:
     return float(f"{value:.4g}")
 
@@ -305,7 +293,7 @@ class JobProgress:
             if step is not None and total_steps and step < total_steps:
                 last = self.samples[-1][0]
                 done_at = last + timedelta(seconds=(total_steps - step) / rate)
-                out["eta"] = format_duration((done_at - now).total_seconds())
+                out["eta"] = human_duration(max(0.0, (done_at - now).total_seconds()))
                 out["etaTime"] = fmt_time(done_at)
         if step is not None and total_steps and step >= total_steps:
             out["eta"] = "0s"

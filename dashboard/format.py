@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from policies.durations import human_duration
+
 __all__ = [
     "HEALTH_STATUSES",
     "PHASES",
@@ -18,7 +20,6 @@ __all__ = [
     "as_dict",
     "as_list",
     "condition_tone",
-    "duration",
     "health_badge",
     "parse_time",
     "phase_badge",
@@ -126,25 +127,12 @@ def parse_time(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def duration(seconds: float) -> str:
-    """kubectl's short spelling: `45s`, `12m`, `3h4m`, `5d`."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        hours, minutes = divmod(s // 60, 60)
-        return f"{hours}h{minutes}m" if minutes and hours < 10 else f"{hours}h"
-    return f"{s // 86400}d"
-
-
 def age(value: Any, now: datetime) -> str:
     """How long ago `value` (RFC 3339) was, kubectl-style (`3h4m`); "" when it is not a time."""
     moment = parse_time(value)
     if moment is None:
         return ""
-    return duration((now - moment).total_seconds())
+    return human_duration(max(0.0, (now - moment).total_seconds()))
 
 
 def ago(value: Any, now: datetime) -> str:
@@ -153,7 +141,7 @@ def ago(value: Any, now: datetime) -> str:
     if moment is None:
         return ""
     seconds = (now - moment).total_seconds()
-    return "just now" if seconds < 1 else f"{duration(seconds)} ago"
+    return "just now" if seconds < 1 else f"{human_duration(seconds)} ago"
 
 
 def text(value: Any) -> str:

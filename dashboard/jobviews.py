@@ -19,7 +19,6 @@ from dashboard.format import (
     as_dict,
     as_list,
     condition_tone,
-    duration,
     parse_time,
     phase_badge,
     text,
@@ -27,6 +26,7 @@ from dashboard.format import (
 from dashboard.views import JOB_PLURALS, job_path, repository_path, segment
 from gitops.api.show import FINISHED_PHASES, finished_replicas
 from gitops.engine import handheld
+from policies.durations import human_duration
 
 __all__ = [
     "REPOSITORY_ANNOTATION",
@@ -112,20 +112,20 @@ def deadline(spec: Mapping[str, Any], status: Mapping[str, Any], now: datetime) 
     if not isinstance(seconds, int):
         return "no deadline"
     if text(status.get("phase")) in _FINISHED or status.get("completionTime"):
-        return f"finished (deadline {duration(seconds)})"
+        return f"finished (deadline {human_duration(seconds)})"
     paused = _condition(status, "Paused")
     if paused is not None and paused.get("status") == "True":
-        return f"stopped while paused (deadline {duration(seconds)})"
+        return f"stopped while paused (deadline {human_duration(seconds)})"
     since = parse_time(status.get("startTime"))
     resumed = parse_time((paused or {}).get("lastTransitionTime"))
     if resumed is not None and (since is None or resumed > since):
         since = resumed
     if since is None:
-        return f"{duration(seconds)} left (not started)"
+        return f"{human_duration(seconds)} left (not started)"
     left = seconds - (now - since).total_seconds()
     if left <= 0:
         return "deadline exceeded"
-    return f"{duration(left)} left"
+    return f"{human_duration(left)} left"
 
 
 def pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from controller.progress import (
     JobProgress,
     Report,
     append_point,
-    format_duration,
     parse_report,
     thin,
     token_for,
@@ -196,23 +195,6 @@ def test_the_rate_window_keeps_the_last_five_minutes() -> None:
     for i in range(1, 61):  # then 1 step/s for ten minutes
         p.record(Report("worker-0", 100 + 10 * i, 10_000), at(10 + 10 * i))
     assert p.summary(at(610))["stepsPerSecond"] == 1.0
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        (0, "0s"),
-        (-5, "0s"),
-        (59.4, "59s"),
-        (60, "1m00s"),
-        (200, "3m20s"),
-        (3600, "1h00m"),
-        (7500, "2h05m"),
-        (86400 + 4 * 3600, "1d4h"),
-    ],
-)
-def test_durations_are_spelled_as_kubectl_does(seconds: float, text: str) -> None:
-    assert format_duration(seconds) == text
 
 
 # -- the curves ---------------------------------------------------------------------------------

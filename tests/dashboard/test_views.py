@@ -65,7 +65,8 @@ AGES = [
     ("2026-01-01T11:59:15Z", "45s", "45s ago"),
     ("2026-01-01T11:48:00Z", "12m", "12m ago"),
     ("2026-01-01T08:56:00Z", "3h4m", "3h4m ago"),
-    ("2025-12-31T00:00:00Z", "1d", "1d ago"),
+    ("2025-12-31T00:00:00Z", "36h", "36h ago"),
+    ("2025-12-29T00:00:00Z", "3d12h", "3d12h ago"),
     ("2026-01-01T12:00:00Z", "0s", "just now"),
     ("2026-01-01T12:00:30Z", "0s", "just now"),  # a clock a little ahead: never negative
     ("not a time", "", ""),
@@ -101,8 +102,8 @@ def test_a_synced_repository_row_shows_the_deployed_commit_and_the_last_sync() -
     assert row["revision"] == "0123456789abcdef0123456789abcdef01234567"
     assert row["short_revision"] == "0123456"
     assert (row["commit_message"], row["commit_author"]) == ("add mnist", "Ada <ada@example.com>")
-    assert row["commit_time"] == "1m ago"
-    assert (row["last_sync"], row["last_sync_time"]) == ("Succeeded", "1m ago")
+    assert row["commit_time"] == "60s ago"
+    assert (row["last_sync"], row["last_sync_time"]) == ("Succeeded", "60s ago")
     assert row["automated"] is True
 
 
@@ -160,7 +161,7 @@ def test_job_rows_link_to_the_job_page_by_kind_and_to_the_repository() -> None:
     )
     assert rows[0]["path"] == "/jobs/default/tensorflowtrainingjobs/mnist"
     assert rows[0]["repository_path"] == "/repositories/default/jobs"
-    assert (rows[0]["age"], rows[0]["phase"], rows[0]["restarts"]) == ("1h", "Running", 1)
+    assert (rows[0]["age"], rows[0]["phase"], rows[0]["restarts"]) == ("60m", "Running", 1)
     assert rows[1]["path"] == "/jobs/b/xgboosttrainingjobs/iris"
     assert (rows[1]["phase"], rows[1]["repository_path"], rows[1]["age"]) == ("Pending", None, "")
 
@@ -289,7 +290,7 @@ def test_history_is_newest_first_and_marks_the_deployed_revision() -> None:
         "phase": "Succeeded",
         "message": "1 applied",
         "revision": "0123456",
-        "time": "1m ago",
+        "time": "60s ago",
         "timestamp": "2026-01-01T11:59:00Z",
     }
     assert detail["reconciled"] == "30s ago"
@@ -371,7 +372,7 @@ def test_a_running_job_shows_its_replicas_by_type_with_phase_and_restarts() -> N
     assert detail["log_pods"] == ["mnist-chief-0", "mnist-worker-0"]  # worker-1 has no pod
     assert detail["repository_path"] == "/repositories/default/jobs"
     assert detail["backoff"] == "1 / 3"
-    assert detail["deadline"] == "1h left"
+    assert detail["deadline"] == "60m left"
     assert (detail["paused"], detail["finished"]) == (False, False)
 
 
@@ -532,7 +533,7 @@ def test_a_failed_job_shows_exit_codes_and_an_exhausted_backoff() -> None:
     (replica,) = detail["replicas"]
     assert (replica["id"], replica["exit_code"], replica["restarts"]) == ("worker-0", "137", 2)
     assert detail["backoff"] == "2 / 2"
-    assert detail["deadline"] == "finished (deadline 1m)"
+    assert detail["deadline"] == "finished (deadline 60s)"
     assert detail["finished"] is True
     assert detail["tensorboard"] is None
 
