@@ -140,6 +140,7 @@ class _Round(Acting):
         self.waits: list[float] = []  # seconds left of the crash-loop delays being waited
         self.start: str = self.old.get("startTime") or self.now_s
         self.requeue_after: float | None = None
+        self.node_waits: list[float] = []  # seconds until a not Ready node's pods are lost
 
     def observe_nodes(self, nodes: Mapping[str, Mapping[str, Any]], grace: float) -> _Round:
         """Note the replicas whose pod is on a lost node, and when a not Ready node's will be."""
@@ -151,8 +152,8 @@ class _Round(Acting):
                 self.lost[r.rid.name] = found
                 continue
             wait = not_ready_wait(r.pod, nodes, self.now, grace)
-            if wait is not None and r.pod_phase not in FINISHED:
-                self.waits.append(wait)
+            if wait is not None and (r.pod_phase not in FINISHED or r.terminating):
+                self.node_waits.append(wait)
         return self
 
     # --- decisions ------------------------------------------------------------------------
@@ -408,7 +409,11 @@ class _Round(Acting):
             status["tensorboard"] = tb_status
         self.actions.extend(tb_actions)
         self.events.extend(tb_events)
-        return Plan(status, tuple(self.actions), tuple(self.events), self.requeue_after)
+        # Whatever the job's state (running, paused, finished with a pod left Terminating):
+        # no event marks the end of a node's grace.
+        timers = [t for t in (self.requeue_after, *self.node_waits) if t is not None]
+        requeue = min(timers) if timers else None
+        return Plan(status, tuple(self.actions), tuple(self.events), requeue)
 
     def _status(
         self,

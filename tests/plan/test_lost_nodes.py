@@ -244,3 +244,21 @@ def test_a_paused_jobs_pod_stuck_terminating_on_a_lost_node_is_forced() -> None:
     ]
     assert result.status["backoffCount"] == 0
     assert T0 + timedelta(seconds=61) == world.now
+
+
+def test_a_finished_jobs_pod_terminating_on_a_not_ready_node_is_timed_then_forced() -> None:
+    world = two_nodes("Never")
+    world.exit("mnist-worker-0", 0)
+    world.pods["mnist-worker-0"]["spec"]["nodeName"] = "n1"
+    done = world.step(act=False)
+    assert done.status["phase"] == "Succeeded"
+    world.terminating("mnist-worker-1", grace=600)  # the clean-up's delete, accepted
+    lose(world, "mnist-worker-1")
+    waiting = world.step(world.tick(45), act=False)
+    assert [a for a in waiting.actions if a.kind == "Pod"] == []
+    assert waiting.requeue_after == pytest.approx(15.0)  # the grace's end, no event marks it
+    forced = world.step(world.tick(15), act=False)
+    assert [(a.verb, a.name, a.force) for a in forced.actions if a.kind == "Pod"] == [
+        ("delete", "mnist-worker-1", True)
+    ]
+    assert forced.status["phase"] == "Succeeded"
