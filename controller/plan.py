@@ -19,6 +19,8 @@ One round (`plan`):
 4. otherwise decide, in this order: the master succeeded → Succeeded (also while a pause is
    requested: a finished job ignores pause); disruptions (`DisruptionTarget`: recreated, not
    counted, also in debug mode; not while paused); restarts (not while paused or debugging;
+   a replica on a lost node, `controller.lostnodes`, is one: counted once, its pod
+   force-deleted, or under Never / in debug mode the job fails NodeLost naming node and pod;
    the master first against the shared budget — in place: the kubelet's restarts counted,
    a run awaiting one holding a unit, a pod with none left stopped; recreated: each after its
    crash-loop delay, the time left joining `requeue_after`); the master failed without a
