@@ -244,8 +244,11 @@ class Controller:
     def _on_node(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """A Node's Ready condition changed: its pods' jobs decide again (a lost node's replicas;
         the plan's timer covers the grace)."""
-        if old is not None and _ready(old) == _ready(obj) and event_type != DELETED:
-            return
+        if event_type != DELETED:
+            if old is None and _ready(obj)[0] == "True":
+                return  # a Ready node listed (start, relist): nothing to decide
+            if old is not None and _ready(old) == _ready(obj):
+                return  # a heartbeat
         name = str((obj.get("metadata") or {}).get("name") or "")
         for pod in self.children.pods.by_index(NODE_INDEX, name):
             meta = pod.get("metadata") or {}
