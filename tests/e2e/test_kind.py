@@ -235,7 +235,7 @@ RESTART_COUNT = "batch.tensorstack.dev/restart-count"
 
 @pytest.fixture
 def stopped_nodes() -> Iterator[list[str]]:
-    """Nodes a test stopped (`podman stop`, the node's container): started again afterwards,
+    """Nodes a test killed (`podman kill`, the node's container): started again afterwards,
     then `hack/kind-cluster up` rewrites the pod network's routes and waits for 3 Ready nodes,
     and deploy/'s Deployments are back to full strength before the next test."""
     stopped: list[str] = []
@@ -279,10 +279,10 @@ def _long_training(policy: str) -> list[dict[str, Any]]:
     )
     source = source.replace(
         'print(f"epoch {epoch}/{EPOCHS} loss {total / STEPS:.4f}", flush=True)',
-        'print(f"epoch {epoch}/{EPOCHS} loss {total / STEPS:.4f}", flush=True)\n'
-        "        time.sleep(5)",
+        'print(f"epoch {epoch}/{EPOCHS} loss {total / STEPS:.4f}", flush=True)\n    time.sleep(5)',
     )
     assert "time.sleep(5)" in source
+    compile(source, "train.py", "exec")  # the edit kept it Python
     script["data"]["train.py"] = source
     (job,) = [d for d in documents if d["kind"] == "TensorFlowTrainingJob"]
     job["spec"]["runPolicy"]["backoffLimit"] = 10
