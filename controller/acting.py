@@ -24,6 +24,7 @@ from typing import Any
 from controller import attempts as at
 from controller.actions import REPLICA, Action
 from controller.lifecycle import clean_up, ended_on_its_own
+from controller.lostnodes import Lost
 from controller.replicas import Mode, pod_body, service_body
 from controller.restarts import (
     Decision,
@@ -83,6 +84,7 @@ class Acting:
             n: str(e["stopped"]) for n, e in old_entries.items() if e.get("stopped")
         }
         self.kept: dict[str, dict[int, dict[str, str]]] = {}  # logs kept this round
+        self.lost: dict[str, Lost] = {}  # replicas whose pod is on a lost node
 
     def _master(self) -> Replica | None:
         return next((r for r in self.replicas if self.job.is_master(r.rid)), None)
@@ -92,12 +94,35 @@ class Acting:
         return rtype.restart_policy if rtype else "Never"
 
     def _delete_pod(self, r: Replica, reason: str, *, keep: bool = False) -> None:
-        """Delete the replica's pod; `keep`: keep the log of its last ended run first."""
+        """Delete the replica's pod; `keep`: keep the log of its last ended run first.
+
+        A pod on a lost node is deleted at once (`force`) and its log is not read: the API
+        server would ask the unreachable kubelet for it."""
         uid = ((r.pod or {}).get("metadata") or {}).get("uid")
-        kept = self._keep(r, latest=True) if keep else None
+        lost = self.lost.get(r.rid.name)
+        kept = self._keep(r, latest=True) if keep and lost is None else None
+        if lost is not None:
+            reason = f"{reason}; {lost.describe()}"
         self.actions.append(
-            Action("delete", "Pod", r.rid.name, uid=uid, reason=reason, keep_log=kept)
+            Action(
+                "delete",
+                "Pod",
+                r.rid.name,
+                uid=uid,
+                reason=reason,
+                keep_log=kept,
+                force=lost is not None,
+            )
         )
+
+    def release_lost(self) -> None:
+        """Force-delete every pod left Terminating on a lost node (an eviction, a delete of
+        ours, a clean-up): no kubelet will ever confirm it, and its name blocks the
+        replica's next pod."""
+        handled = {a.name for a in self.actions if a.kind == "Pod" and a.verb == "delete"}
+        for r in self.replicas:
+            if r.terminating and r.rid.name in self.lost and r.rid.name not in handled:
+                self._delete_pod(r, "terminating")
 
     def _keep(self, r: Replica, *, latest: bool) -> at.LogKeep | None:
         """Keep the pod's latest ended run's log (`latest`), else the run `--previous` reads
@@ -117,6 +142,8 @@ class Acting:
         handled = {a.name for a in self.actions if a.kind == "Pod" and a.verb == "delete"}
         for r in self.replicas:
             if r.pod is None or r.rid.name in handled or not in_place(r.pod):
+                continue
+            if r.rid.name in self.lost:  # its log is on the unreachable node
                 continue
             kept = self._keep(r, latest=False)
             if kept is not None:

@@ -31,6 +31,9 @@ class Action:
     reason: str = ""  # for logs; REPLICA for a replica's pod or Service
     # keep, or delete of a pod: keep that run's log first (controller.attempts)
     keep_log: LogKeep | None = None
+    # delete of a pod on a lost node: gracePeriodSeconds 0, no kubelet left to confirm it
+    # (controller.lostnodes; the risk is argued in docs/CONTROLLER.md, "A lost node")
+    force: bool = False
 
 
 @dataclass(frozen=True)

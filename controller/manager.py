@@ -37,6 +37,7 @@ from typing import Any
 
 from controller import labels, refusals
 from controller.actions import Event
+from controller.lostnodes import DEFAULT_GRACE, node_name
 from controller.metrics import ControllerMetrics
 from controller.progress_server import ProgressService, ProgressSettings
 from controller.reconciler import (
@@ -62,6 +63,8 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "trainops-controller"
 NAMESPACE_INDEX = "namespace"
+NODE_INDEX = "node"
+"""The pod informer's index of pods by `spec.nodeName`: a Node's Ready change requeues their jobs."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class ControllerSettings:
     lease_name: str = "trainops-controller"
     """The Lease only whose holder reconciles (timings and identity: the Manager's
     `kube.LeaderElection`, one per process)."""
+    lost_node_grace: float = DEFAULT_GRACE
+    """Seconds a node may be not Ready before the replicas on it count as lost
+    (controller/lostnodes.py, `--lost-node-grace`)."""
     progress: ProgressSettings | None = None
     """The progress endpoint (docs/PROGRESS.md); None: none, and pods get no progress env.
     Its `start()` must run before the Manager's: every pod is created with the env."""
@@ -115,11 +121,15 @@ class Controller:
                 resource, label_selector=selector, indexers=indexers, transform=transform
             )
 
+        nodes = manager.informer(resources.NODES, transform=_node_ready)
         self.children = Children(
             pods=child(resources.PODS),
             services=child(resources.SERVICES),
             deployments=child(resources.DEPLOYMENTS),
+            # Of a Node the plan reads only the Ready condition.
+            nodes=nodes,
         )
+        self.children.pods.add_indexer(NODE_INDEX, _pod_node)
         # Why a refused create may pass now: its namespace's quota changed.
         self.quotas = manager.informer(resources.RESOURCEQUOTAS, transform=strip_managed_fields)
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
@@ -143,6 +153,7 @@ class Controller:
             jobs=self.reads,
             pod_hook=self.progress.pod_env if self.progress else None,
             status_hook=self.progress.with_progress if self.progress else None,
+            lost_node_grace=self.settings.lost_node_grace,
         )
         for kind, informer in self.jobs.items():
             informer.add_handler(self._on_job(kind))
@@ -150,6 +161,7 @@ class Controller:
         self.children.services.add_handler(self._on_child("Service"))
         self.children.deployments.add_handler(self._on_child("Deployment"))
         self.quotas.add_handler(self._on_quota)
+        nodes.add_handler(self._on_node)
         self.metrics.jobs_by_phase(self._phase_counts)
         self.metrics.queue_length(lambda: len(self.queue))
         manager.add("controller/workers", self._work, lease=self.settings.lease_name)
@@ -176,7 +188,14 @@ class Controller:
 
     # -- internals ------------------------------------------------------------------------------
     def _other_informers(self) -> list[Informer]:
-        return [self.children.pods, self.children.services, self.children.deployments, self.quotas]
+        nodes = [self.children.nodes] if self.children.nodes is not None else []
+        return [
+            self.children.pods,
+            self.children.services,
+            self.children.deployments,
+            self.quotas,
+            *nodes,
+        ]
 
     async def _work(self) -> None:
         await self.wait_synced()
@@ -222,6 +241,21 @@ class Controller:
 
         return handler
 
+    def _on_node(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """A Node's Ready condition changed: its pods' jobs decide again (a lost node's replicas;
+        the plan's timer covers the grace)."""
+        if event_type != DELETED:
+            if old is None and _ready(obj)[0] == "True":
+                return  # a Ready node listed (start, relist): nothing to decide
+            if old is not None and _ready(old) == _ready(obj):
+                return  # a heartbeat
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        for pod in self.children.pods.by_index(NODE_INDEX, name):
+            meta = pod.get("metadata") or {}
+            for ref in meta.get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") in JOB_RESOURCES:
+                    self.queue.add(job_key(ref["kind"], meta.get("namespace", ""), ref["name"]))
+
     def _on_quota(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         namespace = str((obj.get("metadata") or {}).get("namespace") or "")
         for kind, informer in self.jobs.items():
@@ -259,3 +293,30 @@ def _key_of(kind: str, job: dict[str, Any]) -> str:
 
 def _namespace(obj: dict[str, Any]) -> list[str]:
     return [str((obj.get("metadata") or {}).get("namespace") or "")]
+
+
+def _pod_node(pod: dict[str, Any]) -> list[str]:
+    name = node_name(pod)
+    return [name] if name else []
+
+
+def _ready(node: dict[str, Any]) -> tuple[Any, Any]:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return cond.get("status"), cond.get("lastTransitionTime")
+    return None, None
+
+
+def _node_ready(node: dict[str, Any]) -> dict[str, Any]:
+    """A Node as the controller caches it: its name and Ready condition (images, addresses,
+    capacity and the other conditions are most of a Node and never read)."""
+    meta = node.get("metadata") or {}
+    ready = [
+        c
+        for c in (node.get("status") or {}).get("conditions") or []
+        if isinstance(c, dict) and c.get("type") == "Ready"
+    ]
+    return {
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
+        "status": {"conditions": ready},
+    }

@@ -19,6 +19,8 @@ One round (`plan`):
 4. otherwise decide, in this order: the master succeeded → Succeeded (also while a pause is
    requested: a finished job ignores pause); disruptions (`DisruptionTarget`: recreated, not
    counted, also in debug mode; not while paused); restarts (not while paused or debugging;
+   a replica on a lost node, `controller.lostnodes`, is one: counted once, its pod
+   force-deleted, or under Never / in debug mode the job fails NodeLost naming node and pod;
    the master first against the shared budget — in place: the kubelet's restarts counted,
    a run awaiting one holding a unit, a pod with none left stopped; recreated: each after its
    crash-loop delay, the time left joining `requeue_after`); the master failed without a
@@ -39,6 +41,7 @@ Job semantics where the seeds are silent are listed in docs/CONTROLLER.md ("Job 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -59,6 +62,7 @@ from controller.lifecycle import (
     replica_failure,
     with_condition,
 )
+from controller.lostnodes import DEFAULT_GRACE, Lost, lost_pod, not_ready_wait
 from controller.refusals import keep_failed_create, refused_before
 from controller.replicas import Mode
 from controller.restarts import (
@@ -89,10 +93,16 @@ def plan(
     now: datetime,
     *,
     tensorboard: dict[str, Any] | None = None,
+    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    lost_node_grace: float = DEFAULT_GRACE,
 ) -> Plan:
-    """The next status, the actions and the events for `job` given its children at `now`."""
+    """The next status, the actions and the events for `job` given its children at `now`.
+
+    `nodes`: the Nodes by name (those the pods run on suffice), to tell the replicas whose
+    node is lost (`controller.lostnodes`, not Ready for `lost_node_grace` seconds)."""
     defaulted, _ = policies.default(job)
-    return _Round(view(defaulted), pods, services, now, tensorboard).run()
+    r = _Round(view(defaulted), pods, services, now, tensorboard)
+    return r.observe_nodes(nodes or {}, lost_node_grace).run()
 
 
 class _Round(Acting):
@@ -132,6 +142,21 @@ class _Round(Acting):
         self.waits: list[float] = []  # seconds left of the crash-loop delays being waited
         self.start: str = self.old.get("startTime") or self.now_s
         self.requeue_after: float | None = None
+        self.node_waits: list[float] = []  # seconds until a not Ready node's pods are lost
+
+    def observe_nodes(self, nodes: Mapping[str, Mapping[str, Any]], grace: float) -> _Round:
+        """Note the replicas whose pod is on a lost node, and when a not Ready node's will be."""
+        for r in self.replicas:
+            if r.pod is None:
+                continue
+            found = lost_pod(r.pod, nodes, self.now, grace)
+            if found is not None:
+                self.lost[r.rid.name] = found
+                continue
+            wait = not_ready_wait(r.pod, nodes, self.now, grace)
+            if wait is not None and (r.pod_phase not in FINISHED or r.terminating):
+                self.node_waits.append(wait)
+        return self
 
     # --- decisions ------------------------------------------------------------------------
 
@@ -146,6 +171,8 @@ class _Round(Acting):
         return code if isinstance(code, int) else None
 
     def _describe_exit(self, r: Replica) -> str:
+        if r.rid.name in self.lost and r.pod_phase not in FINISHED:
+            return self.lost[r.rid.name].describe()
         code = self._exit(r)
         if code is not None:
             return f"exit code {code}"
@@ -155,6 +182,8 @@ class _Round(Acting):
     def _disruptions(self) -> None:
         """Mark every live pod ended by its environment for recreation (nothing counted)."""
         for r in self.replicas:
+            if r.rid.name in self.lost and r.pod_phase not in FINISHED:
+                continue  # lost, not disrupted: `_lost_replica` decides
             if r.live and r.pod is not None and disruption(r.pod) is not None:
                 self.decisions[r.rid.name] = Decision.DISRUPTED
 
@@ -168,6 +197,12 @@ class _Round(Acting):
         main = self.job.kind.main_container
         for r in order:
             phase = r.pod_phase
+            on_lost = self.lost.get(r.rid.name)
+            if on_lost is not None and phase not in FINISHED and r.rid.name not in self.stopped:
+                budget.used += r.count - r.known
+                lost_end = self._lost_replica(r, on_lost, budget)
+                outcome = outcome or lost_end  # the master's, served first, stands
+                continue
             if (
                 not r.live
                 or r.pod is None
@@ -215,6 +250,38 @@ class _Round(Acting):
                 outcome = Outcome("Failed", reason, f"master {text}")
         return outcome
 
+    def _lost_replica(self, r: Replica, found: Lost, budget: Budget) -> Outcome | None:
+        """A replica whose pod is on a lost node and had not ended: restarted as its policy
+        says, counted once (S > A afterwards: `decide` answers ALREADY_COUNTED while the pod
+        lingers), or the job fails naming the node and the pod (docs/CONTROLLER.md)."""
+        name = r.rid.name
+        policy = self._policy(r)
+        if policy == "Never" or self.job.debugging:
+            why = "restartPolicy Never" if policy == "Never" else "debug mode"
+            text = f"pod {name} cannot go on: {found.describe()} and {why} restarts nothing"
+            return Outcome("Failed", "NodeLost", text)
+        assert r.pod is not None
+        decision = decide(True, r.count, observed_count(r.pod), budget)
+        self.decisions[name] = decision
+        if decision is Decision.COUNT:
+            r.count += 1
+        elif decision is Decision.EXHAUSTED:
+            limit = self.job.backoff_limit
+            text = (
+                f"pod {name} cannot be restarted: {found.describe()} and the backoff limit "
+                f"({limit}) is used up"
+            )
+            return Outcome("Failed", "BackoffLimitExceeded", text)
+        return None
+
+    def _lost_in_debug(self) -> Outcome | None:
+        """Debug mode restarts nothing: a lost replica ends the job (`_lost_replica`)."""
+        for r in self.replicas:
+            found = self.lost.get(r.rid.name)
+            if found is not None and r.pod_phase not in FINISHED:
+                return self._lost_replica(r, found, Budget(None, 0))
+        return None
+
     def _decide(self, pausing: bool, paused_cond: dict[str, Any] | None) -> Outcome | None:
         master = self._master()
         if not self.job.debugging and master and master.pod_phase == "Succeeded":
@@ -223,7 +290,7 @@ class _Round(Acting):
             return None
         before = {r.rid.name: r.count for r in self.replicas}
         self._disruptions()
-        outcome = None if self.job.debugging else self._restarts()
+        outcome = self._lost_in_debug() if self.job.debugging else self._restarts()
         left = None
         if outcome is None:
             outcome, left = self._deadline(paused_cond)
@@ -333,6 +400,7 @@ class _Round(Acting):
                 r.service is None for r in self.replicas
             )
             conditions = keep_failed_create(conditions, old_conditions, creating=creating)
+        self.release_lost()
         self.keep_previous()
         status = self._status(conditions, phase, outcome, finished_before)
         self._events(status, outcome)
@@ -343,7 +411,11 @@ class _Round(Acting):
             status["tensorboard"] = tb_status
         self.actions.extend(tb_actions)
         self.events.extend(tb_events)
-        return Plan(status, tuple(self.actions), tuple(self.events), self.requeue_after)
+        # Whatever the job's state (running, paused, finished with a pod left Terminating):
+        # no event marks the end of a node's grace.
+        timers = [t for t in (self.requeue_after, *self.node_waits) if t is not None]
+        requeue = min(timers) if timers else None
+        return Plan(status, tuple(self.actions), tuple(self.events), requeue)
 
     def _status(
         self,

@@ -50,6 +50,7 @@ from controller import plan as planning
 from controller import refusals
 from controller.actions import REPLICA
 from controller.keeplogs import keep_log
+from controller.lostnodes import DEFAULT_GRACE, node_name
 from controller.metrics import ControllerMetrics
 from controller.status import fmt_time
 from kube import errors, resources
@@ -106,11 +107,13 @@ def owner_uid(obj: dict[str, Any]) -> list[str]:
 
 @dataclass(frozen=True)
 class Children:
-    """The informers the reconciler reads children from, each indexed by `OWNER_INDEX`."""
+    """The informers the reconciler reads children from, each indexed by `OWNER_INDEX`;
+    `nodes`: the Nodes the pods run on (lost nodes: controller/lostnodes.py), None: none read."""
 
     pods: Informer
     services: Informer
     deployments: Informer
+    nodes: Informer | None = None
 
 
 class JobReads:
@@ -224,13 +227,15 @@ class Created:
 
 def without_spec(obj: dict[str, Any]) -> dict[str, Any]:
     """A pod or Service as the plan reads it: metadata (without managedFields) and status, and
-    of the spec only a pod's `restartPolicy` (whether the kubelet restarts it in place). A
+    of the spec only a pod's `restartPolicy` (whether the kubelet restarts it in place) and
+    `nodeName` (whether its node is lost). A
     pod's spec (its containers, environment, the projected token volume the API server adds)
     is most of its size, and a cache holds four pods and four Services per job."""
     spec = obj.pop("spec", None)
-    policy = spec.get("restartPolicy") if isinstance(spec, dict) else None
-    if policy is not None:
-        obj["spec"] = {"restartPolicy": policy}
+    if isinstance(spec, dict):
+        kept = {k: spec[k] for k in ("restartPolicy", "nodeName") if spec.get(k) is not None}
+        if kept:
+            obj["spec"] = kept
     return strip_managed_fields(obj)
 
 
@@ -266,8 +271,10 @@ class Reconciler:
         pod_hook: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
         status_hook: Callable[[dict[str, Any], dict[str, Any], datetime], dict[str, Any]]
         | None = None,
+        lost_node_grace: float = DEFAULT_GRACE,
     ) -> None:
         self.client = client
+        self.lost_node_grace = lost_node_grace
         # What the plan does not decide (controller/progress_server.py): the progress env of a
         # pod being created, and `status.progress` added to the planned status.
         self.pod_hook = pod_hook
@@ -368,8 +375,21 @@ class Reconciler:
             self.children.services.by_index(OWNER_INDEX, uid),
         )
         tensorboards = self.children.deployments.by_index(OWNER_INDEX, uid)
+        nodes: dict[str, dict[str, Any]] = {}
+        if self.children.nodes is not None:
+            for pod in pods:
+                name = node_name(pod)
+                node = self.children.nodes.get(None, name) if name else None
+                if name and node is not None:
+                    nodes[name] = node
         result = planning.plan(
-            job, pods, services, now, tensorboard=tensorboards[0] if tensorboards else None
+            job,
+            pods,
+            services,
+            now,
+            tensorboard=tensorboards[0] if tensorboards else None,
+            nodes=nodes,
+            lost_node_grace=self.lost_node_grace,
         )
         if self.status_hook is None:
             return result
@@ -457,6 +477,7 @@ class Reconciler:
                     namespace,
                     preconditions=preconditions,
                     propagation_policy="Background",
+                    grace_period_seconds=0 if action.force else None,
                 )
             except (errors.NotFound, errors.Conflict):
                 return False  # gone already, or a newer object of that name (uid precondition)

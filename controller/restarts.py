@@ -25,7 +25,9 @@ failure: the seeds (成功和失败) say failures caused by the environment "应
 a Kubernetes Job's `podFailurePolicy` has the action `Ignore` for exactly this condition (the
 pod is replaced without counting towards `backoffLimit`). So such a pod is recreated under any
 restart policy, Never and debug mode included, without counting and without back-off delay,
-and it decides nothing. A Succeeded pod is never a disruption.
+and it decides nothing. A Succeeded pod is never a disruption. Nor is a pod on a lost node
+that had not ended (the taint manager's `DeletionByTaintManager` included): its run was lost
+with the node, and `controller.lostnodes` / the plan count it as a restart.
 
 Crash-loop back-off (`crash_loop_delay`, `restart_wait`): a restart waits
 min(300 s, 1 s × 2^S) after the replica's main container ended (S = the replica's restarts so

@@ -177,6 +177,10 @@ CONTROLLER_CLUSTER_RULES = {
     # ResourceQuotas: an informer, whose changes requeue jobs a quota refused.
     ("", "resourcequotas", "list", ()),
     ("", "resourcequotas", "watch", ()),
+    # Nodes: an informer; a replica's pod on a node not Ready for --lost-node-grace is lost
+    # (controller/lostnodes.py): force-deleted and restarted, or the job fails naming it.
+    ("", "nodes", "list", ()),
+    ("", "nodes", "watch", ()),
     # kube/events.py: create, then a merge patch of count/lastTimestamp for a repeat.
     ("", "events", "create", ()),
     ("", "events", "patch", ()),
@@ -345,11 +349,12 @@ def test_the_controller_pod_is_hardened_like_the_webhook(
 # resource constants, subresource). `test_the_controller_calls_are_the_ones_listed` keeps this
 # table true to the code; `test_every_controller_call_is_allowed_by_its_rbac` checks the rules.
 CONTROLLER_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...] = (
-    # controller/manager.py starts one Informer per job kind, per child kind, and on quotas.
+    # controller/manager.py starts one Informer per job kind, per child kind, on quotas and on
+    # nodes.
     (
         "kube/informer.py",
         frozenset({"list", "watch"}),
-        ("TFJOBS", "XGBJOBS", "PODS", "SERVICES", "DEPLOYMENTS", "RESOURCEQUOTAS"),
+        ("TFJOBS", "XGBJOBS", "PODS", "SERVICES", "DEPLOYMENTS", "RESOURCEQUOTAS", "NODES"),
         None,
     ),
     ("controller/reconciler.py", frozenset({"get"}), ("TFJOBS", "XGBJOBS"), None),

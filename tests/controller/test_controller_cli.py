@@ -88,3 +88,10 @@ def test_a_refused_connection_is_one_line_naming_server_and_file(tmp_path: Path)
     assert line.startswith(
         f"trainops controller: cannot reach the API server {server} (from {config}) within 10 s"
     )
+
+
+def test_a_negative_or_nan_lost_node_grace_is_refused_in_one_line(tmp_path: Path) -> None:
+    for value in ("-1", "nan"):
+        done = _controller(f"--lost-node-grace={value}", home=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == "trainops controller: --lost-node-grace must be at least 0"

@@ -225,3 +225,177 @@ def test_a_deleted_webhook_pod_is_replaced_and_the_other_replica_keeps_admitting
         "deployment/trainops-webhook",
         "--timeout=110s",
     )
+
+
+# -- a worker node lost mid-training (last in this file: each test stops a node and restores it)
+
+LOST_NODE_GRACE = 60  # the controller's --lost-node-grace default (deploy/ does not set it)
+RESTART_COUNT = "batch.tensorstack.dev/restart-count"
+
+
+@pytest.fixture
+def stopped_nodes() -> Iterator[list[str]]:
+    """Nodes a test killed (`podman kill`, the node's container): started again afterwards,
+    then `hack/kind-cluster up` rewrites the pod network's routes and waits for 3 Ready nodes,
+    and deploy/'s Deployments are back to full strength before the next test."""
+    stopped: list[str] = []
+    try:
+        yield stopped
+    finally:
+        for node in stopped:
+            subprocess.run(["podman", "start", node], capture_output=True, text=True, timeout=120)
+        if stopped:
+            up = subprocess.run(
+                [str(REPO / "hack" / "kind-cluster"), "up"],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            assert up.returncode == 0, up.stderr[-2000:]
+            for deployment in ("trainops-webhook", "trainops-controller", "trainops-gitops"):
+                kubectl(
+                    "-n",
+                    "trainops-system",
+                    "rollout",
+                    "status",
+                    f"deployment/{deployment}",
+                    "--timeout=300s",
+                )
+
+
+def _long_training(policy: str) -> list[dict[str, Any]]:
+    """examples/training/tensorflow-mwms.yaml, long enough to lose a node mid-training: 12
+    epochs of ≥ 5 s each, the workers on two nodes if they can be (a preferred anti-affinity:
+    a required one would leave a replacement nowhere to go on the node left), small requests
+    (the node left also runs the other half of deploy/), a backoff limit that the surviving
+    worker's own crashes (its peer vanished; restarted in place, counted) do not use up."""
+    documents = _example("tensorflow-mwms.yaml", TRAINING_IMAGE)
+    (script,) = [d for d in documents if d["kind"] == "ConfigMap"]
+    source = script["data"]["train.py"]
+    assert "EPOCHS, STEPS, GLOBAL_BATCH = 5, 20, 64" in source
+    source = source.replace("import json\n", "import json\nimport time\n", 1)
+    source = source.replace(
+        "EPOCHS, STEPS, GLOBAL_BATCH = 5, 20, 64", "EPOCHS, STEPS, GLOBAL_BATCH = 12, 20, 64"
+    )
+    source = source.replace(
+        'print(f"epoch {epoch}/{EPOCHS} loss {total / STEPS:.4f}", flush=True)',
+        'print(f"epoch {epoch}/{EPOCHS} loss {total / STEPS:.4f}", flush=True)\n    time.sleep(5)',
+    )
+    assert "time.sleep(5)" in source
+    compile(source, "train.py", "exec")  # the edit kept it Python
+    script["data"]["train.py"] = source
+    (job,) = [d for d in documents if d["kind"] == "TensorFlowTrainingJob"]
+    job["spec"]["runPolicy"]["backoffLimit"] = 10
+    (workers,) = job["spec"]["replicaSpecs"]
+    workers["restartPolicy"] = policy
+    label = {"e2e/spread": "tf-mwms-worker"}
+    pod = workers["template"]
+    pod.setdefault("metadata", {}).setdefault("labels", {}).update(label)
+    pod["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": label},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+    }
+    for container in pod["spec"]["containers"]:
+        container["resources"]["requests"] = {"cpu": "250m", "memory": "512Mi"}
+    return documents
+
+
+def _training_on(namespace: str, pod: str) -> str:
+    """Wait until `pod` has printed its first epoch (it trains, in sync with its peer); its node."""
+
+    def first_epoch() -> bool:
+        log = kubectl("-n", namespace, "logs", pod, check=False).stdout
+        return "epoch 1/" in log
+
+    eventually(first_epoch, timeout=600, interval=3)
+    node = get("-n", namespace, "pod", pod)["spec"]["nodeName"]
+    assert node, pod
+    return str(node)
+
+
+def _stop(node: str, stopped: list[str]) -> None:
+    stopped.append(node)
+    result = subprocess.run(["podman", "kill", node], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def _pods_on(namespace: str, node: str) -> list[str]:
+    pods = get("-n", namespace, "pods")["items"]
+    return sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") == node)
+
+
+def test_a_lost_worker_node_is_replaced_on_the_node_left_counted_once_and_the_job_succeeds(
+    namespace: str, stopped_nodes: list[str]
+) -> None:
+    kubectl(
+        "-n", namespace, "apply", "-f", "-", stdin=yaml.safe_dump_all(_long_training("OnFailure"))
+    )
+    node = _training_on(namespace, "tf-mwms-worker-1")
+    _training_on(namespace, "tf-mwms-worker-0")
+    lost = _pods_on(namespace, node)
+    assert "tf-mwms-worker-1" in lost
+    before = {n: get("-n", namespace, "pod", n)["metadata"]["uid"] for n in lost}
+    _stop(node, stopped_nodes)
+
+    # NotReady after ~40-50 s, lost after our 60 s grace: each lost replica gets a new pod, on
+    # the node left, created with its one counted restart.
+    def replaced() -> bool:
+        pods = {p["metadata"]["name"]: p for p in get("-n", namespace, "pods")["items"]}
+        return all(
+            n in pods
+            and pods[n]["metadata"]["uid"] != before[n]
+            and pods[n]["spec"].get("nodeName") not in (None, node)
+            for n in lost
+        )
+
+    eventually(replaced, timeout=120 + LOST_NODE_GRACE + 120, interval=5)
+    _wait_succeeded(namespace, "tensorflowtrainingjobs", "tf-mwms", timeout=900)
+
+    status = get("-n", namespace, "tensorflowtrainingjobs", "tf-mwms")["status"]
+    replicas = {r["name"]: r for t in status["tasks"] for r in t["replicas"]}
+    for name in lost:
+        assert replicas[name]["restartCount"] == 1, replicas[name]  # counted once
+        pod = get("-n", namespace, "pod", name)
+        assert pod["metadata"]["annotations"][RESTART_COUNT] == "1"
+        assert pod["spec"]["nodeName"] != node
+        assert "training done" in kubectl("-n", namespace, "logs", name).stdout
+    assert status["backoffCount"] == sum(r["restartCount"] for r in replicas.values())
+    events = get("-n", namespace, "events", "--field-selector", "reason=ReplicaRestart")["items"]
+    messages = [e["message"] for e in events]
+    for name in lost:
+        wanted = f"restarting pod {name} after its node {node} was lost"
+        assert sum(wanted in m for m in messages) == 1, messages
+
+
+def test_under_restart_policy_never_a_lost_node_fails_the_job_naming_node_and_pod(
+    namespace: str, stopped_nodes: list[str]
+) -> None:
+    kubectl("-n", namespace, "apply", "-f", "-", stdin=yaml.safe_dump_all(_long_training("Never")))
+    # The master's node: the other worker fails on its own when its peer vanishes (under Never
+    # a worker's failure does not end the job; the master's would, with its exit code).
+    node = _training_on(namespace, "tf-mwms-worker-0")
+    _training_on(namespace, "tf-mwms-worker-1")
+    _stop(node, stopped_nodes)
+
+    def failed() -> dict[str, Any]:
+        status: dict[str, Any] = get("-n", namespace, "tensorflowtrainingjobs", "tf-mwms")
+        status = status.get("status", {})
+        assert status.get("phase") == "Failed", status.get("phase")
+        return status
+
+    status = eventually(failed, timeout=120 + LOST_NODE_GRACE + 120, interval=5)
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Failed"]
+    assert cond["status"] == "True"
+    assert cond["reason"] == "NodeLost", cond
+    assert f"pod tf-mwms-worker-0 cannot go on: its node {node} was lost" in cond["message"]
+    assert "restartPolicy Never" in cond["message"]
+    assert status["backoffCount"] == 0

@@ -75,6 +75,9 @@ class World:
         self._uids = itertools.count(1)
         self.created: list[str] = []  # every pod creation, in order (restarts show up here)
         self.now = T0
+        self.nodes: dict[str, dict[str, Any]] = {}  # by name (`node`, `place`)
+        self.lost_node_grace = 60.0
+        self.forced: list[str] = []  # every force-deleted pod, in order
 
     def tick(self, seconds: float) -> datetime:
         """Advance the clock."""
@@ -93,6 +96,8 @@ class World:
             [copy.deepcopy(s) for s in self.services.values()],
             self._at(now),
             tensorboard=copy.deepcopy(self.deployment),
+            nodes=copy.deepcopy(self.nodes),
+            lost_node_grace=self.lost_node_grace,
         )
 
     def step(self, now: datetime | None = None, *, act: bool = True) -> Plan:
@@ -123,6 +128,8 @@ class World:
                         self.created.append(a.name)
             elif a.name in store and store[a.name]["metadata"]["uid"] == a.uid:
                 del store[a.name]
+                if a.force:
+                    self.forced.append(a.name)
 
     def _new(self, body: dict[str, Any] | None) -> dict[str, Any]:
         obj = copy.deepcopy(body or {})
@@ -200,6 +207,16 @@ class World:
     def restart_count(self, name: str) -> int:
         """What `kubectl get pods` shows as RESTARTS."""
         return int(self._main_status(name)["restartCount"])
+
+    def node(self, name: str, ready: str = "True", since: datetime | None = None) -> None:
+        """The Node `name` with its Ready condition `ready` since `since` (default: now)."""
+        moment = stamp(since or self.now)
+        cond = {"type": "Ready", "status": ready, "lastTransitionTime": moment}
+        self.nodes[name] = {"metadata": {"name": name}, "status": {"conditions": [cond]}}
+
+    def place(self, pod: str, node: str) -> None:
+        """The scheduler bound `pod` to `node` (`spec.nodeName`)."""
+        self.pods[pod].setdefault("spec", {})["nodeName"] = node
 
     def phase(self, name: str, phase: str) -> None:
         self.pods[name]["status"] = {"phase": phase}

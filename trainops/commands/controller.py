@@ -43,6 +43,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="enqueue every job again this often (default 300)",
     )
     parser.add_argument(
+        "--lost-node-grace",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long a node may be not Ready before the replicas on it count as lost: "
+        "restarted elsewhere (counted once) or, under restartPolicy Never, the job fails "
+        'naming the node (default 60; docs/CONTROLLER.md, "A lost node")',
+    )
+    parser.add_argument(
         "--bind", default="0.0.0.0", help="address of /metrics, /healthz, /readyz (default 0.0.0.0)"
     )
     parser.add_argument(
@@ -88,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print("trainops controller: --workers must be at least 1", file=sys.stderr)
         return 2
+    if not args.lost_node_grace >= 0:
+        print("trainops controller: --lost-node-grace must be at least 0", file=sys.stderr)
+        return 2
     try:
         return asyncio.run(_main(args))
     except OSError as exc:
@@ -128,7 +140,10 @@ async def _main(args: argparse.Namespace) -> int:
     controller = Controller(
         manager,
         ControllerSettings(
-            workers=args.workers, resync_seconds=args.resync_seconds, progress=progress
+            workers=args.workers,
+            resync_seconds=args.resync_seconds,
+            lost_node_grace=args.lost_node_grace,
+            progress=progress,
         ),
     )
     runner = None
