@@ -6,9 +6,13 @@ Two sources, chosen per kind:
   objects indexed under the repository's tracking ids (its uid; `repository:<ns/name>` for
   objects applied before uids were recorded), plus the cached object of each desired key.
   No request at all;
-- **a list by the uid label** (`gitops.trainops.dev/repository-uid=<uid>`) for every other
-  kind the repository has or had (in Git now, applied by this process, or `appliedKinds` in
-  its status), within its scope (`gitops.engine.tenancy.live_scope`), as its identity; plus a GET of
+- **metadata-only informers** (`gitops.runtime.metacache`) for every other kind the
+  repository has or had (in Git now, applied by this process, or `appliedKinds` in its
+  status), within its scope (`gitops.engine.tenancy.live_scope`): its objects by tracking id
+  and the desired keys, each whole object taken from the last round's copy while its
+  resourceVersion is the same, else read with a GET as its identity. No list;
+- **a list by the uid label** (`gitops.trainops.dev/repository-uid=<uid>`), as its identity,
+  for such a kind the reconciler may not watch itself (or without a Manager); plus a GET of
   each desired object not found so (a hand-made object of that name is compared and adopted,
   one another repository tracks is left alone: `gitops.engine.ownership`).
 
@@ -19,7 +23,7 @@ and those of the repository, by the managed label, and keeps doing so for the ki
 found objects of this repository still without the uid label (the next apply adds it).
 
 A round that changed nothing is told without reading every object (`probe` then `stamp`):
-lists of the listed kinds (usually none), two digests of the cache (`InformerCache.digest`,
+the metadata caches (or lists of the listed kinds), two digests of the cache (`InformerCache.digest`,
 kept per event) and the cached versions of the desired objects that were not the repository's
 at the last comparison (`State.watch`: missing, hand-made or another's).
 """
@@ -34,7 +38,7 @@ from typing import Any
 
 from gitops.engine import keys, names, ownership, tenancy
 from gitops.engine.pairing import ResourceKey, key_of
-from gitops.runtime import livecache
+from gitops.runtime import livecache, metacache
 from gitops.runtime.discovery import Discovery
 from gitops.runtime.tenantview import CacheAccess
 from kube import errors
@@ -81,11 +85,16 @@ class LiveReader:
     list there (`access`, asked as the identity: `gitops.runtime.tenantview`)."""
 
     def __init__(
-        self, client: Client, discovery: Discovery, cache: livecache.LiveCache | None = None
+        self,
+        client: Client,
+        discovery: Discovery,
+        cache: livecache.LiveCache | None = None,
+        metadata: metacache.MetadataCache | None = None,
     ) -> None:
         self.client = client
         self.discovery = discovery
         self.cache = cache
+        self.metadata = metadata
         self.access = CacheAccess(client)
 
     def cached(self, key: ResourceKey) -> bool:
@@ -100,26 +109,39 @@ class LiveReader:
         *,
         scope: tenancy.Scope | None,
         legacy: Collection[tuple[str, str]] = (),
+        previous: Mapping[ResourceKey, dict[str, Any]] | None = None,
     ) -> Probe:
-        """List the kinds of `kinds` (apiVersion, kind) outside the cache by the uid label,
-        those of `legacy` also by the managed label, and GET each desired key of those kinds
-        not found so. Under a `scope` nothing outside it is read, and a list or read the
-        API server forbids (the repository's ServiceAccount may not) is left out: what the
-        account cannot see it cannot change either, and the apply says so per resource."""
+        """Read the kinds of `kinds` (apiVersion, kind) outside the job cache: from the
+        metadata caches (`previous`: the last probe's objects, reused while unchanged), else
+        listed by the uid label, those of `legacy` also by the managed label, with a GET of
+        each desired key of those kinds not found so. Under a `scope` nothing outside it is
+        read, and a list or read the API server forbids (the repository's ServiceAccount may
+        not) is left out: what the account cannot see it cannot change either, and the apply
+        says so per resource."""
         objects: dict[ResourceKey, dict[str, Any]] = {}
         tracked: set[ResourceKey] = set()
         found_legacy: set[tuple[str, str]] = set()
         by_uid = f"{names.REPOSITORY_UID_LABEL}={uid}" if uid else f"{names.MANAGED_LABEL}=true"
         listed_kinds = sorted(set(kinds) | set(legacy))
+        served: set[tuple[str, str]] = set()
+        """(group, kind)s read from metadata caches: their desired keys are settled there."""
+        used: set[metacache.Need] = set()
         for api_version, kind in listed_kinds:
             resource = await self.discovery.resource(api_version, kind)
             if resource is None or self.cached(ResourceKey(resource.group, kind, "", "")):
                 continue
+            from_cache = await self._from_metadata(
+                repository, uid, resource, scope, desired, previous or {}, used
+            )
+            if from_cache is not None:
+                served.add((resource.group, kind))
             selectors = [by_uid]
             if (api_version, kind) in legacy and by_uid != f"{names.MANAGED_LABEL}=true":
                 selectors.append(f"{names.MANAGED_LABEL}=true")
-            for selector in selectors:
-                items = await self._list_tracked(resource, selector, scope, desired)
+            for selector in selectors if from_cache is None else [""]:
+                items = from_cache
+                if items is None:
+                    items = await self._list_tracked(resource, selector, scope, desired)
                 for i, obj in enumerate(items):
                     if i % LIST_PAGE == LIST_PAGE - 1:
                         await asyncio.sleep(0)  # let the loop run: thousands of objects
@@ -131,12 +153,14 @@ class LiveReader:
                         tracked.add(key)
                         if uid and not _uid_labelled(obj, uid) and not _deleting(obj):
                             found_legacy.add((api_version, kind))
+        if self.metadata is not None:
+            await self.metadata.settle(repository, used)
         kinds_list = list(listed_kinds)
         listed = {(api_version.rpartition("/")[0], kind) for api_version, kind in kinds_list}
-        if all(self.cached(ResourceKey(g, k, "", "")) for g, k in listed):
-            desired = ()  # every desired kind is the cache's: nothing to GET (no O(files) loop)
+        if all(self.cached(ResourceKey(g, k, "", "")) or (g, k) in served for g, k in listed):
+            desired = ()  # every desired kind is a cache's: nothing to GET (no O(files) loop)
         for key in desired:
-            if key in objects or self.cached(key):
+            if key in objects or self.cached(key) or (key.group, key.kind) in served:
                 continue
             resource = await _resource_of_key(self.discovery, key, kinds_list)
             if resource is None or not _in_scope(resource, key.namespace, scope):
@@ -213,6 +237,45 @@ class LiveReader:
         return allowed
 
     # --- internals ------------------------------------------------------------------------------
+
+    async def _from_metadata(
+        self,
+        repository: str,
+        uid: str,
+        resource: Resource,
+        scope: tenancy.Scope | None,
+        desired: Sequence[ResourceKey],
+        previous: Mapping[ResourceKey, dict[str, Any]],
+        used: set[metacache.Need],
+    ) -> list[dict[str, Any]] | None:
+        """The repository's objects of `resource` and its desired ones, from the metadata
+        caches of the namespaces its scope reads (`gitops.runtime.metacache`); None when
+        one of them cannot be had (then the kind is listed)."""
+        if self.metadata is None:
+            return None
+        if not resource.namespaced:
+            if scope is not None and not scope.lists_cluster_kind(resource.group, resource.kind):
+                return []
+            namespaces: list[str | None] = [None]
+        elif scope is None or scope.namespaces is None:
+            namespaces = [None]
+        else:
+            namespaces = list(sorted(scope.namespaces))
+        wanted = [k for k in desired if (k.group, k.kind) == (resource.group, resource.kind)]
+        out: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            used.add(metacache.need_of(resource, namespace))  # held while it syncs, too
+            informer = await self.metadata.informer(repository, resource, namespace)
+            if informer is None:
+                return None
+            here = [k for k in wanted if namespace is None or k.namespace == namespace]
+            out.extend(
+                await metacache.read(
+                    informer, _ids(repository, uid), here,
+                    client=self.client, access=self.access, previous=previous,
+                )
+            )  # fmt: skip
+        return out
 
     def _versions(self, watch: Iterable[ResourceKey]) -> str:
         assert self.cache is not None

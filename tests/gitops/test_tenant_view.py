@@ -39,18 +39,18 @@ async def test_answers_are_kept_for_their_ttl_then_asked_again(
     kclient: Client,
 ) -> None:
     """Against the API server (the embedded one allows every review): one review per
-    (group, resource, namespace) within the ttl."""
+    (verb, group, resource, namespace) within the ttl."""
     now = [0.0]
     access = CacheAccess(kclient, ttl=10, clock=lambda: now[0])
     assert await access.may_list(*JOBS, "default")
-    assert list(access._answers) == [(*JOBS, "default")]
-    first = access._answers[(*JOBS, "default")][0]
+    assert list(access._answers) == [("list", *JOBS, "default")]
+    first = access._answers[("list", *JOBS, "default")][0]
     now[0] = 9.0
     assert await access.may_list(*JOBS, "default")
-    assert access._answers[(*JOBS, "default")][0] == first  # kept, not asked again
+    assert access._answers[("list", *JOBS, "default")][0] == first  # kept, not asked again
     now[0] = 11.0
     assert await access.may_list(*JOBS, "default")
-    assert access._answers[(*JOBS, "default")][0] == 11.0  # asked again
+    assert access._answers[("list", *JOBS, "default")][0] == 11.0  # asked again
 
 
 @pytest.fixture
