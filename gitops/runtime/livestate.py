@@ -45,7 +45,7 @@ from kube import errors
 from kube.client import Client
 from kube.resources import Resource
 
-__all__ = ["LIST_PAGE", "LiveReader", "Probe", "State"]
+__all__ = ["LIST_PAGE", "LiveReader", "Probe", "State", "settled"]
 
 LIST_PAGE = 1000
 """Objects per page when listing what a repository tracks."""
@@ -75,6 +75,9 @@ class State:
     stamp: str
     kinds: set[tuple[str, str]] = field(default_factory=set)
     """(apiVersion, kind) of every object found."""
+    digests: dict[str, int] = field(default_factory=dict)
+    """The cache's digest of each tracking id (`livecache.InformerCache.digest`) the stamp
+    was made of."""
 
 
 class LiveReader:
@@ -122,7 +125,8 @@ class LiveReader:
         tracked: set[ResourceKey] = set()
         found_legacy: set[tuple[str, str]] = set()
         by_uid = f"{names.REPOSITORY_UID_LABEL}={uid}" if uid else f"{names.MANAGED_LABEL}=true"
-        listed_kinds = sorted(set(kinds) | set(legacy))
+        kinds = set(kinds)
+        listed_kinds = sorted(kinds | set(legacy))
         served: set[tuple[str, str]] = set()
         """(group, kind)s read from metadata caches: their desired keys are settled there."""
         used: set[metacache.Need] = set()
@@ -130,9 +134,11 @@ class LiveReader:
             resource = await self.discovery.resource(api_version, kind)
             if resource is None or self.cached(ResourceKey(resource.group, kind, "", "")):
                 continue
-            from_cache = await self._from_metadata(
-                repository, uid, resource, scope, desired, previous or {}, used
-            )
+            from_cache = None  # a former default kind alone (the upgrade) is listed, once
+            if (api_version, kind) in kinds:
+                from_cache = await self._from_metadata(
+                    repository, uid, resource, scope, desired, previous or {}, used
+                )
             if from_cache is not None:
                 served.add((resource.group, kind))
             selectors = [by_uid]
@@ -192,32 +198,26 @@ class LiveReader:
         desired: Sequence[ResourceKey],
         *,
         scope: tenancy.Scope | None,
-        outcomes: Iterable[tuple[ResourceKey, dict[str, Any] | None]] = (),
     ) -> State:
         """The whole live state: `probe`'s objects and, from the cache, the repository's own
-        (within `scope`) and each desired key's. `outcomes` are (key, object after the
-        operation; None once pruned) of a sync just made: taken over the cache's versions,
-        which its watch delivers a moment later, and the stamp is what the cache will then
-        tell.
+        (within `scope`) and each desired key's.
 
         The cache is read on the loop, where it changes, in one go (dict lookups); the rest —
         ownership, the digests of thousands of applies — is assembled in a thread from that
         snapshot (cached objects are replaced by the informer, never changed in place)."""
         cache = self.cache
-        if cache is None:  # the probe listed every kind after the operation
+        if cache is None:  # the probe listed every kind
             objects, tracked = dict(probe.objects), set(probe.tracked)
-            found = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
-            return State(objects, tracked, (), keys.fingerprint(objects, tracked), found)
+            return State(
+                objects, tracked, (), keys.fingerprint(objects, tracked), _kinds_of(objects)
+            )
         ids = _ids(repository, uid)
         snapshot = _Snapshot(
             current={i: cache.digest(i) for i in ids},
             own=cache.tracked_by(ids),
             wanted=[k for k in desired if cache.serves(k.group, k.kind)],
-            # Listed kinds were listed after the operation: only the cached ones are overlaid.
-            done=[(k, after) for k, after in outcomes if cache.serves(k.group, k.kind)],
         )
         snapshot.hits = [cache.get(k) for k in snapshot.wanted]
-        snapshot.before = [cache.get(k) for k, _ in snapshot.done]
         snapshot.allowed = await self._readable(cache, snapshot)
         return await asyncio.to_thread(_assemble, probe, snapshot, repository, uid, scope)
 
@@ -349,9 +349,7 @@ class _Snapshot:
     current: dict[str, int]
     own: list[dict[str, Any]]
     wanted: list[ResourceKey]
-    done: list[tuple[ResourceKey, dict[str, Any] | None]]
     hits: list[dict[str, Any] | None] = field(default_factory=list)
-    before: list[dict[str, Any] | None] = field(default_factory=list)
     allowed: set[tuple[str, str, str]] = field(default_factory=set)
     """(group, kind, namespace) the identity may list: the cached objects it may see."""
 
@@ -381,14 +379,48 @@ def _assemble(
         hits[key] = hit
         if hit is not None and key not in objects:
             objects[key] = hit
-    objects, tracked = _overlaid(objects, tracked, snap.done, repository, uid)
     watch = tuple(k for k in wanted if k not in tracked)
-    changes = list(zip(snap.before, (after for _, after in snap.done), strict=True))
-    digest = livecache.replaced(snap.current, changes) if changes else snap.current
-    overlay = dict(snap.done)
-    versions = _versions_of(overlay[k] if k in overlay else hits.get(k) for k in watch)
-    found = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
-    return State(objects, tracked, watch, _stamp(probe, digest, versions), found)
+    versions = _versions_of(hits.get(k) for k in watch)
+    found = _kinds_of(objects)
+    return State(objects, tracked, watch, _stamp(probe, snap.current, versions), found,
+                 snap.current)  # fmt: skip
+
+
+def settled(
+    state: State,
+    probe: Probe,
+    results: Mapping[ResourceKey, dict[str, Any] | None],
+    repository: str,
+    uid: str,
+    cache: livecache.LiveCache | None,
+) -> tuple[State, Probe]:
+    """`state` and `probe` once a sync's `results` are in (per key: the object the API server
+    answered to its apply; None once pruned), without reading anything: the answers taken
+    over the versions compared, which the caches' watches deliver a moment later, and the
+    stamp what the caches will then tell (pure)."""
+
+    def cached(key: ResourceKey) -> bool:
+        return cache is not None and cache.serves(key.group, key.kind)
+
+    listed = [(k, after) for k, after in results.items() if not cached(k)]
+    objects, tracked = _overlaid(dict(probe.objects), set(probe.tracked), listed, repository, uid)
+    probe = Probe(objects, tracked, probe.legacy, keys.fingerprint(objects, tracked))
+    objects, tracked = _overlaid(
+        dict(state.objects), set(state.tracked), results.items(), repository, uid
+    )
+    if cache is None:
+        stamp = probe.fingerprint
+        return State(objects, tracked, (), stamp, _kinds_of(objects)), probe
+    changes = [(state.objects.get(k), after) for k, after in results.items() if cached(k)]
+    digests = livecache.replaced(state.digests, changes)
+    watch = tuple(k for k in state.watch if k not in tracked)
+    versions = _versions_of(objects.get(k) for k in watch)
+    stamp = _stamp(probe, digests, versions)
+    return State(objects, tracked, watch, stamp, _kinds_of(objects), digests), probe
+
+
+def _kinds_of(objects: Mapping[ResourceKey, Mapping[str, Any]]) -> set[tuple[str, str]]:
+    return {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
 
 
 def _versions_of(objects: Iterable[Mapping[str, Any] | None]) -> str:

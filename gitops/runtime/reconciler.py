@@ -40,13 +40,13 @@ from typing import Any
 
 from gitops.engine import finished, guards, keys, ownership, report, status, tenancy, triggers
 from gitops.engine import limits as repo_limits
-from gitops.engine.compare import Comparison, compare
+from gitops.engine.compare import Comparison, compare, settled
 from gitops.engine.crd import JOB_REPOSITORIES
 from gitops.engine.pairing import ResourceKey
 from gitops.engine.records import PRUNED, SYNCED, Commit
 from gitops.engine.spec import RepoSpec, read_spec, repo_id
 from gitops.engine.urls import GitError
-from gitops.runtime import operations
+from gitops.runtime import livestate, operations
 from gitops.runtime.acting import Tenants
 from gitops.runtime.discovery import Discovery
 from gitops.runtime.fetching import Fetcher, RepeatedRefusal
@@ -256,28 +256,21 @@ class Reconciler:
                 monotonic=self.monotonic,
                 metrics=self.metrics,
             )
-            probe = await engine.reader.probe(
-                key,
-                uid,
-                kinds | memo.live.kinds,
-                memo.source.desired,
-                scope=scope,
-                legacy=memo.live.legacy,
-                previous=memo.live.fetched,
-            )
+            # The state after it is derived from the API server's answers to the applies
+            # and prunes: nothing is read or compared again.
+            results = dict(_results(operation))
+            state, probe = livestate.settled(state, probe, results, key, uid, engine.reader.cache)
             memo.live.fetched = probe.objects
-            state = await engine.reader.complete(
-                probe, key, uid, memo.source.desired, scope=scope, outcomes=_results(operation)
-            )
+            comparison = settled(comparison, results, ignore_differences=spec.ignore_differences)
+            memo.live.reuse = comparison.reuse
             stamp = state.stamp
-            comparison = await self._compare(obj, spec, memo, state, sources_of)
             if (
                 operation.phase == "Succeeded"
                 and spec.self_heal
                 and operations.actionable(comparison)
             ):
-                # An edit landed between the apply and the re-read: the watch event it caused
-                # must not find this state memoised, or healing waits for the interval.
+                # The server answered with something else than Git says (a webhook, another
+                # writer): the next round compares again instead of finding this memoised.
                 stamp = None
         memo.live.revision, memo.live.stamp, memo.live.generation = commit.sha, stamp, generation
         memo.live.watch = state.watch

@@ -247,12 +247,14 @@ async def test_objects_applied_before_the_uid_label_are_found_pruned_and_relabel
             await cached(running, namespace, name, live["metadata"]["resourceVersion"])
         rclient.lists.clear()
         await running.reconciler.reconcile(key)  # the first round after a start: a sync
-        # Found and pruned: the jobs through the cache, the ConfigMap through the metadata
-        # cache of its namespace (one list by no label: the informer's), never a labelled list.
+        # Found and pruned: the jobs through the cache, the ConfigMap (a kind in Git) through
+        # the metadata cache of its namespace (one list by no label: the informer's); the
+        # former default kinds not in Git are listed by the managed label, this once.
         for resource, name in ((TF, "old"), (TF, "older"), (resources.CONFIGMAPS, "old-settings")):
             assert await get_or_none(kclient, resource, name, namespace) is None, name
         assert (resources.CONFIGMAPS.plural, namespace, None) in rclient.lists
-        assert [c for c in rclient.lists if c[2]] == []
+        labelled = {c[0] for c in rclient.lists if c[2] == "gitops.trainops.dev/managed=true"}
+        assert labelled == {"secrets", "services", "deployments"}
         assert job_lists(rclient) == []
         # Outside the scope: left alone.
         assert await get_or_none(kclient, TF, "elsewhere", other_namespace) is not None

@@ -98,10 +98,12 @@ async def test_a_round_that_changes_nothing_sends_no_list_or_get_and_a_change_re
         kclient, repository(namespace, remote.url, automated={"prune": True, "selfHeal": True})
     )
     key = f"{namespace}/jobs"
+    rclient.calls.clear()
     await driven.reconciler.reconcile(key)  # the sync
     assert await get_or_none(kclient, CM, "two", namespace) is not None
     memo = driven.reconciler.memos[key]
     assert caches(driven) == ["metadata:configmaps"]  # every namespace: unrestricted
+    assert driven.metadata.held(key) == {("v1", CM.plural, "")}
 
     async def seen_by_cache(name: str, rv: str) -> None:
         (informer,) = driven.manager.metadata_informers()
@@ -112,12 +114,21 @@ async def test_a_round_that_changes_nothing_sends_no_list_or_get_and_a_change_re
 
         await aeventually(current, timeout=10)
 
+    synced = memo.live.comparison
+    assert synced is not None and synced.synced
     for name in ("one", "two"):
         live = await kclient.get(CM, name, namespace)
         await seen_by_cache(name, live["metadata"]["resourceVersion"])
-    await driven.reconciler.reconcile(key)  # compares what the caches show now
+    rv = (await kclient.get(resources.TFJOBS, "a", namespace))["metadata"]["resourceVersion"]
+    jobs = driven.job_informers["TensorFlowTrainingJob"]
+    await aeventually(lambda: (jobs.get(namespace, "a") or {}).get("metadata", {})
+                      .get("resourceVersion") == rv, timeout=10)  # fmt: skip
+    # The state after the sync was derived from the applies' answers: the caches, once they
+    # show them, tell the same, so the next round compares nothing and reads no ConfigMap.
+    await driven.reconciler.reconcile(key)
     first = memo.live.comparison
-    assert first is not None and first.synced
+    assert first is synced
+    assert [c for c in configmap_calls(rclient) if c[0] == "get"] == []
 
     # Nothing changed: three rounds, no comparison, and not one list or get of ConfigMaps.
     rclient.calls.clear()
