@@ -127,6 +127,7 @@ class LiveReader:
         by_uid = f"{names.REPOSITORY_UID_LABEL}={uid}" if uid else f"{names.MANAGED_LABEL}=true"
         kinds = set(kinds)
         listed_kinds = sorted(kinds | set(legacy))
+        ids = _ids(repository, uid)
         served: set[tuple[str, str]] = set()
         """(group, kind)s read from metadata caches: their desired keys are settled there."""
         used: set[metacache.Need] = set()
@@ -135,10 +136,11 @@ class LiveReader:
             if resource is None or self.cached(ResourceKey(resource.group, kind, "", "")):
                 continue
             from_cache = None  # a former default kind alone (the upgrade) is listed, once
-            if (api_version, kind) in kinds:
-                from_cache = await self._from_metadata(
-                    repository, uid, resource, scope, desired, previous or {}, used
-                )
+            if (api_version, kind) in kinds and self.metadata is not None:
+                from_cache = await self.metadata.objects(
+                    repository, ids, resource, scope, desired, used,
+                    client=self.client, access=self.access, previous=previous or {},
+                )  # fmt: skip
             if from_cache is not None:
                 served.add((resource.group, kind))
             selectors = [by_uid]
@@ -237,45 +239,6 @@ class LiveReader:
         return allowed
 
     # --- internals ------------------------------------------------------------------------------
-
-    async def _from_metadata(
-        self,
-        repository: str,
-        uid: str,
-        resource: Resource,
-        scope: tenancy.Scope | None,
-        desired: Sequence[ResourceKey],
-        previous: Mapping[ResourceKey, dict[str, Any]],
-        used: set[metacache.Need],
-    ) -> list[dict[str, Any]] | None:
-        """The repository's objects of `resource` and its desired ones, from the metadata
-        caches of the namespaces its scope reads (`gitops.runtime.metacache`); None when
-        one of them cannot be had (then the kind is listed)."""
-        if self.metadata is None:
-            return None
-        if not resource.namespaced:
-            if scope is not None and not scope.lists_cluster_kind(resource.group, resource.kind):
-                return []
-            namespaces: list[str | None] = [None]
-        elif scope is None or scope.namespaces is None:
-            namespaces = [None]
-        else:
-            namespaces = list(sorted(scope.namespaces))
-        wanted = [k for k in desired if (k.group, k.kind) == (resource.group, resource.kind)]
-        out: list[dict[str, Any]] = []
-        for namespace in namespaces:
-            used.add(metacache.need_of(resource, namespace))  # held while it syncs, too
-            informer = await self.metadata.informer(repository, resource, namespace)
-            if informer is None:
-                return None
-            here = [k for k in wanted if namespace is None or k.namespace == namespace]
-            out.extend(
-                await metacache.read(
-                    informer, _ids(repository, uid), here,
-                    client=self.client, access=self.access, previous=previous,
-                )
-            )  # fmt: skip
-        return out
 
     def _versions(self, watch: Iterable[ResourceKey]) -> str:
         assert self.cache is not None

@@ -28,10 +28,11 @@ repository is shown only what its identity may list in that namespace (asked as 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gitops.engine import tenancy
 from gitops.engine.pairing import ResourceKey
 from gitops.runtime.livecache import TRACKING_INDEX, tracking_ids
 from gitops.runtime.tenantview import CacheAccess
@@ -41,7 +42,7 @@ from kube.informer import Informer
 from kube.manager import Manager
 from kube.resources import Resource
 
-__all__ = ["DEFAULT_SYNC_TIMEOUT", "MetadataCache", "Need", "read"]
+__all__ = ["DEFAULT_SYNC_TIMEOUT", "MetadataCache", "Need", "need_of", "read"]
 
 DEFAULT_SYNC_TIMEOUT = 10.0
 """Seconds a round waits for a cache started for it to list once; then it lists itself."""
@@ -88,6 +89,45 @@ class MetadataCache:
         if not await entry.informer.wait_synced(self.sync_timeout):
             return None
         return entry.informer
+
+    async def objects(
+        self,
+        repository: str,
+        ids: Iterable[str],
+        resource: Resource,
+        scope: tenancy.Scope | None,
+        desired: Sequence[ResourceKey],
+        used: set[Need],
+        *,
+        client: Client,
+        access: CacheAccess,
+        previous: Mapping[ResourceKey, dict[str, Any]],
+    ) -> list[dict[str, Any]] | None:
+        """`read` from the caches of `resource` in the namespaces `scope` reads (every one:
+        one cache) for `repository`: its objects under the tracking `ids` and its `desired`
+        ones, as `client`'s identity sees them; None when one of them cannot be had (the
+        kind is then listed). Each cache it holds is added to `used`."""
+        if not resource.namespaced:
+            if scope is not None and not scope.lists_cluster_kind(resource.group, resource.kind):
+                return []
+            namespaces: list[str | None] = [None]
+        elif scope is None or scope.namespaces is None:
+            namespaces = [None]
+        else:
+            namespaces = list(sorted(scope.namespaces))
+        ids = list(ids)
+        wanted = [k for k in desired if (k.group, k.kind) == (resource.group, resource.kind)]
+        out: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            used.add(need_of(resource, namespace))  # held while it syncs, too
+            informer = await self.informer(repository, resource, namespace)
+            if informer is None:
+                return None
+            here = [k for k in wanted if namespace is None or k.namespace == namespace]
+            out.extend(
+                await read(informer, ids, here, client=client, access=access, previous=previous)
+            )
+        return out
 
     async def settle(self, repository: str, used: Collection[Need]) -> None:
         """Release every informer `repository` holds but did not use (`used`) this round: a
