@@ -42,10 +42,13 @@ from kube.informer import Informer
 from kube.manager import Manager
 from kube.resources import Resource
 
-__all__ = ["DEFAULT_SYNC_TIMEOUT", "MetadataCache", "Need", "need_of", "read"]
+__all__ = ["DEFAULT_SYNC_TIMEOUT", "OWN_RIGHTS_TTL", "MetadataCache", "Need", "need_of", "read"]
 
 DEFAULT_SYNC_TIMEOUT = 10.0
 """Seconds a round waits for a cache started for it to list once; then it lists itself."""
+OWN_RIGHTS_TTL = 60.0
+"""Seconds the reconciler's own answer (may it list and watch a kind there) is kept: where it
+may not (deploy/), the rounds of every repository naming the kind ask once a minute."""
 
 Need = tuple[str, str, str]
 """(apiVersion, resource, namespace or "" for every namespace and cluster-scoped kinds)."""
@@ -63,7 +66,7 @@ class MetadataCache:
     def __init__(self, manager: Manager, *, sync_timeout: float = DEFAULT_SYNC_TIMEOUT) -> None:
         self.manager = manager
         self.sync_timeout = sync_timeout
-        self.access = CacheAccess(manager.client)
+        self.access = CacheAccess(manager.client, ttl=OWN_RIGHTS_TTL)
         """The reconciler's own rights: whether it may list and watch a kind itself."""
         self._held: dict[str, dict[Need, _Held]] = {}
 
