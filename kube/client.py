@@ -31,7 +31,14 @@ from kube.resources import Resource
 from kube.transport import JSON as _JSON
 from kube.transport import Transport
 
-__all__ = ["PATCH_CONTENT_TYPES", "USER_AGENT", "Client", "PatchType"]
+__all__ = [
+    "METADATA_LIST",
+    "METADATA_WATCH",
+    "PATCH_CONTENT_TYPES",
+    "USER_AGENT",
+    "Client",
+    "PatchType",
+]
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
 
@@ -43,6 +50,11 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
 }
 
 _ANY = "application/json, */*"
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+"""Accept of a metadata-only LIST: `meta.k8s.io/v1` `PartialObjectMetadataList`, each item only
+`metadata` (client-go's metadata client asks the same; plain JSON is the fallback)."""
+METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+"""Accept of a metadata-only WATCH: each event's object a `PartialObjectMetadata`."""
 
 
 def _user_agent() -> str:
@@ -221,9 +233,11 @@ class Client:
         continue_token: str | None = None,
         resource_version: str | None = None,
         timeout: float | None = None,
+        metadata_only: bool = False,
     ) -> dict[str, Any]:
         """The List body (`items`, `metadata.resourceVersion`, `metadata.continue`); no
-        namespace on a namespaced type lists all namespaces."""
+        namespace on a namespaced type lists all namespaces. `metadata_only`: each item is
+        only its `metadata` (`METADATA_LIST`)."""
         query: dict[str, Any] = {
             "labelSelector": label_selector,
             "fieldSelector": field_selector,
@@ -232,7 +246,11 @@ class Client:
             "resourceVersion": resource_version,
         }
         return await self._json(
-            "GET", resource.collection_path(namespace), query=query, timeout=timeout
+            "GET",
+            resource.collection_path(namespace),
+            query=query,
+            timeout=timeout,
+            accept=METADATA_LIST if metadata_only else _JSON,
         )
 
     # -- writes ------------------------------------------------------------------------------
@@ -345,11 +363,13 @@ class Client:
         allow_bookmarks: bool = True,
         timeout_seconds: int = 300,
         read_timeout: float | None = None,
+        metadata_only: bool = False,
     ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """Events `(type, object)` of one watch request, ADDED/MODIFIED/DELETED/BOOKMARK, until
         the server ends it (after `timeout_seconds`). An ERROR event raises its APIError (Gone
         for an expired resourceVersion). The client gives up `timeout` seconds after the
-        server should have ended it, or after `read_timeout` seconds without a byte."""
+        server should have ended it, or after `read_timeout` seconds without a byte.
+        `metadata_only`: each object is only its `metadata` (`METADATA_WATCH`)."""
         query: dict[str, Any] = {
             "watch": True,
             "resourceVersion": resource_version,
@@ -363,7 +383,7 @@ class Client:
         lines = self._http.lines(
             path,
             query,
-            accept=_JSON,
+            accept=METADATA_WATCH if metadata_only else _JSON,
             open_timeout=self.timeout,
             deadline=deadline,
             idle_timeout=read_timeout,
@@ -444,6 +464,7 @@ class Client:
         body: Any = None,
         content_type: str = _JSON,
         timeout: float | None = None,
+        accept: str = _JSON,
     ) -> dict[str, Any]:
         data = await self._http.call(
             method,
@@ -451,7 +472,7 @@ class Client:
             query=query or {},
             body=body,
             content_type=content_type,
-            accept=_JSON,
+            accept=accept,
             timeout=self.timeout if timeout is None else timeout,
         )
         try:

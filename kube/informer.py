@@ -10,6 +10,12 @@ handler sees every object that was added, changed or deleted while the watch was
 are retried with a capped exponential back-off and logged at WARNING; a handler that raises is
 logged with its traceback and does not stop the informer.
 
+`metadata_only`: the cache holds only each object's metadata (LIST and WATCH ask the server
+for `PartialObjectMetadata`, client-go's metadata informer): name, labels, annotations,
+resourceVersion — what tells whether an object exists and changed, at a fraction of its size.
+Each is kept as `{apiVersion, kind, metadata}` of the resource (`as_metadata`), managedFields
+dropped, also when a server answers with whole objects.
+
 `transform`, when given, turns each object on arrival (listed or watched) into what is cached
 and handed to the handlers — client-go's `SetTransform`, e.g. `strip_managed_fields` for a
 cache whose readers never look at them (a pod's are a third of its JSON).
@@ -40,6 +46,7 @@ __all__ = [
     "IndexFunc",
     "Informer",
     "Transform",
+    "as_metadata",
     "callable_name",
     "strip_managed_fields",
     "unsynced",
@@ -76,8 +83,12 @@ class Informer:
         max_backoff: float = 30.0,
         logger: logging.Logger | None = None,
         transform: Transform | None = None,
+        metadata_only: bool = False,
     ) -> None:
         self.client = client
+        self.metadata_only = metadata_only
+        if metadata_only:
+            transform = _then(lambda obj: as_metadata(obj, resource), transform)
         self.transform = transform
         self.resource = resource
         self.namespace = namespace
@@ -260,6 +271,7 @@ class Informer:
                     field_selector=self.field_selector,
                     limit=limit,
                     continue_token=token,
+                    metadata_only=self.metadata_only,
                 )
             except Gone:
                 if token is None:
@@ -289,6 +301,7 @@ class Informer:
             field_selector=self.field_selector,
             allow_bookmarks=True,
             timeout_seconds=self.watch_timeout,
+            metadata_only=self.metadata_only,
         ):
             seen = True
             rv = _rv(obj)
@@ -365,6 +378,20 @@ def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
+
+
+def as_metadata(obj: dict[str, Any], resource: Resource) -> dict[str, Any]:
+    """`obj` (a `PartialObjectMetadata`, or a whole object) as a metadata-only cache keeps it:
+    the resource's apiVersion and kind, its metadata without managedFields."""
+    meta = dict(obj.get("metadata") or {})
+    meta.pop("managedFields", None)
+    return {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": meta}
+
+
+def _then(first: Transform, second: Transform | None) -> Transform:
+    if second is None:
+        return first
+    return lambda obj: second(first(obj))
 
 
 def callable_name(fn: object) -> str:

@@ -12,6 +12,12 @@ one of each:
   already cached). What the cache keeps is one decision per key: callers must ask the same
   `transform` (the cache holds what every reader reads); another one is a programming error,
   a ValueError naming both. Asked after `start()`, the informer is started at once.
+- `acquire_metadata(resource, namespace)` / `release_metadata(…)`: metadata-only informers
+  (`Informer(metadata_only=True)`: names, labels, annotations, resourceVersions) started on
+  demand and counted per holder: the first `acquire` starts one, the last `release` stops it
+  and drops it, its memory freed. For kinds a component needs only now and then (GitOps: the
+  kinds repositories keep besides training jobs). They are not readiness: a cache started on
+  demand is waited for by whoever asked for it;
 - `add(name, fn, lease=…)`: a loop run under the one `Supervisor` (crashes logged, restarted
   with back-off, shown by `problems()`). With a lease, it runs only while this process holds
   that Lease: one `LeaderElector` per lease name, all with the process's one identity and the
@@ -71,6 +77,14 @@ class LeaderElection:
     """Clear the holder on `stop()` so a standby takes over at once; False is a crash (tests)."""
 
 
+@dataclass
+class _Held:
+    """A metadata-only informer and how many hold it."""
+
+    informer: Informer
+    holders: int = 0
+
+
 @dataclass(frozen=True)
 class _Key:
     group: str
@@ -101,6 +115,7 @@ class Manager:
         self.supervisor = supervisor or Supervisor(logger=self._log)
         self._informers: dict[_Key, Informer] = {}
         self._transforms: dict[_Key, Transform | None] = {}
+        self._metadata: dict[tuple[str, str, str], _Held] = {}
         self._loops: list[tuple[str, Loop, str | None]] = []
         self._electors: dict[str, LeaderElector] = {}
         self._held: dict[str, list[str]] = {}  # lease -> the loops running in this term
@@ -158,6 +173,37 @@ class Manager:
         """Every informer made so far."""
         return list(self._informers.values())
 
+    def acquire_metadata(self, resource: Resource, namespace: str | None = None) -> Informer:
+        """The metadata-only informer of `resource` in `namespace` (None: every namespace, or
+        a cluster-scoped kind), one more holder counted; started now if the Manager runs."""
+        key = (resource.api_version, resource.plural, namespace or "")
+        held = self._metadata.get(key)
+        if held is None:
+            name = "metadata:" + _name(resource, namespace, None)
+            informer = Informer(self.client, resource, namespace, metadata_only=True, name=name)
+            held = self._metadata[key] = _Held(informer)
+            if self._running:
+                self._run_informer(informer)
+        held.holders += 1
+        return held.informer
+
+    async def release_metadata(self, resource: Resource, namespace: str | None = None) -> None:
+        """One holder fewer of that metadata-only informer; the last one stops it (and waits
+        for it to end) and drops it. Releasing one not held is a no-op."""
+        key = (resource.api_version, resource.plural, namespace or "")
+        held = self._metadata.get(key)
+        if held is None:
+            return
+        held.holders -= 1
+        if held.holders > 0:
+            return
+        del self._metadata[key]
+        await self.supervisor.cancel(f"informer/{held.informer.name}")
+
+    def metadata_informers(self) -> list[Informer]:
+        """The metadata-only informers held now."""
+        return [held.informer for held in self._metadata.values()]
+
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every informer made so far has listed once (TimeoutError after
         `timeout` seconds)."""
@@ -211,7 +257,7 @@ class Manager:
         self._started = True
         if self.gc_freeze is not None:
             self.supervisor.start("gc-freeze", self.gc_freeze.run)
-        for informer in self._informers.values():
+        for informer in [*self._informers.values(), *self.metadata_informers()]:
             self._run_informer(informer)
         for name, fn, lease in self._loops:
             if lease is None:
@@ -318,7 +364,8 @@ class _CacheCollector(Collector):
             "Watch requests made (each restart of the watch is one more).",
             labels=("cache",),
         )
-        for informer in sorted(self._manager.informers(), key=lambda i: i.name):
+        every = [*self._manager.informers(), *self._manager.metadata_informers()]
+        for informer in sorted(every, key=lambda i: i.name):
             objects.add_metric((informer.name,), informer.count())
             synced.add_metric((informer.name,), 1.0 if informer.has_synced else 0.0)
             relists.add_metric((informer.name,), informer.relists)

@@ -154,9 +154,14 @@ GITOPS_IMPERSONATED = {
     # job caches) and the secretRef read on `client.impersonating(...)`.
     "gitops/runtime/sync.py": frozenset({"patch", "delete"}),
     "gitops/runtime/livestate.py": frozenset({"get", "list"}),
+    # The whole objects behind a metadata cache's entries, read with the reader's client.
+    "gitops/runtime/metacache.py": frozenset({"get"}),
     "gitops/runtime/acting.py": frozenset({"get"}),
     # The cache reads' SelfSubjectAccessReviews, asked as the repository's identity (every
-    # authenticated user may create them: system:basic-user).
+    # authenticated user may create them: system:basic-user); and as the reconciler itself,
+    # whether it may list and watch a kind outside the job caches: only then is a metadata
+    # informer started for it (gitops/runtime/metacache.py), so no rule above is needed for
+    # one; deploy/ grants none, and such kinds are listed as the repository's identity.
     "gitops/runtime/tenantview.py": frozenset({"create"}),
 }
 # `request` and `stream_lines` are a GET of a subresource here (pods/log).
@@ -205,9 +210,10 @@ def test_the_gitops_engine_acts_only_through_impersonating_clients() -> None:
     assert "client.impersonating(identity.user, identity.groups)" in acting
     assert re.search(r"SyncEngine\(\s*client, self\.discovery", acting)
     sync = (ROOT / "gitops" / "runtime" / "sync.py").read_text()
-    assert "self.reader = LiveReader(client, discovery, cache)" in sync  # the same client
+    assert "self.reader = LiveReader(client, discovery, cache, metadata)" in sync  # same client
     livestate = (ROOT / "gitops" / "runtime" / "livestate.py").read_text()
     assert "self.access = CacheAccess(client)" in livestate  # cache reads asked as it too
+    assert "client=self.client, access=self.access" in livestate  # metadata caches: as it too
 
 
 def test_the_tenant_view_is_the_only_way_to_the_cache_and_client_on_a_tenants_behalf() -> None:
@@ -232,8 +238,13 @@ def test_the_tenant_view_is_the_only_way_to_the_cache_and_client_on_a_tenants_be
             cache_readers.add(name)
     assert impersonating == {"gitops/runtime/acting.py"}
     assert cache_readers == {"gitops/runtime/livestate.py"}
+    # The metadata caches' entries are read only by `metacache.read`, each after the
+    # identity's own review of its namespace, its whole object with the identity's client.
+    metacache = (ROOT / "gitops" / "runtime" / "metacache.py").read_text()
+    assert re.search(r"if not await access\.may_list\(", metacache)
     assert cache_users == {
         "gitops/runtime/livestate.py",
+        "gitops/runtime/metacache.py",
         "gitops/runtime/manager.py",
         "gitops/runtime/reconciler.py",
         "gitops/runtime/sync.py",

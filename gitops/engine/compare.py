@@ -49,6 +49,7 @@ __all__ = [
     "apply_body",
     "compare",
     "replace_requested",
+    "settled",
 ]
 
 SYNCED, OUT_OF_SYNC, UNKNOWN = "Synced", "OutOfSync", "Unknown"
@@ -192,26 +193,8 @@ def compare(
             states[key] = (c.desired, version, state)
             out.append(state)
             continue
-        body = handheld.without_held(
-            apply_body(c.desired, key, repository, repository_uid), current
-        )
-        held = list(handheld.held_pointers(current))
-        result = diff(body, current, pointers_for(key, rules) + held)
-        status = OUT_OF_SYNC if result.modified else SYNCED
-        message = "" if current is not None else "missing"
-        if held:
-            message = handheld.held_message(held)
-        state = ResourceState(
-            key,
-            c.file,
-            c.line,
-            body,
-            current,
-            status,
-            health.assess(current),
-            message,
-            diff=result if result.modified else None,
-        )
+        body = apply_body(c.desired, key, repository, repository_uid)
+        state = _compared(key, c.file, c.line, body, current, rules)
         states[key] = (c.desired, version, state)
         out.append(state)
     files = sources or {}
@@ -237,6 +220,71 @@ def compare(
     if unreadable:
         blocked = "prune skipped: " + ", ".join(unreadable) + " could not be read"
     return Comparison(tuple(out), blocked, Reuse(settings, states))
+
+
+def settled(
+    comparison: Comparison,
+    results: Mapping[ResourceKey, dict[str, Any] | None],
+    *,
+    ignore_differences: Iterable[Mapping[str, Any]] = (),
+) -> Comparison:
+    """`comparison` once a sync's `results` are in — per key, the object the API server
+    answered to its apply, or None once pruned: each applied resource compared with that
+    answer (its diff, status and health), each pruned one gone, every other state as it was
+    (a failed apply or prune changed nothing). The round derives its status from it, with no
+    second read of the cluster; `reuse` records the answers' versions, so the next round,
+    whose cache shows them, compares nothing again."""
+    rules = list(ignore_differences)
+    reuse = comparison.reuse
+    states = dict(reuse.states) if reuse is not None else {}
+    out: list[ResourceState] = []
+    for r in comparison.resources:
+        if r.key is None or r.key not in results:
+            out.append(r)
+            continue
+        after = results[r.key]
+        if after is None:
+            if not r.prune:
+                out.append(r)
+            continue
+        if r.desired is None:
+            out.append(r)
+            continue
+        state = _compared(r.key, r.file, r.line, r.desired, after, rules)
+        out.append(state)
+        if r.key in states:
+            states[r.key] = (states[r.key][0], _version(after), state)
+    new_reuse = replace(reuse, states=states) if reuse is not None else None
+    return Comparison(tuple(out), comparison.prune_blocked, new_reuse)
+
+
+def _compared(
+    key: ResourceKey,
+    file: str,
+    line: int,
+    body: dict[str, Any],
+    current: dict[str, Any] | None,
+    rules: list[Mapping[str, Any]],
+) -> ResourceState:
+    """The state of the apply `body` of `key` against `current` (None: missing): the fields
+    held by hand left out of both, `rules` (ignoreDifferences) applied."""
+    body = handheld.without_held(body, current)
+    held = list(handheld.held_pointers(current))
+    result = diff(body, current, pointers_for(key, rules) + held)
+    message = "" if current is not None else "missing"
+    if held:
+        message = handheld.held_message(held)
+    return ResourceState(
+        key,
+        file,
+        line,
+        body,
+        current,
+        OUT_OF_SYNC if result.modified else SYNCED,
+        health.assess(current),
+        message,
+        diff=result if result.modified else None,
+    )
 
 
 def apply_body(

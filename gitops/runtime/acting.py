@@ -95,7 +95,7 @@ class Tenants:
         if engine is None:
             client = self.client.impersonating(identity.user, identity.groups)
             engine = self._engines[identity] = SyncEngine(
-                client, self.discovery, cache=self.own.cache
+                client, self.discovery, cache=self.own.cache, metadata=self.own.metadata
             )
         return engine
 

@@ -6,9 +6,13 @@ Two sources, chosen per kind:
   objects indexed under the repository's tracking ids (its uid; `repository:<ns/name>` for
   objects applied before uids were recorded), plus the cached object of each desired key.
   No request at all;
-- **a list by the uid label** (`gitops.trainops.dev/repository-uid=<uid>`) for every other
-  kind the repository has or had (in Git now, applied by this process, or `appliedKinds` in
-  its status), within its scope (`gitops.engine.tenancy.live_scope`), as its identity; plus a GET of
+- **metadata-only informers** (`gitops.runtime.metacache`) for every other kind the
+  repository has or had (in Git now, applied by this process, or `appliedKinds` in its
+  status), within its scope (`gitops.engine.tenancy.live_scope`): its objects by tracking id
+  and the desired keys, each whole object taken from the last round's copy while its
+  resourceVersion is the same, else read with a GET as its identity. No list;
+- **a list by the uid label** (`gitops.trainops.dev/repository-uid=<uid>`), as its identity,
+  for such a kind the reconciler may not watch itself (or without a Manager); plus a GET of
   each desired object not found so (a hand-made object of that name is compared and adopted,
   one another repository tracks is left alone: `gitops.engine.ownership`).
 
@@ -19,7 +23,7 @@ and those of the repository, by the managed label, and keeps doing so for the ki
 found objects of this repository still without the uid label (the next apply adds it).
 
 A round that changed nothing is told without reading every object (`probe` then `stamp`):
-lists of the listed kinds (usually none), two digests of the cache (`InformerCache.digest`,
+the metadata caches (or lists of the listed kinds), two digests of the cache (`InformerCache.digest`,
 kept per event) and the cached versions of the desired objects that were not the repository's
 at the last comparison (`State.watch`: missing, hand-made or another's).
 """
@@ -34,14 +38,14 @@ from typing import Any
 
 from gitops.engine import keys, names, ownership, tenancy
 from gitops.engine.pairing import ResourceKey, key_of
-from gitops.runtime import livecache
+from gitops.runtime import livecache, metacache
 from gitops.runtime.discovery import Discovery
 from gitops.runtime.tenantview import CacheAccess
 from kube import errors
 from kube.client import Client
 from kube.resources import Resource
 
-__all__ = ["LIST_PAGE", "LiveReader", "Probe", "State"]
+__all__ = ["LIST_PAGE", "LiveReader", "Probe", "State", "settled"]
 
 LIST_PAGE = 1000
 """Objects per page when listing what a repository tracks."""
@@ -71,6 +75,9 @@ class State:
     stamp: str
     kinds: set[tuple[str, str]] = field(default_factory=set)
     """(apiVersion, kind) of every object found."""
+    digests: dict[str, int] = field(default_factory=dict)
+    """The cache's digest of each tracking id (`livecache.InformerCache.digest`) the stamp
+    was made of."""
 
 
 class LiveReader:
@@ -81,11 +88,16 @@ class LiveReader:
     list there (`access`, asked as the identity: `gitops.runtime.tenantview`)."""
 
     def __init__(
-        self, client: Client, discovery: Discovery, cache: livecache.LiveCache | None = None
+        self,
+        client: Client,
+        discovery: Discovery,
+        cache: livecache.LiveCache | None = None,
+        metadata: metacache.MetadataCache | None = None,
     ) -> None:
         self.client = client
         self.discovery = discovery
         self.cache = cache
+        self.metadata = metadata
         self.access = CacheAccess(client)
 
     def cached(self, key: ResourceKey) -> bool:
@@ -100,26 +112,44 @@ class LiveReader:
         *,
         scope: tenancy.Scope | None,
         legacy: Collection[tuple[str, str]] = (),
+        previous: Mapping[ResourceKey, dict[str, Any]] | None = None,
     ) -> Probe:
-        """List the kinds of `kinds` (apiVersion, kind) outside the cache by the uid label,
-        those of `legacy` also by the managed label, and GET each desired key of those kinds
-        not found so. Under a `scope` nothing outside it is read, and a list or read the
-        API server forbids (the repository's ServiceAccount may not) is left out: what the
-        account cannot see it cannot change either, and the apply says so per resource."""
+        """Read the kinds of `kinds` (apiVersion, kind) outside the job cache: from the
+        metadata caches (`previous`: the last probe's objects, reused while unchanged), else
+        listed by the uid label, those of `legacy` also by the managed label, with a GET of
+        each desired key of those kinds not found so. Under a `scope` nothing outside it is
+        read, and a list or read the API server forbids (the repository's ServiceAccount may
+        not) is left out: what the account cannot see it cannot change either, and the apply
+        says so per resource."""
         objects: dict[ResourceKey, dict[str, Any]] = {}
         tracked: set[ResourceKey] = set()
         found_legacy: set[tuple[str, str]] = set()
         by_uid = f"{names.REPOSITORY_UID_LABEL}={uid}" if uid else f"{names.MANAGED_LABEL}=true"
-        listed_kinds = sorted(set(kinds) | set(legacy))
+        kinds = set(kinds)
+        listed_kinds = sorted(kinds | set(legacy))
+        ids = _ids(repository, uid)
+        served: set[tuple[str, str]] = set()
+        """(group, kind)s read from metadata caches: their desired keys are settled there."""
+        used: set[metacache.Need] = set()
         for api_version, kind in listed_kinds:
             resource = await self.discovery.resource(api_version, kind)
             if resource is None or self.cached(ResourceKey(resource.group, kind, "", "")):
                 continue
+            from_cache = None  # a former default kind alone (the upgrade) is listed, once
+            if (api_version, kind) in kinds and self.metadata is not None:
+                from_cache = await self.metadata.objects(
+                    repository, ids, resource, scope, desired, used,
+                    client=self.client, access=self.access, previous=previous or {},
+                )  # fmt: skip
+            if from_cache is not None:
+                served.add((resource.group, kind))
             selectors = [by_uid]
             if (api_version, kind) in legacy and by_uid != f"{names.MANAGED_LABEL}=true":
                 selectors.append(f"{names.MANAGED_LABEL}=true")
-            for selector in selectors:
-                items = await self._list_tracked(resource, selector, scope, desired)
+            for selector in selectors if from_cache is None else [""]:
+                items = from_cache
+                if items is None:
+                    items = await self._list_tracked(resource, selector, scope, desired)
                 for i, obj in enumerate(items):
                     if i % LIST_PAGE == LIST_PAGE - 1:
                         await asyncio.sleep(0)  # let the loop run: thousands of objects
@@ -131,12 +161,14 @@ class LiveReader:
                         tracked.add(key)
                         if uid and not _uid_labelled(obj, uid) and not _deleting(obj):
                             found_legacy.add((api_version, kind))
+        if self.metadata is not None:
+            await self.metadata.settle(repository, used)
         kinds_list = list(listed_kinds)
         listed = {(api_version.rpartition("/")[0], kind) for api_version, kind in kinds_list}
-        if all(self.cached(ResourceKey(g, k, "", "")) for g, k in listed):
-            desired = ()  # every desired kind is the cache's: nothing to GET (no O(files) loop)
+        if all(self.cached(ResourceKey(g, k, "", "")) or (g, k) in served for g, k in listed):
+            desired = ()  # every desired kind is a cache's: nothing to GET (no O(files) loop)
         for key in desired:
-            if key in objects or self.cached(key):
+            if key in objects or self.cached(key) or (key.group, key.kind) in served:
                 continue
             resource = await _resource_of_key(self.discovery, key, kinds_list)
             if resource is None or not _in_scope(resource, key.namespace, scope):
@@ -168,32 +200,26 @@ class LiveReader:
         desired: Sequence[ResourceKey],
         *,
         scope: tenancy.Scope | None,
-        outcomes: Iterable[tuple[ResourceKey, dict[str, Any] | None]] = (),
     ) -> State:
         """The whole live state: `probe`'s objects and, from the cache, the repository's own
-        (within `scope`) and each desired key's. `outcomes` are (key, object after the
-        operation; None once pruned) of a sync just made: taken over the cache's versions,
-        which its watch delivers a moment later, and the stamp is what the cache will then
-        tell.
+        (within `scope`) and each desired key's.
 
         The cache is read on the loop, where it changes, in one go (dict lookups); the rest —
         ownership, the digests of thousands of applies — is assembled in a thread from that
         snapshot (cached objects are replaced by the informer, never changed in place)."""
         cache = self.cache
-        if cache is None:  # the probe listed every kind after the operation
+        if cache is None:  # the probe listed every kind
             objects, tracked = dict(probe.objects), set(probe.tracked)
-            found = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
-            return State(objects, tracked, (), keys.fingerprint(objects, tracked), found)
+            return State(
+                objects, tracked, (), keys.fingerprint(objects, tracked), _kinds_of(objects)
+            )
         ids = _ids(repository, uid)
         snapshot = _Snapshot(
             current={i: cache.digest(i) for i in ids},
             own=cache.tracked_by(ids),
             wanted=[k for k in desired if cache.serves(k.group, k.kind)],
-            # Listed kinds were listed after the operation: only the cached ones are overlaid.
-            done=[(k, after) for k, after in outcomes if cache.serves(k.group, k.kind)],
         )
         snapshot.hits = [cache.get(k) for k in snapshot.wanted]
-        snapshot.before = [cache.get(k) for k, _ in snapshot.done]
         snapshot.allowed = await self._readable(cache, snapshot)
         return await asyncio.to_thread(_assemble, probe, snapshot, repository, uid, scope)
 
@@ -286,9 +312,7 @@ class _Snapshot:
     current: dict[str, int]
     own: list[dict[str, Any]]
     wanted: list[ResourceKey]
-    done: list[tuple[ResourceKey, dict[str, Any] | None]]
     hits: list[dict[str, Any] | None] = field(default_factory=list)
-    before: list[dict[str, Any] | None] = field(default_factory=list)
     allowed: set[tuple[str, str, str]] = field(default_factory=set)
     """(group, kind, namespace) the identity may list: the cached objects it may see."""
 
@@ -318,14 +342,48 @@ def _assemble(
         hits[key] = hit
         if hit is not None and key not in objects:
             objects[key] = hit
-    objects, tracked = _overlaid(objects, tracked, snap.done, repository, uid)
     watch = tuple(k for k in wanted if k not in tracked)
-    changes = list(zip(snap.before, (after for _, after in snap.done), strict=True))
-    digest = livecache.replaced(snap.current, changes) if changes else snap.current
-    overlay = dict(snap.done)
-    versions = _versions_of(overlay[k] if k in overlay else hits.get(k) for k in watch)
-    found = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
-    return State(objects, tracked, watch, _stamp(probe, digest, versions), found)
+    versions = _versions_of(hits.get(k) for k in watch)
+    found = _kinds_of(objects)
+    return State(objects, tracked, watch, _stamp(probe, snap.current, versions), found,
+                 snap.current)  # fmt: skip
+
+
+def settled(
+    state: State,
+    probe: Probe,
+    results: Mapping[ResourceKey, dict[str, Any] | None],
+    repository: str,
+    uid: str,
+    cache: livecache.LiveCache | None,
+) -> tuple[State, Probe]:
+    """`state` and `probe` once a sync's `results` are in (per key: the object the API server
+    answered to its apply; None once pruned), without reading anything: the answers taken
+    over the versions compared, which the caches' watches deliver a moment later, and the
+    stamp what the caches will then tell (pure)."""
+
+    def cached(key: ResourceKey) -> bool:
+        return cache is not None and cache.serves(key.group, key.kind)
+
+    listed = [(k, after) for k, after in results.items() if not cached(k)]
+    objects, tracked = _overlaid(dict(probe.objects), set(probe.tracked), listed, repository, uid)
+    probe = Probe(objects, tracked, probe.legacy, keys.fingerprint(objects, tracked))
+    objects, tracked = _overlaid(
+        dict(state.objects), set(state.tracked), results.items(), repository, uid
+    )
+    if cache is None:
+        stamp = probe.fingerprint
+        return State(objects, tracked, (), stamp, _kinds_of(objects)), probe
+    changes = [(state.objects.get(k), after) for k, after in results.items() if cached(k)]
+    digests = livecache.replaced(state.digests, changes)
+    watch = tuple(k for k in state.watch if k not in tracked)
+    versions = _versions_of(objects.get(k) for k in watch)
+    stamp = _stamp(probe, digests, versions)
+    return State(objects, tracked, watch, stamp, _kinds_of(objects), digests), probe
+
+
+def _kinds_of(objects: Mapping[ResourceKey, Mapping[str, Any]]) -> set[tuple[str, str]]:
+    return {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects.values()}
 
 
 def _versions_of(objects: Iterable[Mapping[str, Any] | None]) -> str:

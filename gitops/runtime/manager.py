@@ -49,6 +49,7 @@ from gitops.runtime import fairness
 from gitops.runtime.hub import Change, ResourceDiff, UnknownRepository
 from gitops.runtime.livecache import TRACKING_INDEX, InformerCache, tracking_ids
 from gitops.runtime.memo import Memo
+from gitops.runtime.metacache import MetadataCache
 from gitops.runtime.metrics import GitOpsMetrics
 from gitops.runtime.reconciler import JOB_REPOSITORIES, LOGGER, Reconciler
 from gitops.source.git import Git
@@ -136,6 +137,9 @@ class GitOpsReconciler:
         }
         self.live_cache = InformerCache(self.job_informers.values())
         """Live training jobs by tracking id, for every round (`gitops.runtime.livecache`)."""
+        self.metadata = MetadataCache(manager)
+        """The other kinds repositories keep, watched metadata-only while one names them
+        (`gitops.runtime.metacache`)."""
         self.events = EventBuffer(EventRecorder(client, COMPONENT), logger=log)
         self.reconciler = Reconciler(
             client,
@@ -145,6 +149,7 @@ class GitOpsReconciler:
             boundaries=self.settings.boundaries,
             limits=self.settings.limits,
             live_cache=self.live_cache,
+            metadata=self.metadata,
             # Authoritative only when it watches every namespace (another namespace's repository
             # would look absent, and its objects free to take).
             cached=self.repos.get if ns is None else None,

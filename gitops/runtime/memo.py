@@ -17,6 +17,7 @@ A restart starts from empty memos and the recorded status.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gitops.engine import kinds, status, triggers
 from gitops.engine.compare import Comparison, Reuse
@@ -75,8 +76,12 @@ class Live:
     """Kinds still listed by the managed label (objects applied before the uid label); None
     until the first round after a start, which lists the former default kinds so."""
     kinds: set[tuple[str, str]] = field(default_factory=set)
-    """Every kind the repository has applied (a kind gone from Git is still looked at, so
-    its objects are pruned)."""
+    """The kinds the repository has applied and still has objects of, as its status records
+    them (`appliedKinds`): a kind gone from Git is still looked at until its objects are
+    pruned."""
+    fetched: dict[ResourceKey, dict[str, Any]] = field(default_factory=dict)
+    """The whole objects of kinds outside the job caches the last probe read (by key): taken
+    again while the metadata cache shows the same resourceVersion (`gitops.runtime.metacache`)."""
     comparison: Comparison | None = None
     reuse: Reuse | None = None
     """The last comparison's `Comparison.reuse`: the next compares only what changed."""

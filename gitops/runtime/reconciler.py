@@ -40,19 +40,20 @@ from typing import Any
 
 from gitops.engine import finished, guards, keys, ownership, report, status, tenancy, triggers
 from gitops.engine import limits as repo_limits
-from gitops.engine.compare import Comparison, compare
+from gitops.engine.compare import Comparison, compare, settled
 from gitops.engine.crd import JOB_REPOSITORIES
 from gitops.engine.pairing import ResourceKey
 from gitops.engine.records import PRUNED, SYNCED, Commit
 from gitops.engine.spec import RepoSpec, read_spec, repo_id
 from gitops.engine.urls import GitError
-from gitops.runtime import operations
+from gitops.runtime import livestate, operations
 from gitops.runtime.acting import Tenants
 from gitops.runtime.discovery import Discovery
 from gitops.runtime.fetching import Fetcher, RepeatedRefusal
 from gitops.runtime.livecache import LiveCache
 from gitops.runtime.livestate import State
 from gitops.runtime.memo import Memo
+from gitops.runtime.metacache import MetadataCache
 from gitops.runtime.metrics import GitOpsMetrics
 from gitops.runtime.statuswrite import write_status
 from gitops.runtime.sync import SyncEngine
@@ -103,6 +104,7 @@ class Reconciler:
         monotonic: Callable[[], float] = time.monotonic,
         boundaries: tenancy.Boundaries | None = None,
         live_cache: LiveCache | None = None,
+        metadata: MetadataCache | None = None,
         cached: Callable[[str, str], dict[str, Any] | None] | None = None,
         limits: repo_limits.Limits = repo_limits.DEFAULT,
     ) -> None:
@@ -111,7 +113,7 @@ class Reconciler:
         self.emit = emit
         self.metrics = metrics
         self.discovery = Discovery(client)
-        self.engine = SyncEngine(client, self.discovery, cache=live_cache)
+        self.engine = SyncEngine(client, self.discovery, cache=live_cache, metadata=metadata)
         """The reconciler's own identity (repositories acting as it, and discovery)."""
         self.tenants = Tenants(
             client, self.discovery, self.engine, boundaries or tenancy.Boundaries()
@@ -157,6 +159,8 @@ class Reconciler:
         if obj is None:
             self.memos.pop(key, None)
             self._overwritten.pop(key, None)
+            if self.engine.metadata is not None:
+                await self.engine.metadata.forget(key)  # its kinds: watched no more for it
             return None
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None
@@ -211,9 +215,10 @@ class Reconciler:
         scope = self.tenants.scope(obj, spec)
         legacy = LEGACY_KINDS | kinds if memo.live.legacy is None else memo.live.legacy
         probe = await engine.reader.probe(
-            key, uid, kinds, memo.source.desired, scope=scope, legacy=legacy
-        )
-        memo.live.legacy = probe.legacy
+            key, uid, kinds, memo.source.desired, scope=scope, legacy=legacy,
+            previous=memo.live.fetched,
+        )  # fmt: skip
+        memo.live.legacy, memo.live.fetched = probe.legacy, probe.objects
         generation = (obj.get("metadata") or {}).get("generation")
         retry_due = memo.retry.retry_at is not None and self.monotonic() >= memo.retry.retry_at
         claimed = memo.live.claimed
@@ -251,33 +256,30 @@ class Reconciler:
                 monotonic=self.monotonic,
                 metrics=self.metrics,
             )
-            probe = await engine.reader.probe(
-                key,
-                uid,
-                kinds | memo.live.kinds,
-                memo.source.desired,
-                scope=scope,
-                legacy=memo.live.legacy,
-            )
-            state = await engine.reader.complete(
-                probe, key, uid, memo.source.desired, scope=scope, outcomes=_results(operation)
-            )
+            # The state after it is derived from the API server's answers to the applies
+            # and prunes: nothing is read or compared again.
+            results = dict(_results(operation))
+            state, probe = livestate.settled(state, probe, results, key, uid, engine.reader.cache)
+            memo.live.fetched = probe.objects
+            comparison = settled(comparison, results, ignore_differences=spec.ignore_differences)
+            memo.live.reuse = comparison.reuse
             stamp = state.stamp
-            comparison = await self._compare(obj, spec, memo, state, sources_of)
             if (
                 operation.phase == "Succeeded"
                 and spec.self_heal
                 and operations.actionable(comparison)
             ):
-                # An edit landed between the apply and the re-read: the watch event it caused
-                # must not find this state memoised, or healing waits for the interval.
+                # The server answered with something else than Git says (a webhook, another
+                # writer): the next round compares again instead of finding this memoised.
                 stamp = None
         memo.live.revision, memo.live.stamp, memo.live.generation = commit.sha, stamp, generation
         memo.live.watch = state.watch
         memo.live.comparison = comparison
         memo.live.claimed = ownership.claimed(comparison)
-        memo.live.kinds |= state.kinds
         applied = (memo.source.git_kinds | state.kinds) - DEFAULT_KINDS
+        # What the status records: a kind neither in Git nor found any more (its objects
+        # pruned) is looked at no more, and its metadata cache is let go.
+        memo.live.kinds = set(applied)
         await self._write_status(
             obj,
             lambda old: finished.with_records(

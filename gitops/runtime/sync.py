@@ -3,8 +3,8 @@
 gitops-engine's `pkg/sync` reduced to what trainops needs, on `kube.Client`:
 
 - **Live state** is read by `reader` (`gitops.runtime.livestate.LiveReader`, as the same identity):
-  the training jobs from the shared informer cache by tracking id, other kinds listed by the
-  uid label.
+  the training jobs from the shared informer cache by tracking id, other kinds from
+  metadata-only informers (`gitops.runtime.metacache`), or listed by the uid label.
 - **Apply** is server-side apply with the field manager `trainops-gitops` and `force`: Git
   wins over conflicting managers, while fields Git does not mention (a controller's, a user's
   annotation) stay theirs. The outcome is recorded verbatim: `created`, `configured`,
@@ -31,6 +31,7 @@ from gitops.engine.records import FAILED, PRUNED, REPLACING, SYNCED, Outcome
 from gitops.runtime.discovery import Discovery
 from gitops.runtime.livecache import LiveCache
 from gitops.runtime.livestate import LiveReader
+from gitops.runtime.metacache import MetadataCache
 from kube import errors
 from kube.client import Client
 from kube.resources import Resource
@@ -50,11 +51,13 @@ class SyncEngine:
         discovery: Discovery,
         *,
         cache: LiveCache | None = None,
+        metadata: MetadataCache | None = None,
     ) -> None:
         self.client = client
         self.discovery = discovery
         self.cache = cache
-        self.reader = LiveReader(client, discovery, cache)
+        self.metadata = metadata
+        self.reader = LiveReader(client, discovery, cache, metadata)
 
     async def apply(self, state: ResourceState) -> Outcome:
         """Server-side apply of `state.desired` (Replace=true: delete when the API server

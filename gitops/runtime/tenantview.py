@@ -7,7 +7,7 @@ another namespace's jobs. So before a round reads the cache for a repository, it
 asked, as itself (a SelfSubjectAccessReview sent through the impersonating client the
 repository acts with), whether it may `list` that kind in that namespace; what it may not is
 left out, as a list the API server forbids would be (`gitops.runtime.livestate`). Answers are
-kept `ttl` seconds per (group, resource, namespace), at most `limit` of them.
+kept `ttl` seconds per (verb, group, resource, namespace), at most `limit` of them.
 
 The API server decides (RBAC, or any authorizer), not our rules: the same answer `kubectl auth
 can-i list tensorflowtrainingjobs -n NS --as system:serviceaccount:…` gives.
@@ -55,19 +55,24 @@ class CacheAccess:
         self.client = client
         self.ttl = ttl
         self._clock = clock
-        self._answers: dict[tuple[str, str, str], tuple[float, bool]] = {}
+        self._answers: dict[tuple[str, str, str, str], tuple[float, bool]] = {}
 
     async def may_list(self, group: str, resource: str, namespace: str) -> bool:
         """Whether the identity may list `group/resource` in `namespace`; False when the API
         server cannot say (unreachable, refused): what it cannot vouch for is not shown."""
-        key = (group, resource, namespace)
+        return await self.may("list", group, resource, namespace)
+
+    async def may(self, verb: str, group: str, resource: str, namespace: str) -> bool:
+        """Whether the identity may `verb` `group/resource` in `namespace` ("": every
+        namespace), as `may_list` answers it."""
+        key = (verb, group, resource, namespace)
         now = self._clock()
         kept = self._answers.get(key)
         if kept is not None and now - kept[0] < self.ttl:
             return kept[1]
         try:
             answer = await self.client.create(
-                SELF_SUBJECT_ACCESS_REVIEWS, review("list", group, resource, namespace)
+                SELF_SUBJECT_ACCESS_REVIEWS, review(verb, group, resource, namespace)
             )
             allowed = bool((answer.get("status") or {}).get("allowed"))
         except errors.APIError:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gitops.engine.compare import Comparison, compare
+from gitops.engine.compare import Comparison, compare, settled
 from gitops.engine.entries import entries_from_text
 from gitops.engine.pairing import ResourceKey
 from gitops.engine.preflight import Checked, preflight
@@ -179,3 +179,54 @@ def test_a_secrets_diff_shows_neither_the_value_in_git_nor_the_live_one() -> Non
     assert "token:" in text
     for leaked in ("from-git-7", base64.b64encode(b"from-git-7").decode(), old, "live-value-3"):
         assert leaked not in text
+
+
+# --- the state after a sync, derived from the API server's answers (compare.settled) --------
+
+
+def answer(name: str, rv: str, v: str = "1") -> dict[str, Any]:
+    """The object the API server answers to an apply of ConfigMap `name` (or a live one)."""
+    obj = live()[key("a")]
+    meta = {**obj["metadata"], "name": name, "uid": f"u-{name}", "resourceVersion": rv}
+    return {**obj, "metadata": meta, "data": {"v": v}}
+
+
+Sync = Callable[
+    [dict[ResourceKey, dict[str, Any]]],
+    tuple[dict[ResourceKey, dict[str, Any]], dict[ResourceKey, dict[str, Any] | None]],
+]
+"""The live objects compared → (the live objects compared, the sync's results)."""
+
+SYNCS: dict[str, Sync] = {
+    "the missing object created": lambda lv: (lv, {key("d"): answer("d", "5")}),
+    "a drifted object configured": lambda lv: (
+        {**lv, key("b"): answer("b", "7", v="9")},
+        {key("b"): answer("b", "8")},
+    ),
+    "the answer still differs from Git (a webhook's)": lambda lv: (
+        {**lv, key("b"): answer("b", "7", v="9")},
+        {key("b"): answer("b", "8", v="webhook")},
+    ),
+    "an object gone from Git pruned": lambda lv: (
+        {**lv, key("e"): answer("e", "3")},
+        {key("e"): None},
+    ),
+    "a failed apply: no answer, nothing changes": lambda lv: (
+        {**lv, key("b"): answer("b", "7", v="9")},
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("sync", SYNCS.values(), ids=list(SYNCS))
+def test_the_state_after_a_sync_is_what_comparing_the_answers_would_say(sync: Sync) -> None:
+    """`settled` reads nothing: it gives what a full comparison with the answers in place
+    gives, and its `reuse` makes the next comparison against them recompute nothing."""
+    compared, results = sync(live())
+    before = run(checked(), compared)
+    after_live = {k: v for k, v in {**compared, **results}.items() if v is not None}
+    after = settled(before, results)
+    full = run(checked(), after_live)
+    assert after.resources == full.resources
+    again = run(checked(), after_live, previous=after.reuse)
+    assert all(a is b for a, b in zip(after.resources, again.resources, strict=True))

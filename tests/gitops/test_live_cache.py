@@ -216,9 +216,10 @@ async def test_objects_applied_before_the_uid_label_are_found_pruned_and_relabel
 ) -> None:
     """The upgrade: objects carrying only the managed label and the annotations (as every
     apply wrote them before) — a job from the cache by its uid annotation, one from before
-    uids by its name annotation, a ConfigMap by the first round's list by the managed label
-    (ConfigMaps were a default kind, never in `appliedKinds`). Under the repository's scope
-    (its namespace), one in another namespace is neither read nor pruned."""
+    uids by its name annotation, a ConfigMap from the first round's metadata cache of the
+    former default kinds (ConfigMaps were one, never in `appliedKinds`), by its annotations
+    too. Under the repository's scope (its namespace), one in another namespace is neither
+    read nor pruned."""
     remote.commit("a job and its settings", {"a.yaml": tf_job_yaml("a"),
                                              "settings.yaml": CONFIGMAP.format(name="settings")})  # fmt: skip
     created = await create_repository(
@@ -246,12 +247,14 @@ async def test_objects_applied_before_the_uid_label_are_found_pruned_and_relabel
             await cached(running, namespace, name, live["metadata"]["resourceVersion"])
         rclient.lists.clear()
         await running.reconciler.reconcile(key)  # the first round after a start: a sync
-        # Found and pruned: the jobs through the cache, the ConfigMap through the managed label.
+        # Found and pruned: the jobs through the cache, the ConfigMap (a kind in Git) through
+        # the metadata cache of its namespace (one list by no label: the informer's); the
+        # former default kinds not in Git are listed by the managed label, this once.
         for resource, name in ((TF, "old"), (TF, "older"), (resources.CONFIGMAPS, "old-settings")):
             assert await get_or_none(kclient, resource, name, namespace) is None, name
-        assert (resources.CONFIGMAPS.plural, namespace, "gitops.trainops.dev/managed=true") in (
-            rclient.lists
-        )
+        assert (resources.CONFIGMAPS.plural, namespace, None) in rclient.lists
+        labelled = {c[0] for c in rclient.lists if c[2] == "gitops.trainops.dev/managed=true"}
+        assert labelled == {"secrets", "services", "deployments"}
         assert job_lists(rclient) == []
         # Outside the scope: left alone.
         assert await get_or_none(kclient, TF, "elsewhere", other_namespace) is not None
@@ -265,12 +268,11 @@ async def test_objects_applied_before_the_uid_label_are_found_pruned_and_relabel
         # one may have been on its way out at the first): the managed label is not used again.
         await running.reconciler.reconcile(key)
         assert running.reconciler.memos[key].live.legacy == frozenset()
-        # From now on: one list of ConfigMaps by the uid label, in the namespace; none by the
-        # managed label, none of jobs.
+        # From now on: no list at all; ConfigMaps of the namespace are watched metadata-only
+        # for it, the other former default kinds no more.
         rclient.lists.clear()
         await running.reconciler.reconcile(key)
-        assert rclient.lists == [
-            (resources.CONFIGMAPS.plural, namespace, f"gitops.trainops.dev/repository-uid={uid}")
-        ]
+        assert rclient.lists == []
+        assert running.metadata.held(key) == {("v1", resources.CONFIGMAPS.plural, namespace)}
     finally:
         await running.manager.stop()
