@@ -464,3 +464,28 @@ def test_the_gitops_objects_are_valid_against_the_kubernetes_schemas() -> None:
     version = kubernetes_validate.latest_version()
     for doc in _render("deploy/gitops"):
         kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_optional_watch_grant_binds_the_gitops_account_to_list_and_watch_and_never_secrets() -> (
+    None
+):
+    """deploy/gitops/optional/watch-other-kinds.yaml (not in the base): only list and watch, on
+    kinds other than Secrets, bound to the Deployment's ServiceAccount; the base does not hold it."""
+    import yaml
+
+    docs = list(
+        yaml.safe_load_all((ROOT / "deploy/gitops/optional/watch-other-kinds.yaml").read_text())
+    )
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} == {"list", "watch"}
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert "secrets" not in resources and "*" not in resources
+    assert {"configmaps", "services"} <= resources
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    deployment = _one(_render("deploy/gitops"), "Deployment", GITOPS)
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+    ]
+    assert "optional" not in (ROOT / "deploy/gitops/kustomization.yaml").read_text()
