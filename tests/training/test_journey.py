@@ -224,6 +224,10 @@ def test_a_user_watches_training_kills_a_worker_and_deletes_the_finished_job(
             "data-phase", "Succeeded", timeout=LIVE
         )
         expect(summary).to_have_attribute("data-percent", "100", timeout=LIVE)
+        # The killed run's log stays readable on its row once the pod has ended for good.
+        expect(failed.locator('a:has-text("previous run")')).to_be_visible(timeout=LIVE)
+        again = page.request.get(journey.url + (link.get_attribute("href") or ""))
+        assert again.text() == previous
         status = _status(up)
         assert status["progress"]["step"] == status["progress"]["totalSteps"] == EPOCHS * 20
         for i in range(2):
