@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -97,3 +98,32 @@ def test_progress_by_key_names_jobs_as_the_repository_page_does() -> None:
         {"kind": "XGBoostTrainingJob", "metadata": {"namespace": "a", "name": "x"}, "status": {}},
     ]
     assert list(progress_by_key(jobs)) == ["TensorFlowTrainingJob/a/m"]
+
+
+def test_the_front_pages_jobs_table_shows_each_jobs_progress_and_eta() -> None:
+    from dashboard import views
+    from dashboard.render import Renderer
+    from gitops.api.show import job_row
+
+    progress = {"percent": 30, "step": 300, "totalSteps": 1000, "eta": "5m50s"}
+    jobs = [
+        {
+            "kind": "TensorFlowTrainingJob",
+            "metadata": {"namespace": "a", "name": "m"},
+            "status": {"phase": "Running", "progress": progress},
+        },
+        {
+            "kind": "XGBoostTrainingJob",
+            "metadata": {"namespace": "a", "name": "m"},
+            "status": {"phase": "Running"},
+        },
+    ]
+    rows = views.job_rows([job_row(j) for j in jobs], datetime(2026, 12, 5, tzinfo=UTC))
+    html = Renderer(lambda name: f"/static/{name}").render(
+        "_jobs.html",
+        {"jobs": rows, "jobs_total": 2, "progress": progress_by_key(jobs)},
+    )
+    tf, xgb = html.split('<tr data-job="a/m">')[1:]
+    assert '<td class="job-progress" data-label="Progress" data-percent="30">' in tf
+    assert "30% · step 300/1000 · ETA 5m50s</td>" in tf
+    assert '<td class="job-progress" data-label="Progress"></td>' in xgb  # none reported
