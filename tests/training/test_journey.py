@@ -98,10 +98,11 @@ def journey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journey]:
         },
     )
     up = Up(root / "data")
+    # On a real cluster: what the tier's other tests made by hand (test_train_under_up.py) the
+    # repository would refuse to adopt (docs/GITOPS.md), and what it applied stays after `up`
+    # (a repository's objects outlive it) for them to trip over.
+    names = ("tf-mwms-script", "trainops-progress")
     if up.external is not None:
-        # What the tier's earlier tests made by hand (tests/training/test_train_under_up.py):
-        # the repository would refuse to adopt it (docs/GITOPS.md).
-        names = ("tf-mwms-script", "trainops-progress")
         _kubectl(up, "delete", "configmap", *names, "--ignore-not-found")
     up.start(
         timeout=90,
@@ -119,6 +120,8 @@ def journey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journey]:
         yield Journey(up, remote, api_url(up), first)
     finally:
         finish(up)
+        if up.external is not None:
+            _kubectl(up, "delete", "configmap", *names, "--ignore-not-found")
 
 
 def _kubectl(up: Up, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -173,6 +176,10 @@ def test_a_user_watches_training_kills_a_worker_and_deletes_the_finished_job(
         page = context.new_page()
         problems: list[str] = []
         page.on("pageerror", lambda error: problems.append(f"uncaught error: {error}"))
+        page.on(
+            "console",
+            lambda m: problems.append(f"CSP: {m.text}") if "Content Security" in m.text else None,
+        )
         page.goto(f"{journey.url}/?token={journey.token}")  # the banner's login link
         page.wait_for_url(journey.url + "/")
 
@@ -232,6 +239,11 @@ def test_a_user_watches_training_kills_a_worker_and_deletes_the_finished_job(
         assert status["progress"]["step"] == status["progress"]["totalSteps"] == EPOCHS * 20
         for i in range(2):
             assert "training done" in _kubectl(up, "logs", f"{JOB}-worker-{i}").stdout
+        # The front page's jobs table shows the progress too.
+        page.goto(journey.url + "/")
+        listed = page.locator(f'tr[data-job="default/{JOB}"] .job-progress')
+        expect(listed).to_have_attribute("data-percent", "100", timeout=LIVE)
+        page.goto(journey.url + JOB_PAGE)
         # One restart count everywhere: the pod, the job's status and the dashboard.
         (task,) = status["tasks"]
         restarts = {r["name"]: r["restartCount"] for r in task["replicas"]}
