@@ -231,6 +231,9 @@ def test_a_user_watches_training_kills_a_worker_and_deletes_the_finished_job(
             "data-phase", "Succeeded", timeout=LIVE
         )
         expect(summary).to_have_attribute("data-percent", "100", timeout=LIVE)
+        # The loss fell by three orders of magnitude: drawn on a log axis, not as one spike.
+        expect(loss).to_have_attribute("data-scale", "log")
+        assert loss.evaluate("div => div.layout.yaxis.type") == "log"
         # The killed run's log stays readable on its row once the pod has ended for good.
         expect(failed.locator('a:has-text("previous run")')).to_be_visible(timeout=LIVE)
         again = page.request.get(journey.url + (link.get_attribute("href") or ""))
@@ -278,6 +281,7 @@ def test_a_user_watches_training_kills_a_worker_and_deletes_the_finished_job(
             gone = _kubectl(up, "get", "tfj", JOB, check=False)
             assert gone.returncode != 0 and "NotFound" in gone.stderr, gone.stdout
         print(f"journey: done after {time.monotonic() - started:.0f} s", flush=True)
+        assert not [line for line in up.output if "Traceback" in line], "".join(up.output)
         context.close()
         browser.close()
     assert not problems, problems
