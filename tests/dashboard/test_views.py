@@ -813,6 +813,7 @@ def test_the_job_page_renders_earlier_runs_with_a_link_to_the_previous_log() -> 
         },
     )
     assert 'id="attempts"' in html
+    assert '<h3 id="attempts-title">Ended runs</h3>' in html  # the last one too, once over
     assert (
         'href="/api/v1/jobs/a/tensorflowtrainingjobs/w/logs?pod=w-worker-0&amp;previous=true'
         '&amp;tailLines=all"' in html
