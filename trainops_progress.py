@@ -21,9 +21,13 @@ Promises to the training loop: `report` never raises; each call takes at most ab
 `timeout` seconds (2 s by default; a 503 from a standby controller is retried within that
 budget); calls closer together than `min_interval` (1 s) are coalesced — the latest values are
 kept and sent by a later call or by `flush()` (the callbacks flush at the end of training); a
-non-finite metric is dropped. The first failure is logged once at WARNING (a refusal with the
-server's message); later ones are dropped silently, and a refusal that cannot pass later (a
-wrong token: 401, a bad report: 422) turns reporting off for the process.
+non-finite metric is dropped. A report that could not be sent for now (over the job's rate:
+429, no leader, no connection) stays kept back, so the latest values still arrive; after a 429
+nothing is sent before its `Retry-After`, and `flush()` waits for it within its budget (the
+last report of a run is the one that says it is complete). The first failure is logged once
+at WARNING (a refusal with the server's message); later ones are dropped silently, and a
+refusal that cannot pass later (a wrong token: 401, a bad report: 422) turns reporting off for
+the process.
 
 Nothing here imports TensorFlow, Keras or XGBoost at import time: `keras_callback()` and
 `xgboost_callback()` subclass the installed library's callback base when called (XGBoost
@@ -47,6 +51,7 @@ __all__ = ["Reporter", "flush", "keras_callback", "report", "xgboost_callback"]
 log = logging.getLogger("trainops_progress")
 
 _PERMANENT = (400, 401, 404, 413, 422)
+_MAX_RETRY_AFTER = 60.0
 
 
 class Reporter:
@@ -74,6 +79,7 @@ class Reporter:
         self._context: ssl.SSLContext | None = None
         self._pending: dict[str, Any] | None = None
         self._last = -math.inf
+        self._not_before = -math.inf  # a 429's Retry-After
         self._warned = False
 
     def report(
@@ -90,27 +96,42 @@ class Reporter:
         try:
             body = _body(self.replica, step, total_steps, epoch, total_epochs, metrics)
             self._pending = body
-            if time.monotonic() - self._last < self.min_interval:
+            now = time.monotonic()
+            if now - self._last < self.min_interval or now < self._not_before:
                 return False
-            return self.flush()
+            return self._flush(wait=False)
         except Exception as exc:  # never into the training loop
             self._fail(f"progress report failed: {exc!r}")
             return False
 
     def flush(self) -> bool:
-        """Send the report kept back by `min_interval`, if any."""
+        """Send the report kept back, if any; over the job's rate, wait for the server's
+        `Retry-After` and try again, within `timeout`."""
+        return self._flush(wait=True)
+
+    def _flush(self, wait: bool) -> bool:
         if not self.enabled or self._pending is None:
             return False
+        if not wait and time.monotonic() < self._not_before:
+            return False  # kept back until the Retry-After has passed
         body, self._pending = self._pending, None
         self._last = time.monotonic()
         try:
-            return self._send(json.dumps(body).encode())
+            sent = self._send(json.dumps(body).encode(), wait)
         except Exception as exc:
             self._fail(f"progress report failed: {exc!r}")
-            return False
+            sent = False
+        if not sent and self.enabled and self._pending is None:
+            self._pending = body  # not sent for now: the latest values, for a later call
+        return sent
 
-    def _send(self, data: bytes) -> bool:
+    def _send(self, data: bytes, wait: bool) -> bool:
         deadline = time.monotonic() + self.timeout
+        if wait and self._not_before > time.monotonic():
+            if self._not_before >= deadline:
+                self._fail("progress report over the job's rate: not sent within the timeout")
+                return False
+            time.sleep(self._not_before - time.monotonic())
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -135,6 +156,12 @@ class Reporter:
                 if exc.code == 503 and deadline - time.monotonic() > 0.2:
                     time.sleep(0.1)  # a standby controller: another connection may reach the leader
                     continue
+                if exc.code == 429:
+                    pause = _retry_after(exc)
+                    self._not_before = time.monotonic() + pause
+                    if wait and deadline - time.monotonic() > pause:
+                        time.sleep(pause)
+                        continue
                 if exc.code in _PERMANENT:
                     self.enabled = False
                     self._warned = False  # always say why reporting stops
@@ -210,6 +237,15 @@ def _body(
     return body
 
 
+def _retry_after(exc: urllib.error.HTTPError) -> float:
+    """The seconds a 429 asks to wait (`Retry-After`, in seconds; 1 when absent or a date)."""
+    try:
+        value = float(exc.headers.get("Retry-After") or 1.0)
+    except (TypeError, ValueError):
+        return 1.0
+    return min(max(value, 0.0), _MAX_RETRY_AFTER) if math.isfinite(value) else 1.0
+
+
 def _message(exc: urllib.error.HTTPError) -> str:
     try:
         return str(json.loads(exc.read(4096) or b"{}").get("error") or exc.reason)
@@ -283,7 +319,7 @@ def keras_callback(reporter: Reporter | None = None) -> Any:
             self.epoch = epoch + 1
             total_steps, epochs = self._totals()
             self.reporter.report(self.step, total_steps, self.epoch, epochs, logs)
-            self.reporter.flush()
+            self.reporter._flush(wait=False)  # the epoch's logs now, unless over the rate
 
         def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
             self.reporter.flush()

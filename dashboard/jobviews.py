@@ -27,6 +27,7 @@ from dashboard.views import JOB_PLURALS, job_path, repository_path, segment
 from gitops.api.show import FINISHED_PHASES, finished_replicas
 from gitops.engine import handheld
 from policies.durations import human_duration
+from policies.schema import MAIN_CONTAINERS
 
 __all__ = [
     "REPOSITORY_ANNOTATION",
@@ -60,7 +61,7 @@ def job_detail(
     phase = text(status.get("phase")) or "Pending"
     paused = as_dict(as_dict(spec.get("runMode")).get("pause")).get("enabled") is True
     repository = text(as_dict(meta.get("annotations")).get(REPOSITORY_ANNOTATION))
-    replicas = _replicas(name, spec, status, pods, now)
+    replicas = _replicas(name, spec, status, pods, now, MAIN_CONTAINERS.get(kind, ""))
     ns, _, rname = repository.partition("/")
     return {
         "key": f"{namespace}/{name}",
@@ -155,6 +156,7 @@ def _replicas(
     status: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
     now: datetime,
+    main: str,
 ) -> list[dict[str, Any]]:
     by_name = {text(as_dict(p.get("metadata")).get("name")): p for p in pods}
     entries: list[tuple[str, dict[str, Any]]] = []
@@ -191,19 +193,21 @@ def _replicas(
                 "phase": phase_badge(phase or "Pending"),
                 "restarts": restarts if isinstance(restarts, int) else 0,
                 "exit_code": ", ".join(str(c) for c in codes),
-                "attempts": _attempts(entry, pod, now),
+                "attempts": _attempts(entry, pod, now, main),
             }
         )
     return out
 
 
 def _attempts(
-    entry: Mapping[str, Any], pod: Mapping[str, Any] | None, now: datetime
+    entry: Mapping[str, Any], pod: Mapping[str, Any] | None, now: datetime, main: str
 ) -> list[dict[str, Any]]:
-    """The replica's earlier runs as the controller recorded them (`status.tasks[].replicas[]
+    """The replica's ended runs as the controller recorded them (`status.tasks[].replicas[]
     .attempts`, oldest first): exit code, reason, when it ended, and where its log is — kept
     by the controller in a ConfigMap, or the pod's previous run while the pod that ran it
-    lives (`kubectl logs --previous`, the latest earlier run of the current pod)."""
+    lives (`kubectl logs --previous`: the main container's `lastState`, the pod's latest ended
+    run while the container runs or waits to run again, the one before it once the container
+    has ended for good — its own run is then the pod's current log)."""
     out = []
     uid = as_dict(as_dict(pod).get("metadata")).get("uid") if pod is not None else None
     for a in map(as_dict, as_list(entry.get("attempts"))):
@@ -219,14 +223,21 @@ def _attempts(
                 if kept.get("configMap") and kept.get("key")
                 else "",
                 "previous": False,
+                "current": False,
                 "pod_uid": a.get("podUID"),
             }
         )
     mine = [a for a in out if uid and a.pop("pod_uid") == uid] if uid else []
     for a in out:
         a.pop("pod_uid", None)
-    if mine:  # the pod keeps one earlier run: its latest (what `--previous` shows)
-        mine[-1]["previous"] = True
+    statuses = as_list(as_dict(as_dict(pod).get("status")).get("containerStatuses"))
+    container = next((as_dict(c) for c in statuses if as_dict(c).get("name") == main), {})
+    ended = "terminated" in as_dict(container.get("state"))
+    shown = mine[-2:-1] if ended else mine[-1:]  # what `--previous` shows, if any
+    for a in shown:
+        a["previous"] = True
+    if ended and mine:
+        mine[-1]["current"] = True  # `kubectl logs <pod>`
     return out
 
 

@@ -73,6 +73,7 @@ async def front(request: web.Request) -> web.Response:
         "repositories": repositories,
         "jobs": views.filter_jobs(jobs, filters),
         "jobs_total": len(jobs),
+        "progress": progressviews.progress_by_key(backend.live_jobs()),
         "filters": filters,
         "options": views.filter_options(jobs, repositories, filters),
         "clear_filters": "/",

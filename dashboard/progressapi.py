@@ -1,7 +1,7 @@
 """Training progress on the job page: its data route, and the charting library's file.
 
     GET /api/v1/jobs/{namespace}/{plural}/{name}/progress   {"progress": summary | null,
-                                                             "charts": [{metric, traces}]}
+                                                             "charts": [{metric, scale, traces}]}
     GET /static/vendor/plotly.min.js                        plotly.js, from the installed
                                                              PyPI package `plotly`
 

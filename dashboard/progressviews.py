@@ -71,9 +71,10 @@ def progress_by_key(jobs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, An
 
 
 def charts(document: Any) -> list[dict[str, Any]]:
-    """`[{metric, traces: [{name, x, y}]}]`, metrics in name order. Replicas whose series of a
-    metric are equal share one trace (`worker-0, worker-1`): replicas in sync report the same
-    loss, and two lines on top of each other would hide one."""
+    """`[{metric, scale, traces: [{name, x, y}]}]`, metrics in name order. Replicas whose
+    series of a metric are equal share one trace (`worker-0, worker-1`): replicas in sync
+    report the same loss, and two lines on top of each other would hide one. `scale` is the
+    y axis's (`y_scale`)."""
     if isinstance(document, str):
         try:
             document = json.loads(document)
@@ -104,8 +105,22 @@ def charts(document: Any) -> list[dict[str, Any]]:
             }
             for series, names in groups.items()
         ]
-        out.append({"metric": metric, "traces": traces})
+        ys = [y for _, series in by_metric[metric] for _, y in series]
+        out.append({"metric": metric, "scale": y_scale(ys), "traces": traces})
     return out
+
+
+LOG_SPAN = 100.0
+"""A metric whose positive values span this factor or more is drawn on a log axis."""
+
+
+def y_scale(values: list[float]) -> str:
+    """`log` when every value is positive and the largest is at least `LOG_SPAN` times the
+    smallest, else `linear`: a loss that falls from 24 to 0.01 on a linear axis is one spike
+    then a flat line at zero, the whole of training invisible."""
+    if not values or min(values) <= 0:
+        return "linear"
+    return "log" if max(values) / min(values) >= LOG_SPAN else "linear"
 
 
 def _points(points: Any) -> tuple[tuple[float, float], ...]:

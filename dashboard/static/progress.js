@@ -54,6 +54,7 @@
       const layout = {
         title: { text: chart.metric, font: { size: 14 } },
         xaxis: { title: { text: "step" } },
+        yaxis: { type: chart.scale === "log" ? "log" : "linear" },
         height: 240,
         margin: { l: 50, r: 20, t: 36, b: 40 },
         showlegend: traces.length > 1,
@@ -62,6 +63,7 @@
       window.Plotly.react(div, traces, layout, { displayModeBar: false, responsive: true, staticPlot: false });
       div.dataset.points = String(traces.reduce(function (n, t) { return n + t.x.length; }, 0));
       div.dataset.traces = String(traces.length);
+      div.dataset.scale = chart.scale === "log" ? "log" : "linear";
     });
   }
 

@@ -28,6 +28,8 @@ class Server:
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.answers: list[tuple[int, dict[str, Any]]] = []
+        self.answer_headers: dict[str, str] = {}
+        self.times: list[float] = []
         self.delay = 0.0
         server = self
 
@@ -36,6 +38,7 @@ class Server:
                 length = int(self.headers.get("Content-Length") or 0)
                 server.bodies.append(json.loads(self.rfile.read(length)))
                 server.headers.append(dict(self.headers))
+                server.times.append(time.monotonic())
                 time.sleep(server.delay)
                 code, body = server.answers.pop(0) if server.answers else (202, {"accepted": True})
                 data = json.dumps(body).encode()
@@ -43,6 +46,9 @@ class Server:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    if code != 202:
+                        for name, value in server.answer_headers.items():
+                            self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
@@ -108,6 +114,59 @@ def test_a_standbys_503_is_tried_again_within_the_budget(server: Server) -> None
     server.answers = [(503, {"error": "does not lead"}), (503, {"error": "does not lead"})]
     assert reporter(server).report(step=1) is True
     assert len(server.bodies) == 3
+
+
+def test_over_the_rate_the_report_is_kept_until_retry_after_and_flush_waits_for_it(
+    server: Server,
+) -> None:
+    """The last report of a run says it is complete: a 429 must not lose it (the journey test
+    saw a job end Succeeded at 99 %, its workers' last reports refused for the job's rate)."""
+    server.answers = [(429, {"error": "more than 5 reports a second"})]
+    server.answer_headers = {"Retry-After": "1"}
+    r = reporter(server)
+    assert r.report(step=1, total_steps=2) is False
+    assert r.report(step=2, total_steps=2) is False  # before the Retry-After: kept, not sent
+    assert len(server.bodies) == 1
+    assert r.flush() is True  # waits out the Retry-After, within its 2 s budget
+    assert [b["step"] for b in server.bodies] == [1, 2]
+    assert server.times[1] - server.times[0] >= 0.9
+    assert r.flush() is False  # nothing kept back
+
+
+def test_flush_tries_a_429_again_within_its_budget_and_no_longer(server: Server) -> None:
+    server.answers = [(429, {"error": "over the rate"})] * 2
+    server.answer_headers = {"Retry-After": "0.2"}
+    assert reporter(server).flush() is False  # nothing to send
+    r = reporter(server, min_interval=60.0)
+    r.report(step=1)  # 429: kept
+    assert r.flush() is True
+    assert [b["step"] for b in server.bodies] == [1, 1, 1]
+    server.answers = [(429, {"error": "over the rate"})]
+    server.answer_headers = {"Retry-After": "5"}
+    r = reporter(server, min_interval=60.0, timeout=0.5)
+    started = time.monotonic()
+    r.report(step=7)
+    assert r.flush() is False  # the Retry-After is past its budget: not waited for
+    assert time.monotonic() - started < 1.5
+    assert len(server.bodies) == 4
+
+
+def test_a_report_a_transient_failure_kept_from_the_server_is_sent_later(
+    server: Server,
+) -> None:
+    server.answers = [(500, {"error": "boom"})]
+    r = reporter(server, min_interval=60.0)
+    assert r.report(step=5, metrics={"loss": 0.5}) is False
+    assert r.flush() is True
+    assert (
+        server.bodies[0]
+        == server.bodies[1]
+        == {
+            "replica": "worker-1",
+            "step": 5,
+            "metrics": {"loss": 0.5},
+        }
+    )
 
 
 def test_a_refusal_is_logged_once_and_turns_reporting_off(

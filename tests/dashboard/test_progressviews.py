@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from dashboard.progressviews import MAX_POINTS, charts, progress_by_key, summary
+from dashboard.progressviews import MAX_POINTS, charts, progress_by_key, summary, y_scale
 
 
 @pytest.mark.parametrize(
@@ -55,13 +56,41 @@ def test_replicas_in_sync_share_a_trace_and_those_that_differ_get_their_own() ->
     assert charts(json.dumps(doc)) == [
         {
             "metric": "loss",
+            "scale": "linear",
             "traces": [
                 {"name": "worker-1", "x": [1.0, 2.0], "y": [3.0, 2.5]},
                 {"name": "worker-2, worker-10", "x": [1.0, 2.0], "y": [2.0, 1.0]},
             ],
         },
-        {"metric": "lr", "traces": [{"name": "worker-2", "x": [1.0], "y": [0.1]}]},
+        {
+            "metric": "lr",
+            "scale": "linear",
+            "traces": [{"name": "worker-2", "x": [1.0], "y": [0.1]}],
+        },
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "scale"),
+    [
+        ([24.0, 3.1, 0.01], "log"),  # the example's loss: a spike, then flat on a linear axis
+        ([1.0, 100.0], "log"),  # two decades
+        ([1.0, 99.0], "linear"),
+        ([0.5, 0.87, 0.9], "linear"),  # accuracy
+        ([24.0, 0.0, 0.01], "linear"),  # a zero has no log
+        ([-1.0, 200.0], "linear"),
+        ([], "linear"),
+    ],
+)
+def test_a_metric_spanning_two_decades_of_positive_values_is_drawn_on_a_log_axis(
+    values: list[float], scale: str
+) -> None:
+    assert y_scale(values) == scale
+
+
+def test_the_scale_spans_every_replicas_values() -> None:
+    doc = {"replicas": {"worker-0": {"loss": [[1, 24.0]]}, "worker-1": {"loss": [[9, 0.2]]}}}
+    assert [c["scale"] for c in charts(doc)] == ["log"]
 
 
 @pytest.mark.parametrize(
@@ -97,3 +126,32 @@ def test_progress_by_key_names_jobs_as_the_repository_page_does() -> None:
         {"kind": "XGBoostTrainingJob", "metadata": {"namespace": "a", "name": "x"}, "status": {}},
     ]
     assert list(progress_by_key(jobs)) == ["TensorFlowTrainingJob/a/m"]
+
+
+def test_the_front_pages_jobs_table_shows_each_jobs_progress_and_eta() -> None:
+    from dashboard import views
+    from dashboard.render import Renderer
+    from gitops.api.show import job_row
+
+    progress = {"percent": 30, "step": 300, "totalSteps": 1000, "eta": "5m50s"}
+    jobs = [
+        {
+            "kind": "TensorFlowTrainingJob",
+            "metadata": {"namespace": "a", "name": "m"},
+            "status": {"phase": "Running", "progress": progress},
+        },
+        {
+            "kind": "XGBoostTrainingJob",
+            "metadata": {"namespace": "a", "name": "m"},
+            "status": {"phase": "Running"},
+        },
+    ]
+    rows = views.job_rows([job_row(j) for j in jobs], datetime(2026, 12, 5, tzinfo=UTC))
+    html = Renderer(lambda name: f"/static/{name}").render(
+        "_jobs.html",
+        {"jobs": rows, "jobs_total": 2, "progress": progress_by_key(jobs)},
+    )
+    tf, xgb = html.split('<tr data-job="a/m">')[1:]
+    assert '<td class="job-progress" data-label="Progress" data-percent="30">' in tf
+    assert "30% · step 300/1000 · ETA 5m50s</td>" in tf
+    assert '<td class="job-progress" data-label="Progress"></td>' in xgb  # none reported

@@ -737,6 +737,49 @@ def test_a_replicas_earlier_runs_are_listed_with_their_exit_codes_and_where_thei
     assert replica["attempts"][0]["ended"] == "20m ago"
 
 
+@pytest.mark.parametrize(
+    ("state", "previous", "current"),
+    [
+        ({"running": {}}, 1, None),  # the latest ended run is `--previous`
+        ({"waiting": {"reason": "CrashLoopBackOff"}}, 1, None),  # lastState: the latest
+        # Ended for good: its own run is the current log, `--previous` the one before.
+        ({"terminated": {"exitCode": 0}}, 0, 1),
+    ],
+)
+def test_the_previous_run_link_is_on_the_run_kubectl_logs_previous_shows(
+    state: dict[str, Any], previous: int, current: int | None
+) -> None:
+    """The journey test saw a job end Succeeded with its worker's last row (run 1, exit 0)
+    linked as "previous run": `--previous` of a pod that has ended shows the run before."""
+    runs = [{"attempt": 0, "exitCode": 137, "podUID": "p"}]
+    if current is not None:
+        runs.append({"attempt": 1, "exitCode": 0, "podUID": "p"})
+    else:
+        runs.insert(0, {"attempt": -1, "exitCode": 1, "podUID": "p"})
+        runs = [{**r, "attempt": i} for i, r in enumerate(runs)]
+    job = {
+        "kind": "TensorFlowTrainingJob",
+        "metadata": {"namespace": "a", "name": "w"},
+        "spec": {},
+        "status": {
+            "tasks": [{"type": "Worker", "replicas": [{"name": "w-worker-0", "attempts": runs}]}]
+        },
+    }
+    statuses = [
+        {"name": "sidecar", "state": {"running": {}}},
+        {"name": "tensorflow", "state": state},
+    ]
+    pod = {
+        "metadata": {"name": "w-worker-0", "uid": "p"},
+        "status": {"containerStatuses": statuses},
+    }
+    (replica,) = jobviews.job_detail(job, [pod], [], NOW)["replicas"]
+    assert [a["attempt"] for a in replica["attempts"] if a["previous"]] == [previous]
+    assert [a["attempt"] for a in replica["attempts"] if a["current"]] == (
+        [] if current is None else [current]
+    )
+
+
 def test_the_job_page_renders_earlier_runs_with_a_link_to_the_previous_log() -> None:
     from dashboard.render import Renderer
 
@@ -771,6 +814,7 @@ def test_the_job_page_renders_earlier_runs_with_a_link_to_the_previous_log() -> 
         },
     )
     assert 'id="attempts"' in html
+    assert '<h3 id="attempts-title">Ended runs</h3>' in html  # the last one too, once over
     assert (
         'href="/api/v1/jobs/a/tensorflowtrainingjobs/w/logs?pod=w-worker-0&amp;previous=true'
         '&amp;tailLines=all"' in html
