@@ -19,6 +19,7 @@ TOOL_MISSING = [
     "podman cannot run a container here: cgroups",
     "pods share the host network (CNI plugin(s) bridge missing in /usr/lib/cni; Debian/Ubuntu: "
     "apt install containernetworking-plugins)",
+    "/usr/bin/chromium is not installed (Debian's chromium package; .ci/run installs it)",
     "pods share the host's network here, so replicas cannot train: not running as root",
 ]
 ANOTHER_TIER = [

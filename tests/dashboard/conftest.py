@@ -59,7 +59,7 @@ VIEWPORT = {"width": 1280, "height": 800}
 def require_chromium() -> None:
     """Skip, saying why, when Debian's chromium is not installed (before starting anything)."""
     if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package; .ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is not installed (Debian's chromium package; .ci/run installs it)")
 
 
 def short_job(name: str, *lines: str) -> str:
