@@ -155,6 +155,9 @@ GITOPS_IMPERSONATED = {
     "gitops/runtime/sync.py": frozenset({"patch", "delete"}),
     "gitops/runtime/livestate.py": frozenset({"get", "list"}),
     "gitops/runtime/acting.py": frozenset({"get"}),
+    # A repository's own push secret (spec.push.secretRef), read as its account on
+    # `acting.acting_as(...)` for the push hook.
+    "gitops/runtime/pushsecrets.py": frozenset({"get"}),
     # The cache reads' SelfSubjectAccessReviews, asked as the repository's identity (every
     # authenticated user may create them: system:basic-user).
     "gitops/runtime/tenantview.py": frozenset({"create"}),
@@ -203,6 +206,7 @@ def test_the_gitops_engine_acts_only_through_impersonating_clients() -> None:
     rules let act as the reconciler (off unless --allow-reconciler-identity)."""
     acting = (ROOT / "gitops" / "runtime" / "acting.py").read_text()
     assert "client.impersonating(identity.user, identity.groups)" in acting
+    assert "client = acting_as(self.client, identity)" in acting
     assert re.search(r"SyncEngine\(\s*client, self\.discovery", acting)
     sync = (ROOT / "gitops" / "runtime" / "sync.py").read_text()
     assert "self.reader = LiveReader(client, discovery, cache)" in sync  # the same client

@@ -212,6 +212,20 @@ def _spec() -> dict[str, Any]:
                 {"name": _str("The Secret's name.", minLength=1, maxLength=253)},
                 required=["name"],
             ),
+            "push": _obj(
+                "Push webhooks for this repository.",
+                {
+                    "secretRef": _obj(
+                        "A Secret in the JobRepository's namespace whose key token is this "
+                        "repository's own push secret (read as serviceAccountName): a push "
+                        "triggers it only when signed with it (GitHub, Gitea/Forgejo, "
+                        "X-Hub-Signature-256) or carrying it (GitLab, X-Trainops-Token); the "
+                        "service's shared webhook secret then does not.",
+                        {"name": _str("The Secret's name.", minLength=1, maxLength=253)},
+                        required=["name"],
+                    )
+                },
+            ),
         },
         required=["repoURL"],
     )
