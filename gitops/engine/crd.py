@@ -251,6 +251,16 @@ def _sync_policy() -> dict[str, Any]:
                     },
                 },
             ),
+            "allowAnyRevision": {
+                "type": "boolean",
+                "description": "Let a requested sync to a revision (the annotation "
+                "gitops.trainops.dev/sync-revision, which only patch allows) apply a commit "
+                "outside targetRevision's history (another branch, a pull request's head). "
+                "Unset or false: such a request is refused; a commit targetRevision's history "
+                "holds (an earlier commit of the branch, a tag on it) is synced. Without "
+                "automated sync only.",
+                "default": False,
+            },
             "rerunFinishedJobs": {
                 "type": "boolean",
                 "description": "Create a training job again when it finished (Succeeded or "

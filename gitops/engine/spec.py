@@ -49,6 +49,9 @@ class RepoSpec:
     ignore_differences: tuple[dict[str, Any], ...]
     sync_options: tuple[str, ...]
     secret_name: str | None
+    allow_any_revision: bool = False
+    """`spec.syncPolicy.allowAnyRevision`: a requested sync (`sync-revision`) may name a
+    revision that targetRevision's history does not hold (`gitops.runtime.fetching`)."""
     push_secret_name: str | None = None
     """`spec.push.secretRef.name`: the Secret (key `token`) whose value push webhooks for this
     repository must prove (`gitops.source.pushhooks.PushCheck`); "" when `secretRef` is there
@@ -110,6 +113,7 @@ def read_spec(obj: dict[str, Any]) -> RepoSpec:
         ignore_differences=tuple(r for r in spec.get("ignoreDifferences") or () if _is_dict(r)),
         sync_options=tuple(str(o) for o in policy.get("syncOptions") or ()),
         secret_name=_dict(spec.get("secretRef")).get("name") or None,
+        allow_any_revision=policy.get("allowAnyRevision") is True,
         push_secret_name=_push_secret(spec),
     )
 
