@@ -21,9 +21,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from gitops.api import routes as api
+from gitops.engine.spec import read_spec
 from gitops.engine.tenancy import Boundaries
 from gitops.engine.urls import normalize_repo_url
 from gitops.runtime.manager import GitOpsReconciler
+from gitops.runtime.pushsecrets import TTL, PushSecrets
 from gitops.source.pushhooks import PushCheck, PushEvent, proof_of
 from kube import resources
 from kube.client import Client
@@ -156,3 +158,24 @@ async def test_a_secret_the_repositorys_account_may_not_read_proves_nothing(
     keys, check = await pushed(hub, remote, VALUES["push-b"])
     assert keys == []
     assert check.refusal() is not None
+
+
+async def test_a_rotated_secret_is_read_again_once_the_kept_value_is_ttl_old(
+    hub: GitOpsReconciler, kclient: Client, namespace: str
+) -> None:
+    """At most one GET per repository and `TTL`: a new value proves pushes once that passed."""
+    now = [1000.0]
+    secrets = PushSecrets(kclient, Boundaries(allow_local_repos=True), clock=lambda: now[0])
+    obj = hub.repos.get(namespace, "own")
+    assert obj is not None
+    spec = read_spec(obj)
+    assert await secrets.value(obj, spec) == VALUES["push-a"]
+    rotated = {"token": base64.b64encode(b"rotated").decode()}
+    await kclient.patch(resources.SECRETS, "push-a", {"data": rotated}, namespace)
+    now[0] += TTL - 0.5
+    assert await secrets.value(obj, spec) == VALUES["push-a"]  # kept
+    now[0] += 1.0
+    assert await secrets.value(obj, spec) == b"rotated"
+    plain = hub.repos.get(namespace, "plain")
+    assert plain is not None
+    assert await secrets.value(plain, read_spec(plain)) is None  # names none: the shared rule
