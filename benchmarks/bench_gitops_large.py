@@ -362,7 +362,7 @@ async def noop_rounds(
     running: GitOpsReconciler, rounds: Rounds, beat: Heartbeat, n: int, out: dict[str, str]
 ) -> None:
     """Poll rounds (the key added to the queue) and push triggers that find nothing changed."""
-    from gitops.source.pushhooks import PushEvent
+    from gitops.source.pushhooks import PushCheck, PushEvent
 
     await asyncio.sleep(3)  # let the job events of the last sync settle (STATUS_DELAY)
     key = "default/cms"
@@ -384,7 +384,7 @@ async def noop_rounds(
     trigger, own = [], []
     for _ in range(n):
         t0 = time.perf_counter()
-        refreshed = await running.push(event)
+        refreshed = await running.push(event, PushCheck.anonymous())
         assert refreshed == [key], refreshed
         end, wall, _c = await rounds.next_after(t0)
         trigger.append(end - t0)
@@ -403,7 +403,7 @@ async def push_rounds(
     out: dict[str, str],
 ) -> None:
     """Push → applied for a one-file change, `n` times."""
-    from gitops.source.pushhooks import PushEvent
+    from gitops.source.pushhooks import PushCheck, PushEvent
 
     if n <= 0:
         return
@@ -418,7 +418,7 @@ async def push_rounds(
         value = 10 + k
         change_one(tmp, i, value, kind)
         t0 = time.perf_counter()
-        await running.push(event)
+        await running.push(event, PushCheck.anonymous())
 
         async def landed(name: str = name, value: int = value) -> bool:
             obj = await client.get(resource, name, "default")

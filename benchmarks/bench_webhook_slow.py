@@ -1,6 +1,6 @@
 """The webhook under 1,000 slow connections (issue 29; run by hand).
 
-    .venv/bin/python benchmarks/bench_webhook_slow.py [--slow 1000] [--duration 20]
+    .venv/bin/python benchmarks/bench_webhook_slow.py [--slow 1000] [--duration 20] [--silent]
 
 Starts the webhook as `trainops webhook` runs (this tree, default limits), then:
 1. quiet: an API-server-like client on 127.0.0.1 sends one /validate review at a time, each on
@@ -8,7 +8,8 @@ Starts the webhook as `trainops webhook` runs (this tree, default limits), then:
 2. attacked: a second process keeps `--slow` TLS connections open from 127.0.0.2 onwards (50
    per source address, the default per-source cap), each sending the issue's
    `POST /validate HTTP/1.1\\r\\nHost: x\\r\\n` and nothing more, and opens a new one whenever the
-   webhook closes one — while the same client measures again.
+   webhook closes one — while the same client measures again. With `--silent` the connections
+   are plain TCP that never send a ClientHello (the handshake caps, `kube.handshakes`).
 Prints the reviews' latency (p50, p99, max) and failures in both phases, how the webhook closed
 the slow connections (seconds after opening: evicted at once, or cut at the 5 s head
 deadline), how many it closed per second, and its resident memory and CPU. Results:
@@ -51,7 +52,7 @@ PER_SOURCE = 50
 
 def attacker(spec: str) -> int:
     """Keep `slow` slow connections for `duration` s; print how long each lasted, as JSON."""
-    port, cafile, slow, duration = spec.split()
+    port, cafile, slow, duration, silent = spec.split()
     ctx = ssl.create_default_context(cafile=cafile)
     lasted: list[float] = []
     failed = 0
@@ -63,8 +64,8 @@ def attacker(spec: str) -> int:
                 reader, writer = await asyncio.open_connection(
                     "127.0.0.1",
                     int(port),
-                    ssl=ctx,
-                    server_hostname="localhost",
+                    ssl=None if silent == "1" else ctx,
+                    server_hostname=None if silent == "1" else "localhost",
                     local_addr=(source, 0),
                 )
             except OSError:
@@ -72,7 +73,8 @@ def attacker(spec: str) -> int:
                 await asyncio.sleep(0.1)
                 continue
             opened = time.monotonic()
-            writer.write(SLOWLORIS)
+            if silent != "1":
+                writer.write(SLOWLORIS)
             try:
                 async with asyncio.timeout(max(0.0, until - opened)):
                     await reader.read()
@@ -98,6 +100,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--slow", type=int, default=1000, help="slow connections kept open")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per phase")
+    parser.add_argument(
+        "--silent", action="store_true", help="plain TCP connections that send no ClientHello"
+    )
     parser.add_argument("--attacker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.attacker:
@@ -151,7 +156,7 @@ def main() -> int:
             sys.executable,
             __file__,
             "--attacker",
-            f"{port} {tmp / 'ca.crt'} {args.slow} {args.duration + 3}",
+            f"{port} {tmp / 'ca.crt'} {args.slow} {args.duration + 3} {int(args.silent)}",
             stdout=asyncio.subprocess.PIPE,
         )
         await asyncio.sleep(3.0)  # the slow connections are open
@@ -188,7 +193,8 @@ def main() -> int:
     lasted = attack["lasted"]
     at_deadline = [t for t in lasted if t >= 4.5]
     print(
-        f"slow connections ({args.slow} kept open by the attacker): {len(lasted)} closed by the "
+        f"{'silent' if args.silent else 'slow'} connections ({args.slow} kept open by the "
+        f"attacker): {len(lasted)} closed by the "
         f"webhook in {args.duration + 3:g} s ({len(lasted) / (args.duration + 3):.0f}/s); "
         f"{len(lasted) - len(at_deadline)} within 4.5 s of opening (evicted, p50 "
         f"{_percentile([t for t in lasted if t < 4.5], 0.5):.2f} s), {len(at_deadline)} at the "

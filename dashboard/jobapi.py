@@ -19,8 +19,11 @@ shape, `{"error": "<message>"}`.
 
 Logs are read through the API server's `pods/log` (`kube.Client`), never from local files; a
 pod must carry the job's label, so these routes cannot read any other pod of the namespace.
-With `follow=true` the answer streams until the client leaves, the log ends, or the app
-shuts down (the API's `on_shutdown` event ends log streams as it ends event streams).
+With `follow=true` the answer streams until the client leaves, the log ends, the app
+shuts down (the API's `on_shutdown` event ends log streams as it ends event streams),
+`FOLLOW_LIMIT` passes, or its token or access no longer holds: every `stream_recheck` seconds
+the token is reviewed again (TokenReview) and the route's access (`get pods/log`) asked
+again, as the event stream does.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from aiohttp import web
 from dashboard import jobviews
 from dashboard.backend import JOB_LABEL, DeployedFromGit, UnknownJob
 from dashboard.pages import BACKEND, readable_parts
-from gitops.api.routes import STREAMS, open_stream
+from gitops.api.routes import SETTINGS, STREAMS, open_stream, still_valid
 from kube import errors, resources
 
 __all__ = ["DEFAULT_TAIL", "FOLLOW_LIMIT", "MAX_TAIL", "add_routes"]
@@ -152,10 +155,13 @@ async def _follow(
     """Stream the log. Waits at most `_FIRST_LINE_WAIT` for the first line or the API server's
     refusal (answered with its status); a quiet log starts the answer then and is followed
     until the reader leaves (noticed within `_POLL`), stops reading (`_WRITE_TIMEOUT`), the app
-    shuts down or `FOLLOW_LIMIT` passes. However it ends, the upstream `pods/log` request is
+    shuts down, `FOLLOW_LIMIT` passes, or — asked every `stream_recheck` seconds, as the event
+    stream asks — the token is no longer valid or its user may no longer `get pods/log`
+    there (`still_valid`; the last line says which). However it ends, the upstream `pods/log` request is
     closed (cancelling the pending read closes the response inside `kube`)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
+    recheck = request.app[SETTINGS].stream_recheck
     lines = request.app[BACKEND].follow(namespace, pod, container, tail, limit=FOLLOW_LIMIT)
     iterator = aiter(lines)
     closing = request.app[STREAMS].closing
@@ -178,10 +184,18 @@ async def _follow(
             if isinstance(failure, errors.APIError):
                 return _log_failure(failure, pod)
         await response.prepare(request)
+        checked = loop.time()
         while not closing.is_set() and not _gone(request):
+            if loop.time() - checked >= recheck:
+                why = await still_valid(request)
+                if why:
+                    await _write(response, f"\n[log stream ended: {why}]\n".encode())
+                    break
+                checked = loop.time()
             if pending is None:
                 pending = asyncio.ensure_future(anext(iterator))
-            await asyncio.wait({pending, ended}, timeout=_POLL, return_when=asyncio.FIRST_COMPLETED)
+            wait = max(0.0, min(_POLL, checked + recheck - loop.time()))
+            await asyncio.wait({pending, ended}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
             if not pending.done():
                 continue
             done, pending = pending, None

@@ -7,10 +7,11 @@ the admission webhook for two minutes, and with `failurePolicy: Fail` every job 
 cluster failed. This module holds a connection to deadlines and caps, the way Go's `net/http`
 server does with `ReadHeaderTimeout` and `IdleTimeout`, plus two caps:
 
-- **TLS handshake**: done within `handshake_timeout` (the event loop's
-  `ssl_handshake_timeout`). A connection counts against the caps once its handshake is done:
-  the event loop gives the protocol a connection only then, and tells it nothing of one whose
-  handshake fails. Handshakes in progress are bounded by this deadline alone;
+- **TLS handshake**: done within `handshake_timeout`, and at most `max_handshakes` in progress
+  (`max_handshakes_per_source` from one address): a new connection over either takes the place
+  of the handshake in progress longest (`kube.handshakes`: the listener accepts plain sockets
+  and starts TLS itself, so a connection counts from its accept). A connection counts against
+  the connection caps below once its handshake is done;
 - **request head**: complete within `header_timeout` of the connection being made or of the
   first byte after the previous response — trickling bytes does not extend it;
 - **idle keep-alive**: a connection with no request for `idle_timeout` after its last response
@@ -57,6 +58,8 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from kube.handshakes import Handshakes, TLSListener
+
 __all__ = [
     "ConnectionGuard",
     "ConnectionLimits",
@@ -78,14 +81,18 @@ class ConnectionLimits:
 
     max_connections: int = 100
     max_per_source: int = 50
+    max_handshakes: int = 128
+    max_handshakes_per_source: int = 32
     handshake_timeout: float = 5.0
     header_timeout: float = 5.0
     idle_timeout: float = 120.0
     body_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_connections < 1 or self.max_per_source < 1:
+        if min(self.max_connections, self.max_per_source) < 1:
             raise ValueError("max_connections and max_per_source must be at least 1")
+        if min(self.max_handshakes, self.max_handshakes_per_source) < 1:
+            raise ValueError("max_handshakes and max_handshakes_per_source must be at least 1")
         timeouts = [self.handshake_timeout, self.header_timeout, self.idle_timeout]
         if self.body_timeout is not None:
             timeouts.append(self.body_timeout)
@@ -169,6 +176,14 @@ class ConnectionGuard:
         self._by_handler: dict[object, _Guarded] = {}
         self._strain_last = -math.inf  # when a connection was last evicted or refused
         self._strain_count = 0  # evicted or refused since the strain began
+        self.handshakes = Handshakes(
+            max_total=limits.max_handshakes,
+            max_per_source=limits.max_handshakes_per_source,
+            timeout=limits.handshake_timeout,
+            name=name,
+            stats=self.stats,
+        )
+        """TLS handshakes in progress (a TLS `listen` only)."""
 
     @property
     def open(self) -> int:
@@ -181,7 +196,9 @@ class ConnectionGuard:
         return len(self._by_phase[phase])
 
     def open_by_phase(self) -> dict[str, int]:
-        return {phase.value: len(conns) for phase, conns in self._by_phase.items()}
+        """Open connections by phase, and `handshake`: TLS handshakes in progress."""
+        counts = {phase.value: len(conns) for phase, conns in self._by_phase.items()}
+        return counts | {"handshake": self.handshakes.in_progress}
 
     def protocol_factory(
         self,
@@ -202,18 +219,16 @@ class ConnectionGuard:
         ssl: ssl_module.SSLContext | None = None,
         setup_transport: Callable[[asyncio.BaseTransport], None] | None = None,
         backlog: int = 1024,
-    ) -> asyncio.Server:
-        """Listen on `host:port` (port 0: any free port), with the TLS handshake deadline."""
+    ) -> asyncio.Server | TLSListener:
+        """Listen on `host:port` (port 0: any free port); with `ssl`, TLS handshakes under
+        their deadline and caps (`kube.handshakes`)."""
+        factory = self.protocol_factory(inner, setup_transport=setup_transport)
+        if ssl is not None:
+            return await TLSListener.listen(
+                host, port, self.handshakes, ssl, factory, backlog=backlog
+            )
         loop = asyncio.get_running_loop()
-        return await loop.create_server(
-            self.protocol_factory(inner, setup_transport=setup_transport),
-            host,
-            port,
-            ssl=ssl,
-            ssl_handshake_timeout=self.limits.handshake_timeout if ssl is not None else None,
-            reuse_address=True,
-            backlog=backlog,
-        )
+        return await loop.create_server(factory, host, port, reuse_address=True, backlog=backlog)
 
     def wrap_handler(self, handler: Handler) -> Handler:
         """`handler` telling the guard when each request starts and ends (for `web.Server`)."""

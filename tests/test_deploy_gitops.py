@@ -157,6 +157,9 @@ GITOPS_IMPERSONATED = {
     # The whole objects behind a metadata cache's entries, read with the reader's client.
     "gitops/runtime/metacache.py": frozenset({"get"}),
     "gitops/runtime/acting.py": frozenset({"get"}),
+    # A repository's own push secret (spec.push.secretRef), read as its account on
+    # `acting.acting_as(...)` for the push hook.
+    "gitops/runtime/pushsecrets.py": frozenset({"get"}),
     # The cache reads' SelfSubjectAccessReviews, asked as the repository's identity (every
     # authenticated user may create them: system:basic-user); and as the reconciler itself,
     # whether it may list and watch a kind outside the job caches: only then is a metadata
@@ -208,6 +211,7 @@ def test_the_gitops_engine_acts_only_through_impersonating_clients() -> None:
     rules let act as the reconciler (off unless --allow-reconciler-identity)."""
     acting = (ROOT / "gitops" / "runtime" / "acting.py").read_text()
     assert "client.impersonating(identity.user, identity.groups)" in acting
+    assert "client = acting_as(self.client, identity)" in acting
     assert re.search(r"SyncEngine\(\s*client, self\.discovery", acting)
     sync = (ROOT / "gitops" / "runtime" / "sync.py").read_text()
     assert "self.reader = LiveReader(client, discovery, cache, metadata)" in sync  # same client

@@ -28,6 +28,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from kube.connlimits import ConnectionGuard, ConnectionLimits
+from kube.handshakes import TLSListener
 from webhook.app import METRICS, Readiness, Settings, create_app, dispatcher
 from webhook.tls import ReloadingTLS
 
@@ -73,7 +74,7 @@ class RunningServer:
 
     app: web.Application
     runner: web.AppRunner
-    server: asyncio.Server
+    server: asyncio.Server | TLSListener
     tls: ReloadingTLS
     guard: ConnectionGuard
 

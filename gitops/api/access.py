@@ -37,6 +37,7 @@ __all__ = [
     "may_see",
     "open_stream",
     "served_securely",
+    "still_valid",
     "user_of",
     "visible_diffs",
     "visible_jobs",
@@ -105,6 +106,37 @@ async def authenticate(request: web.Request, token: str) -> User | None:
     except AccessUnavailable as e:
         log.warning("authentication unavailable: %s", e)
         raise ApiError(503, "cannot check the token now: the API server did not answer") from None
+
+
+async def still_valid(request: web.Request) -> str:
+    """Why a long-lived answer (an event stream, a log follow) must end now ("": it goes on):
+    its token is no longer accepted by the API server or names another user, the user may no
+    longer do what its route does (the route's access rule asked again), or the API server
+    cannot be asked. The reviews go through `ACCESS`'s cache (at most its `ttl` old). Without
+    `ACCESS` (the API's own token) nothing is reviewed."""
+    access = request.app.get(ACCESS)
+    if access is None:
+        return ""
+    token = rules.bearer_token(request.headers.get("Authorization"), request.cookies.get(COOKIE))
+    if token is None:
+        return "the token is no longer valid"
+    try:
+        user = await authenticate(request, token)
+    except ApiError:
+        return "the token cannot be checked now: the API server did not answer"
+    if user is None or user != user_of(request):
+        return "the token is no longer valid"
+    route = request.match_info.route.name
+    rule = request.app[RULES].get(route) if route else None
+    if rule is None or rule in (rules.PUBLIC, rules.LISTED):
+        return ""
+    for check in rules.needs(rule, request.match_info):
+        try:
+            if not await access.allowed(user, check):
+                return rules.forbidden_message(user, check)
+        except AccessUnavailable:
+            return "access cannot be checked now: the API server did not answer"
+    return ""
 
 
 def user_of(request: web.Request) -> User | None:

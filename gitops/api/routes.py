@@ -40,9 +40,11 @@ Security (the rules themselves are `gitops.api.auth` and `gitops.api.rules`):
 - Every POST, the push hook included, is refused (403) when a browser says it comes from another
   site (`Sec-Fetch-Site`, or an `Origin` that is not this `Host`): a page elsewhere cannot
   trigger syncs even on loopback, even with the login cookie.
-- The push hook needs no token: when a webhook secret is configured each provider's signature or
-  token is required (401). Nothing from a payload is applied: a push only refreshes the
-  JobRepositories whose repoURL and branch match, which fetch what they already name.
+- The push hook needs no token: a JobRepository naming its own push secret
+  (`spec.push.secretRef`) is refreshed only by a push that proves it; the others by one that
+  proves the shared `--webhook-secret` when it is set (else by any). With a shared secret, a
+  push that proves no secret is a 401. Nothing from a payload is applied: a push only refreshes
+  the JobRepositories whose repoURL and branch match, which fetch what they already name.
 - Bodies are read with a cap (`max_body_bytes`, 1 MiB; 413, whatever Content-Length says) and a
   deadline (`body_timeout`; 408). Event streams and log follows are capped per user
   (`max_streams_per_user`, 8) and in all (`max_streams`, 64): 429 beyond.
@@ -58,7 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -74,6 +76,7 @@ from gitops.api.access import (
     may_list,
     open_stream,
     served_securely,
+    still_valid,
     user_of,
     visible_diffs,
     visible_jobs,
@@ -108,7 +111,7 @@ from gitops.api.state import (
 )
 from gitops.api.stream import end_streams, stream
 from gitops.runtime.hub import Hub, UnknownRepository
-from gitops.source.pushhooks import PushError, parse_push
+from gitops.source.pushhooks import PushCheck, PushError, PushEvent, proof_of, read_push
 from kube import resources
 from kube.connlimits import ConnectionGuard, ConnectionLimits
 
@@ -137,6 +140,7 @@ __all__ = [
     "serve",
     "served_securely",
     "shown_repository",
+    "still_valid",
     "user_of",
     "visible_jobs",
     "visible_repositories",
@@ -374,13 +378,20 @@ async def _webhook(request: web.Request) -> web.Response:
         retry = {"Retry-After": str(max(1, round(wait + 0.49)))}
         raise ApiError(429, "too many pushes from this address or in all: retry later", retry)
     body = await _read_body(request)
+    check = PushCheck(proof_of(request.headers), body, request.app[SETTINGS].webhook_secret)
     try:
-        event = parse_push(request.headers, body, request.app[SETTINGS].webhook_secret)
+        if check.by_shared:  # as before repositories had secrets: 401 ahead of a bad body
+            event = read_push(request.headers, body)
+        else:  # read to find the repositories whose own secret may prove it
+            event = _unproved(request.headers, body, check)
     except PushError as e:
         raise ApiError(e.status, e.message) from None
     if event.ignored:
         return _json({"ignored": True})
-    refreshed = await request.app[HUB].push(event)
+    refreshed = await request.app[HUB].push(event, check)
+    refused = check.refusal()
+    if refused is not None:
+        raise ApiError(refused.status, refused.message)
     log.info(
         "push from %s for %s (branch %s): refreshing %s",
         event.provider,
@@ -389,9 +400,22 @@ async def _webhook(request: web.Request) -> web.Response:
         ", ".join(refreshed) or "nothing",
     )
     # A count, never names: the caller is anonymous (no secret) or knows a secret every
-    # tenant's Git host shares; which repositories of which namespaces follow a URL is not
-    # theirs to learn. The log above, the operator's, names them.
+    # tenant's Git host shares (or one repository's); which repositories of which namespaces
+    # follow a URL is not theirs to learn. The log above, the operator's, names them.
     return _json({"refreshed": len(refreshed)}, status=202)
+
+
+def _unproved(headers: Mapping[str, str], body: bytes, check: PushCheck) -> PushEvent:
+    """A request the shared secret does not prove is read all the same (a repository's own
+    secret may prove it), but one that is not even a push answers as the shared secret would:
+    401, not 400 — an unauthenticated caller learns nothing from the difference."""
+    try:
+        return read_push(headers, body)
+    except PushError:
+        refused = check.refusal()
+        if refused is not None:
+            raise refused from None
+        raise
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ connection is dropped) or the app shuts down (`end_streams`, on shutdown, ends e
 stream at once). Each stream counts against the caps (`open_stream`: 429 beyond).
 
 A stream outlives no token: every `stream_recheck` seconds (30) its token is reviewed again
-(a TokenReview, through the access cache of `gitops.api.reviews`: at most its `ttl` old), and
-the stream ends — with a `: ` comment saying why — once the API server no longer accepts it,
-names another user, or cannot be asked. Whatever happens, it ends after `stream_lifetime`
+(a TokenReview, through the access cache of `gitops.api.reviews`: at most its `ttl` old;
+`gitops.api.access.still_valid`, which the dashboard's log follows use too), and the stream
+ends — with a `: ` comment saying why — once the API server no longer accepts it, names
+another user, or cannot be asked. Whatever happens, it ends after `stream_lifetime`
 seconds (an hour); the browser's EventSource reconnects, authenticated anew.
 """
 
@@ -25,10 +26,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gitops.api import rules
-from gitops.api.access import authenticate, may_see, open_stream, user_of
+from gitops.api.access import may_see, open_stream, still_valid
 from gitops.api.show import shown_repository
-from gitops.api.state import ACCESS, HUB, SETTINGS, STREAMS, ApiError
+from gitops.api.state import HUB, SETTINGS, STREAMS
 from gitops.runtime.hub import Change
 
 __all__ = ["end_streams", "stream"]
@@ -68,7 +68,7 @@ async def _serve_stream(request: web.Request, response: web.StreamResponse) -> w
                 await _write(response, b": the stream's lifetime is over\n\n", 1.0)
                 break
             if now - checked >= settings.stream_recheck:
-                why = await _invalid(request)
+                why = await still_valid(request)
                 if why:
                     await _write(response, f": {why}\n\n".encode(), 1.0)
                     break
@@ -120,26 +120,6 @@ async def _serve_stream(request: web.Request, response: web.StreamResponse) -> w
             except Exception:
                 log.exception("closing a change subscription failed")
     return response
-
-
-async def _invalid(request: web.Request) -> str:
-    """Why the stream's token no longer holds ("": it does): the API server does not accept
-    it, names another user, or cannot be asked. Without `ACCESS` (the API's own token)
-    nothing is reviewed."""
-    if ACCESS not in request.app:
-        return ""
-    token = rules.bearer_token(
-        request.headers.get("Authorization"), request.cookies.get(rules.COOKIE)
-    )
-    if token is None:
-        return "the token is no longer valid"
-    try:
-        user = await authenticate(request, token)
-    except ApiError:
-        return "the token cannot be checked now: the API server did not answer"
-    if user is None or user != user_of(request):
-        return "the token is no longer valid"
-    return ""
 
 
 async def _write(response: web.StreamResponse, data: bytes, timeout: float) -> None:

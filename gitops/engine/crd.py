@@ -212,6 +212,20 @@ def _spec() -> dict[str, Any]:
                 {"name": _str("The Secret's name.", minLength=1, maxLength=253)},
                 required=["name"],
             ),
+            "push": _obj(
+                "Push webhooks for this repository.",
+                {
+                    "secretRef": _obj(
+                        "A Secret in the JobRepository's namespace whose key token is this "
+                        "repository's own push secret (read as serviceAccountName): a push "
+                        "triggers it only when signed with it (GitHub, Gitea/Forgejo, "
+                        "X-Hub-Signature-256) or carrying it (GitLab, X-Trainops-Token); the "
+                        "service's shared webhook secret then does not.",
+                        {"name": _str("The Secret's name.", minLength=1, maxLength=253)},
+                        required=["name"],
+                    )
+                },
+            ),
         },
         required=["repoURL"],
     )
@@ -237,6 +251,16 @@ def _sync_policy() -> dict[str, Any]:
                     },
                 },
             ),
+            "allowAnyRevision": {
+                "type": "boolean",
+                "description": "Let a requested sync to a revision (the annotation "
+                "gitops.trainops.dev/sync-revision, which only patch allows) apply a commit "
+                "outside targetRevision's history (another branch, a pull request's head). "
+                "Unset or false: such a request is refused; a commit targetRevision's history "
+                "holds (an earlier commit of the branch, a tag on it) is synced. Without "
+                "automated sync only.",
+                "default": False,
+            },
             "rerunFinishedJobs": {
                 "type": "boolean",
                 "description": "Create a training job again when it finished (Succeeded or "

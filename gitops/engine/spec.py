@@ -49,6 +49,13 @@ class RepoSpec:
     ignore_differences: tuple[dict[str, Any], ...]
     sync_options: tuple[str, ...]
     secret_name: str | None
+    allow_any_revision: bool = False
+    """`spec.syncPolicy.allowAnyRevision`: a requested sync (`sync-revision`) may name a
+    revision that targetRevision's history does not hold (`gitops.runtime.fetching`)."""
+    push_secret_name: str | None = None
+    """`spec.push.secretRef.name`: the Secret (key `token`) whose value push webhooks for this
+    repository must prove (`gitops.source.pushhooks.PushCheck`); "" when `secretRef` is there
+    without a usable name (no push proves it)."""
 
 
 def repo_id(obj: dict[str, Any]) -> str:
@@ -106,11 +113,23 @@ def read_spec(obj: dict[str, Any]) -> RepoSpec:
         ignore_differences=tuple(r for r in spec.get("ignoreDifferences") or () if _is_dict(r)),
         sync_options=tuple(str(o) for o in policy.get("syncOptions") or ()),
         secret_name=_dict(spec.get("secretRef")).get("name") or None,
+        allow_any_revision=policy.get("allowAnyRevision") is True,
+        push_secret_name=_push_secret(spec),
     )
 
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _push_secret(spec: dict[str, Any]) -> str | None:
+    """None when `spec.push.secretRef` is absent; "" when it is there but names nothing usable
+    (the repository then takes no push at all, rather than falling back to the shared secret)."""
+    push = _dict(spec.get("push"))
+    if "secretRef" not in push:
+        return None
+    name = _dict(push.get("secretRef")).get("name")
+    return name if isinstance(name, str) else ""
 
 
 def _is_dict(value: Any) -> bool:

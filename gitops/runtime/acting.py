@@ -37,7 +37,7 @@ from kube import errors, resources
 from kube.client import Client
 from policies.podsecurity import enforced_level
 
-__all__ = ["Tenants", "repository_key"]
+__all__ = ["Tenants", "acting_as", "repository_key"]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Tenants:
             return self.own
         engine = self._engines.get(identity)
         if engine is None:
-            client = self.client.impersonating(identity.user, identity.groups)
+            client = acting_as(self.client, identity)
             engine = self._engines[identity] = SyncEngine(
                 client, self.discovery, cache=self.own.cache, metadata=self.own.metadata
             )
@@ -192,6 +192,15 @@ class Tenants:
             if level != "privileged":
                 out.append((namespace, level))
         return tuple(out)
+
+
+def acting_as(client: Client, identity: tenancy.Identity | None) -> Client:
+    """`client` acting as `identity` (impersonated; None: the reconciler itself). The one place
+    an impersonating client is made: the engines above, and the push secrets' reads
+    (`gitops.runtime.pushsecrets`)."""
+    if identity is None:
+        return client
+    return client.impersonating(identity.user, identity.groups)
 
 
 def repository_key(obj: dict[str, Any]) -> str:

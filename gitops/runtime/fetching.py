@@ -10,7 +10,7 @@ import base64
 from typing import Any
 
 from gitops.engine import limits as repo_limits
-from gitops.engine import tenancy
+from gitops.engine import tenancy, triggers
 from gitops.engine.records import Commit
 from gitops.engine.spec import RepoSpec
 from gitops.engine.urls import Credentials, GitError
@@ -49,6 +49,8 @@ class Fetcher:
         if requested_revision is not None and spec.automated:
             await self._target_only(spec, requested_revision, creds)
         ref, commit = await self.git.fetch(spec.repo_url, revision, creds)
+        if requested_revision is not None and not (spec.automated or spec.allow_any_revision):
+            await self._reachable(spec, requested_revision, commit.sha, creds)
         if revision is None:
             source.head_ref = ref.ref
         wanted = (commit.sha, spec.path, spec.recurse, spec.destination)
@@ -82,6 +84,26 @@ class Fetcher:
                 f"{spec.target_revision or 'HEAD'}; change "
                 "spec.targetRevision, or turn automated sync off, to sync another revision"
             )
+
+    async def _reachable(
+        self, spec: RepoSpec, revision: str, sha: str, creds: Credentials | None
+    ) -> None:
+        """A requested revision (the `sync-revision` annotation: `patch` on the JobRepository
+        is enough to write it, while changing the spec needs `impersonate` on its account) may
+        only pick a commit of targetRevision's history: a pull request's head or another
+        branch would otherwise be applied as the repository's account, and a sha another
+        repository of the same URL fetched into the shared clone would be read without this
+        repository's remote serving it. `spec.syncPolicy.allowAnyRevision` lifts it. GitError
+        otherwise, before anything is read."""
+        target = await self.git.resolve(spec.repo_url, spec.target_revision, creds)
+        if await self.git.reachable(spec.repo_url, sha, target, creds):
+            return
+        follows = spec.target_revision or "HEAD"
+        raise GitError(
+            f"refused (annotation {triggers.SYNC_REVISION}): commit {sha[:12]} is not in the "
+            f"history of {follows} (spec.targetRevision), so it is not synced; set "
+            "spec.syncPolicy.allowAnyRevision: true to sync any revision on request"
+        )
 
     async def _credentials(self, obj: dict[str, Any], spec: RepoSpec) -> Credentials | None:
         if not spec.secret_name:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gitops.source.pushhooks import PushEvent
+from gitops.source.pushhooks import PushCheck, PushEvent
 
 __all__ = ["Change", "Hub", "ResourceDiff", "UnknownRepository"]
 
@@ -84,9 +84,10 @@ class Hub(Protocol):
         its resources."""
         ...
 
-    async def push(self, event: PushEvent) -> list[str]:
-        """Refresh every repository whose normalized repoURL and branch match the push; the
-        `namespace/name` of each one refreshed."""
+    async def push(self, event: PushEvent, check: PushCheck) -> list[str]:
+        """Refresh every repository whose normalized repoURL and branch match the push and
+        that `check` admits (given the push secret it names, read as the repository's
+        ServiceAccount); the `namespace/name` of each one refreshed."""
         ...
 
     def changes(self) -> AsyncIterator[Change]:

@@ -51,9 +51,10 @@ from gitops.runtime.livecache import TRACKING_INDEX, InformerCache, tracking_ids
 from gitops.runtime.memo import Memo
 from gitops.runtime.metacache import MetadataCache
 from gitops.runtime.metrics import GitOpsMetrics
+from gitops.runtime.pushsecrets import PushSecrets
 from gitops.runtime.reconciler import JOB_REPOSITORIES, LOGGER, Reconciler
 from gitops.source.git import Git
-from gitops.source.pushhooks import PushEvent
+from gitops.source.pushhooks import PushCheck, PushEvent
 from kube import errors, resources
 from kube.events import EventBuffer, EventRecorder
 from kube.informer import wait_synced
@@ -154,6 +155,8 @@ class GitOpsReconciler:
             # would look absent, and its objects free to take).
             cached=self.repos.get if ns is None else None,
         )
+        self.push_secrets = PushSecrets(client, self.settings.boundaries)
+        """Each repository's own push secret, read as its ServiceAccount."""
         self._subscribers: set[asyncio.Queue[Change]] = set()
         self.repos.add_handler(self._on_repository)
         for informer in self.job_informers.values():
@@ -250,7 +253,7 @@ class GitOpsReconciler:
         except errors.NotFound:
             raise UnknownRepository(f"{namespace}/{name}") from None
 
-    async def push(self, event: PushEvent) -> list[str]:
+    async def push(self, event: PushEvent, check: PushCheck) -> list[str]:
         if event.ignored:
             return []
         urls = set(event.repo_urls)
@@ -258,6 +261,10 @@ class GitOpsReconciler:
         for obj in self.repositories():
             spec = read_spec(obj)
             if normalize_repo_url(spec.repo_url) not in urls:
+                continue
+            # Proved before the branch is matched: a push its secret proves, to a branch the
+            # repository does not follow, is no 401.
+            if not check.admits(await self.push_secrets.value(obj, spec)):
                 continue
             key = repo_id(obj)
             if not self._push_matches(spec.target_revision, event, key):

@@ -223,6 +223,47 @@ class Git(Clones):
             )
         return await asyncio.to_thread(gittree.parse_cat_file, out)
 
+    async def reachable(
+        self, url: str, sha: str, target: RemoteRef, credentials: Credentials | None = None
+    ) -> bool:
+        """Whether commit `sha` (already in the cache: `fetch`) is `target`'s commit or in its
+        history as the remote serves it now. The target's whole history is fetched for it
+        (the clone made complete first when a shallow fetch left it shallow), with this
+        repository's credentials: a commit another repository of the same URL fetched into the
+        shared clone, or one the remote no longer serves on the target, is not reachable."""
+        clean, creds = self._prepare(url, credentials)
+        repo = self.clone_dir(clean)
+        async with self._repo(repo):
+            await self._ensure_clone(repo)
+            args = [
+                "--git-dir",
+                str(repo),
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+            ]
+            if (repo / "shallow").exists():
+                args.append("--unshallow")
+            if target.ref is not None:
+                specs = [f"+{target.ref}:refs/trainops/reach"]
+            else:  # a sha: what the remote's branches and tags hold
+                specs = ["+refs/heads/*:refs/trainops/heads/*", "+refs/tags/*:refs/trainops/tags/*"]
+            await self._run([*args, "--", clean, *specs], url=clean, creds=creds, what="fetch")
+            if target.ref is not None:
+                tip = await self._local_commit(repo, "refs/trainops/reach")
+            else:
+                tip = await self._local_commit(repo, target.sha)
+            if tip is None:
+                return False
+            try:
+                base = await self._run(
+                    ["--git-dir", str(repo), "merge-base", sha, tip], what="compare"
+                )
+            except GitError:  # no common history (exit 1), or not there: not reachable
+                return False
+        return base.strip() == sha
+
     async def _local_commit(self, repo: Path, rev: str) -> str | None:
         try:
             out = await self._run(

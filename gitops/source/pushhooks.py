@@ -13,7 +13,9 @@ Providers, by header:
 - anything else: generic JSON `{"repository": URL, "ref" | "branch": …, "commit"?: sha}`,
   authenticated (when a secret is configured) by `X-Hub-Signature-256` or `X-Trainops-Token`.
 
-When a secret is configured the signature or token is required: missing or wrong → 401. Every
+Two kinds of secret: the service's shared one (`--webhook-secret`) and a JobRepository's own
+(`spec.push.secretRef`); `PushCheck` decides which repositories a request may trigger. With a
+shared secret, a request that proves no secret at all is a 401 (missing or wrong). Every
 comparison is constant-time (`hmac.compare_digest`). Invalid JSON or a payload without a
 repository → 400. Repository URLs come back normalized (`gitops.engine.urls.normalize_repo_url`),
 every form the payload offers (clone, SSH and web URLs), so a JobRepository matches whichever it
@@ -31,7 +33,7 @@ from typing import Any
 
 from gitops.engine.urls import normalize_repo_url
 
-__all__ = ["PushError", "PushEvent", "parse_push"]
+__all__ = ["Proof", "PushCheck", "PushError", "PushEvent", "parse_push", "proof_of", "read_push"]
 
 
 class PushError(Exception):
@@ -58,10 +60,36 @@ class PushEvent:
 
 
 def parse_push(headers: Mapping[str, str], body: bytes, secret: bytes | None) -> PushEvent:
-    """Check and read one webhook request; raises PushError."""
+    """Check and read one webhook request against one secret (None: no check); raises
+    PushError."""
+    proof = proof_of(headers)
+    if secret is not None:
+        problem = proof.problem(body, secret)
+        if problem is not None:
+            raise PushError(401, problem)
+    return read_push(headers, body)
+
+
+def proof_of(headers: Mapping[str, str]) -> Proof:
+    """What the request offers to show it comes from who knows a secret: the provider's
+    signature or token header (`given` None when it is missing)."""
     h = {k.lower(): v for k, v in headers.items()}
     if "x-github-event" in h:
-        _check_hmac(h.get("x-hub-signature-256"), body, secret, prefix="sha256=")
+        return Proof("hmac", h.get("x-hub-signature-256"), "sha256=")
+    if "x-gitlab-event" in h:
+        return Proof("token", h.get("x-gitlab-token"))
+    for provider in ("gitea", "forgejo"):
+        if f"x-{provider}-event" in h:
+            return Proof("hmac", h.get(f"x-{provider}-signature") or h.get("x-gitea-signature"))
+    if "x-hub-signature-256" in h:
+        return Proof("hmac", h["x-hub-signature-256"], "sha256=")
+    return Proof("token", h.get("x-trainops-token"))
+
+
+def read_push(headers: Mapping[str, str], body: bytes) -> PushEvent:
+    """Read one webhook request, checking no signature (`Proof` does); raises PushError 400."""
+    h = {k.lower(): v for k, v in headers.items()}
+    if "x-github-event" in h:
         event = h["x-github-event"].strip().lower()
         if event != "push":
             return PushEvent("github", (), None, None, ignored=True)
@@ -73,7 +101,6 @@ def parse_push(headers: Mapping[str, str], body: bytes, secret: bytes | None) ->
             [repo.get(k) for k in ("clone_url", "ssh_url", "html_url", "git_url", "url")],
         )
     if "x-gitlab-event" in h:
-        _check_token(h.get("x-gitlab-token"), secret)
         event = h["x-gitlab-event"].strip().lower()
         if event not in ("push hook", "tag push hook"):
             return PushEvent("gitlab", (), None, None, ignored=True)
@@ -85,8 +112,6 @@ def parse_push(headers: Mapping[str, str], body: bytes, secret: bytes | None) ->
         return _event("gitlab", payload, urls, commit_key="checkout_sha")
     for provider in ("gitea", "forgejo"):
         if f"x-{provider}-event" in h:
-            signature = h.get(f"x-{provider}-signature") or h.get("x-gitea-signature")
-            _check_hmac(signature, body, secret, prefix="")
             if h[f"x-{provider}-event"].strip().lower() != "push":
                 return PushEvent(provider, (), None, None, ignored=True)
             payload = _json(body)
@@ -94,11 +119,6 @@ def parse_push(headers: Mapping[str, str], body: bytes, secret: bytes | None) ->
             return _event(
                 provider, payload, [repo.get(k) for k in ("clone_url", "ssh_url", "html_url")]
             )
-    if secret is not None:
-        if "x-hub-signature-256" in h:
-            _check_hmac(h["x-hub-signature-256"], body, secret, prefix="sha256=")
-        else:
-            _check_token(h.get("x-trainops-token"), secret)
     payload = _json(body)
     repository = payload.get("repository")
     if isinstance(repository, dict):
@@ -110,28 +130,79 @@ def parse_push(headers: Mapping[str, str], body: bytes, secret: bytes | None) ->
     return _event("generic", payload, [repository], commit_key="commit")
 
 
+@dataclass(frozen=True)
+class Proof:
+    """A request's signature (`hmac`: hex HMAC-SHA256 of the body after `prefix`) or token
+    (`token`: the secret itself), as its provider sends it."""
+
+    scheme: str
+    given: str | None
+    prefix: str = ""
+
+    def problem(self, body: bytes, secret: bytes) -> str | None:
+        """None when it proves `secret`; else the 401's words. An empty secret proves
+        nothing (anyone can compute an HMAC with an empty key)."""
+        what = "signature" if self.scheme == "hmac" else "token"
+        if not self.given:
+            return f"missing {what}"
+        # A header of bytes that are not UTF-8 arrives with surrogates: kept as bytes, no match.
+        if self.scheme == "hmac":
+            expected = (self.prefix + hmac.new(secret, body, hashlib.sha256).hexdigest()).encode()
+            given = self.given.strip().lower().encode("utf-8", "surrogateescape")
+        else:
+            expected, given = secret, self.given.encode("utf-8", "surrogateescape")
+        if not secret or not hmac.compare_digest(given, expected):
+            return f"{what} does not match"
+        return None
+
+
+class PushCheck:
+    """Which repositories one push may trigger, given the shared secret (`--webhook-secret`,
+    None when unset) and, repository by repository, the push secret it names:
+
+    - a repository naming its own secret (`spec.push.secretRef`) is triggered only by a
+      request that proves that secret — not by the shared one, nor unsigned; a secret that
+      cannot be read or is empty proves nothing;
+    - a repository naming none is triggered by a request that proves the shared secret, or
+      by any request when there is no shared secret (as before per-repository secrets);
+    - `refusal` after the repositories were asked: with a shared secret, a request that
+      proved no secret at all is a 401 (the same words whether or not any repository follows
+      its URL, so the answer names nothing).
+
+    Pure but for what it accumulates (`verified`) while the caller asks `admits`.
+    """
+
+    def __init__(self, proof: Proof, body: bytes, shared: bytes | None) -> None:
+        self.proof = proof
+        self.body = body
+        self.shared = shared
+        self.by_shared = shared is None or proof.problem(body, shared) is None
+        self.verified = False
+        """True once a repository's own secret was proved."""
+
+    @classmethod
+    def anonymous(cls) -> PushCheck:
+        """A push with no proof to a service with no shared secret (what a caller in this
+        process, e.g. a benchmark, sends): repositories naming a secret are not triggered."""
+        return cls(Proof("token", None), b"", None)
+
+    def admits(self, own: bytes | None) -> bool:
+        """`own`: None when the repository names no push secret; its value otherwise (b""
+        when it cannot be read)."""
+        if own is None:
+            return self.by_shared
+        if self.proof.problem(self.body, own) is not None:
+            return False
+        self.verified = True
+        return True
+
+    def refusal(self) -> PushError | None:
+        if self.shared is None or self.by_shared or self.verified:
+            return None
+        return PushError(401, self.proof.problem(self.body, self.shared) or "not authenticated")
+
+
 # --- internals --------------------------------------------------------------------------------
-
-
-def _check_hmac(signature: str | None, body: bytes, secret: bytes | None, *, prefix: str) -> None:
-    if secret is None:
-        return
-    if not signature:
-        raise PushError(401, "missing signature")
-    expected = prefix + hmac.new(secret, body, hashlib.sha256).hexdigest()
-    # A header of bytes that are not UTF-8 arrives with surrogates: kept as bytes, no match.
-    given = signature.strip().lower().encode("utf-8", "surrogateescape")
-    if not hmac.compare_digest(given, expected.encode()):
-        raise PushError(401, "signature does not match")
-
-
-def _check_token(token: str | None, secret: bytes | None) -> None:
-    if secret is None:
-        return
-    if not token:
-        raise PushError(401, "missing token")
-    if not hmac.compare_digest(token.encode("utf-8", "surrogateescape"), secret):
-        raise PushError(401, "token does not match")
 
 
 def _json(body: bytes) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from gitops.api import routes as api
 from gitops.api.auth import bearer_matches, cross_site, host_name, is_loopback
 from gitops.engine.urls import GitError, normalize_repo_url, validate_revision
 from gitops.runtime.hub import Change, Hub, ResourceDiff, UnknownRepository
-from gitops.source.pushhooks import PushEvent
+from gitops.source.pushhooks import PushCheck, PushEvent
 
 SECRET = b"hook-secret"
 TOKEN = "api-token-123"
@@ -137,6 +137,9 @@ class FakeHub:
         self.calls: list[tuple[Any, ...]] = []
         self.subscribers: list[asyncio.Queue[Change]] = []
         self.fail: Exception | None = None
+        self.push_secrets: dict[str, bytes] = {}
+        self.refreshed: list[str] = []
+        """A repository's own push secret's value (b"": named but unreadable)."""
 
     def _known(self, namespace: str, name: str) -> dict[str, Any]:
         if self.fail is not None:
@@ -178,15 +181,20 @@ class FakeHub:
             raise ValueError(e.message) from None
         self.calls.append(("sync", namespace, name, revision))
 
-    async def push(self, event: PushEvent) -> list[str]:
+    async def push(self, event: PushEvent, check: PushCheck) -> list[str]:
+        """As the reconciler's: URL, then the repository's own push secret (`push_secrets`,
+        by namespace/name), then the branch."""
         self.calls.append(("push", event))
         matched = []
         for (namespace, name), obj in sorted(self.repos.items()):
             spec = obj["spec"]
-            if normalize_repo_url(spec["repoURL"]) in event.repo_urls and (
-                event.branch == spec.get("targetRevision")
-            ):
+            if normalize_repo_url(spec["repoURL"]) not in event.repo_urls:
+                continue
+            if not check.admits(self.push_secrets.get(f"{namespace}/{name}")):
+                continue
+            if event.branch == spec.get("targetRevision"):
                 matched.append(f"{namespace}/{name}")
+        self.refreshed += matched
         return matched
 
     async def changes(self) -> AsyncIterator[Change]:
@@ -690,6 +698,10 @@ def pushes(hub: FakeHub) -> list[PushEvent]:
     return [c[1] for c in hub.calls if c[0] == "push"]
 
 
+def refreshed(hub: FakeHub) -> list[str]:
+    return hub.refreshed
+
+
 @pytest.mark.parametrize(
     ("headers", "payload", "refreshed", "expected"),
     [
@@ -768,7 +780,7 @@ async def test_unsigned_or_badly_signed_pushes_get_401(
         response = await client.post("/api/v1/webhooks/git", data=GITHUB_PUSH, headers=headers)
         assert response.status == 401
         assert await body(response) == {"error": message}
-    assert hub.calls == []
+    assert refreshed(hub) == []
 
 
 async def test_pings_are_ignored_and_bad_payloads_get_400() -> None:
@@ -839,6 +851,137 @@ async def test_the_push_hooks_answer_names_no_repository() -> None:
     for word in ("team-a", "team-b", "train", "secret-project"):
         assert word not in raw
     assert len(pushes(hub)) == 1
+
+
+# --- a repository's own push secret --------------------------------------------------------------
+
+OWN = b"team-a-own-secret"
+
+
+def shared_url_repositories() -> list[dict[str, Any]]:
+    """Three repositories of two namespaces following the same URL and branch."""
+    return [
+        {
+            "metadata": {"namespace": namespace, "name": name},
+            "spec": {"repoURL": "https://github.com/org/jobs.git", "targetRevision": "main"},
+        }
+        for namespace, name in (("team-a", "own"), ("team-a", "plain"), ("team-b", "other"))
+    ]
+
+
+def signed(provider: str, payload: bytes, secret: bytes) -> dict[str, str]:
+    """The headers each provider's style of proof puts on a push."""
+    return {
+        "github": {
+            "X-GitHub-Event": "push",
+            "X-Hub-Signature-256": "sha256=" + hexmac(payload, secret),
+        },
+        "gitlab": {"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": secret.decode()},
+        "gitea": {"X-Gitea-Event": "push", "X-Gitea-Signature": hexmac(payload, secret)},
+        "forgejo": {"X-Forgejo-Event": "push", "X-Forgejo-Signature": hexmac(payload, secret)},
+        "generic-hmac": {"X-Hub-Signature-256": "sha256=" + hexmac(payload, secret)},
+        "generic-token": {"X-Trainops-Token": secret.decode()},
+    }[provider]
+
+
+PAYLOADS = {
+    "github": GITHUB_PUSH,
+    "gitlab": json.dumps(
+        {"ref": "refs/heads/main", "project": {"git_http_url": "https://github.com/org/jobs.git"}}
+    ).encode(),
+    "gitea": json.dumps(
+        {"ref": "refs/heads/main", "repository": {"clone_url": "https://github.com/org/jobs"}}
+    ).encode(),
+    "forgejo": json.dumps(
+        {"ref": "refs/heads/main", "repository": {"clone_url": "https://github.com/org/jobs"}}
+    ).encode(),
+    "generic-hmac": b'{"repository": "https://github.com/org/jobs", "branch": "main"}',
+    "generic-token": b'{"repository": "https://github.com/org/jobs", "branch": "main"}',
+}
+
+
+@pytest.mark.parametrize(
+    ("shared", "expected"),
+    [(SECRET, ["team-a/own"]), (None, ["team-a/own", "team-a/plain", "team-b/other"])],
+    ids=["shared secret", "no shared secret"],
+)
+@pytest.mark.parametrize("provider", PAYLOADS)
+async def test_a_push_proving_a_repositorys_own_secret_triggers_that_repository(
+    provider: str, shared: bytes | None, expected: list[str]
+) -> None:
+    """With a shared secret, only the repository whose secret it proves; without one, also
+    the repositories that have no secret (any push triggers those, as before)."""
+    hub = FakeHub(shared_url_repositories())
+    hub.push_secrets["team-a/own"] = OWN
+    payload = PAYLOADS[provider]
+    async with client_for(hub, webhook_secret=shared) as client:
+        response = await client.post(
+            "/api/v1/webhooks/git", data=payload, headers=signed(provider, payload, OWN)
+        )
+        assert response.status == 202
+        assert await body(response) == {"refreshed": len(expected)}
+    assert refreshed(hub) == expected
+
+
+@pytest.mark.parametrize("provider", PAYLOADS)
+async def test_the_shared_secret_does_not_trigger_a_repository_with_its_own(provider: str) -> None:
+    hub = FakeHub(shared_url_repositories())
+    hub.push_secrets["team-a/own"] = OWN
+    payload = PAYLOADS[provider]
+    async with client_for(hub, webhook_secret=SECRET) as client:
+        response = await client.post(
+            "/api/v1/webhooks/git", data=payload, headers=signed(provider, payload, SECRET)
+        )
+        assert response.status == 202
+        assert await body(response) == {"refreshed": 2}
+    assert refreshed(hub) == ["team-a/plain", "team-b/other"]
+
+
+@pytest.mark.parametrize(
+    ("shared", "status", "expected"),
+    [(SECRET, 401, []), (None, 202, ["team-a/plain"])],
+    ids=["shared secret", "no shared secret"],
+)
+@pytest.mark.parametrize(
+    ("headers", "payload"),
+    [
+        ({"X-GitHub-Event": "push"}, GITHUB_PUSH),
+        (signed("github", GITHUB_PUSH, b"x"), GITHUB_PUSH),
+        # The HMAC under an empty key: what a Secret that cannot be read would "prove".
+        (signed("github", GITHUB_PUSH, b""), GITHUB_PUSH),
+        (signed("gitlab", PAYLOADS["gitlab"], b"wrong"), PAYLOADS["gitlab"]),
+        (signed("gitea", PAYLOADS["gitea"], b"x"), PAYLOADS["gitea"]),
+        (signed("generic-token", PAYLOADS["generic-token"], b"x"), PAYLOADS["generic-token"]),
+    ],
+    ids=["unsigned", "wrongly signed", "empty key", "wrong token", "gitea wrong", "generic"],
+)
+async def test_an_unproved_push_triggers_no_repository_with_a_secret_and_names_nothing(
+    headers: dict[str, str],
+    payload: bytes,
+    shared: bytes | None,
+    status: int,
+    expected: list[str],
+) -> None:
+    hub = FakeHub(shared_url_repositories())
+    # team-b/other names a Secret that cannot be read (b""): no push can prove it.
+    hub.push_secrets = {"team-a/own": OWN, "team-b/other": b""}
+    async with client_for(hub, webhook_secret=shared) as client:
+        response = await client.post("/api/v1/webhooks/git", data=payload, headers=headers)
+        assert response.status == status
+        raw = await response.text()
+    assert refreshed(hub) == expected
+    for word in ("team", "own", "plain", "other"):
+        assert word not in raw
+
+
+async def test_an_unproved_request_that_is_no_push_is_401_not_400_under_a_shared_secret() -> None:
+    hub = FakeHub(shared_url_repositories())
+    async with client_for(hub, webhook_secret=SECRET) as client:
+        response = await client.post(
+            "/api/v1/webhooks/git", data=b"not json", headers={"X-GitHub-Event": "push"}
+        )
+        assert response.status == 401
+        assert await body(response) == {"error": "missing signature"}
 
 
 # --- the event stream ----------------------------------------------------------------------------

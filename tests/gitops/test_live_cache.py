@@ -20,7 +20,7 @@ from gitops.engine.tenancy import Boundaries
 from gitops.engine.urls import normalize_repo_url
 from gitops.runtime.manager import GitOpsReconciler
 from gitops.runtime.reconciler import JOB_REPOSITORIES
-from gitops.source.pushhooks import PushEvent
+from gitops.source.pushhooks import PushCheck, PushEvent
 from kube import resources
 from kube.client import Client
 from kube.resources import Resource
@@ -148,7 +148,7 @@ async def test_a_round_reads_the_jobs_from_the_cache_and_a_sync_is_memoised_with
 
     # A push webhook that moved nothing: a round, but no forced comparison (a refresh is).
     event = PushEvent("generic", (normalize_repo_url(remote.url),), "main", None)
-    assert await gitops_driven.push(event) == [key]
+    assert await gitops_driven.push(event, PushCheck.anonymous()) == [key]
     await gitops_driven.reconciler.reconcile(key)
     assert memo.live.comparison is first
     await gitops_driven.refresh(namespace, "jobs")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gitops.source.pushhooks import PushError, parse_push
+from gitops.source.pushhooks import PushCheck, PushError, parse_push, proof_of
 
 SECRET = b"s3cret"
 GITHUB = json.dumps(
@@ -136,3 +136,58 @@ def test_bad_payloads_are_400(body: bytes) -> None:
     with pytest.raises(PushError) as info:
         parse_push({"X-GitHub-Event": "push"}, body, None)
     assert info.value.status == 400
+
+
+# --- which repositories a push may trigger: the shared secret and each repository's own -------
+
+OWN = b"team-a-own"
+PROVED = {
+    "github": ({"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sig(GITHUB, OWN)}),
+    "gitlab": ({"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": OWN.decode()}),
+    "gitea": ({"X-Gitea-Event": "push", "X-Gitea-Signature": sig(GITHUB, OWN)}),
+    "generic": ({"X-Hub-Signature-256": "sha256=" + sig(GITHUB, OWN)}),
+    "generic token": ({"X-Trainops-Token": OWN.decode()}),
+}
+
+
+@pytest.mark.parametrize("headers", PROVED.values(), ids=PROVED.keys())
+@pytest.mark.parametrize(
+    ("shared", "own", "admitted", "refusal"),
+    [
+        # A repository with its own secret: that secret only, the shared one or none aside.
+        (None, OWN, True, None),
+        (SECRET, OWN, True, None),
+        (None, b"another", False, None),
+        (SECRET, b"another", False, 401),
+        (None, b"", False, None),  # named, but unreadable or empty: nothing proves it
+        (SECRET, b"", False, 401),
+        # A repository without: the shared secret when set, else anything (as before).
+        (None, None, True, None),
+        (SECRET, None, False, 401),
+        (OWN, None, True, None),  # the shared secret happens to be the value proved
+    ],
+)
+def test_push_check_admits_a_repository_only_for_the_secret_it_names(
+    headers: dict[str, str],
+    shared: bytes | None,
+    own: bytes | None,
+    admitted: bool,
+    refusal: int | None,
+) -> None:
+    check = PushCheck(proof_of(headers), GITHUB, shared)
+    assert check.admits(own) is admitted
+    problem = check.refusal()
+    assert (problem.status if problem else None) == refusal
+
+
+def test_a_repository_secret_proved_for_one_repository_admits_no_other() -> None:
+    check = PushCheck(proof_of(PROVED["github"]), GITHUB, SECRET)
+    assert [check.admits(s) for s in (b"another", OWN, None, b"")] == [False, True, False, False]
+    assert check.refusal() is None  # proved: a 202 for the one it admitted
+
+
+def test_an_unproved_request_is_refused_in_the_words_of_the_shared_secret() -> None:
+    check = PushCheck(proof_of({"X-Gitlab-Event": "Push Hook"}), GITLAB, SECRET)
+    assert not check.admits(OWN)
+    refused = check.refusal()
+    assert refused is not None and (refused.status, refused.message) == (401, "missing token")

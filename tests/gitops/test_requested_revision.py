@@ -76,3 +76,90 @@ async def test_a_pull_request_head_asked_by_annotation_is_not_synced_on_an_autom
             lambda s, t=token: (s.get(triggers.HANDLED) or {}).get("syncRequestedAt") == t,
         )
         assert st["operationState"]["phase"] == "Succeeded", st["operationState"]
+
+
+# --- without automated sync: only a commit of targetRevision's history ---------------------------
+
+
+def _handled(token: str) -> object:
+    return lambda s: (s.get(triggers.HANDLED) or {}).get("syncRequestedAt") == token
+
+
+def _refusal(sha: str) -> str:
+    return (
+        f"refused (annotation {triggers.SYNC_REVISION}): commit {sha[:12]} is not in the history "
+        "of HEAD (spec.targetRevision), so it is not synced; set "
+        "spec.syncPolicy.allowAnyRevision: true to sync any revision on request"
+    )
+
+
+async def test_without_automated_sync_an_annotation_may_pick_only_a_commit_of_the_targets_history(
+    gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
+) -> None:
+    """Patching the annotation needs only `patch`; changing what the repository follows needs
+    `impersonate` on its account. So a pull request's head, another branch, or a commit that
+    another repository of the same URL fetched into the shared clone is refused, named in the
+    operation (and its Event) with the annotation; an earlier commit of the target's branch is
+    synced; `allowAnyRevision` (a spec field) lifts the rule."""
+    first = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
+    main = remote.commit("two", {"b.yaml": tf_job_yaml("b")})
+    pull = remote.commit(
+        "pr", {"a.yaml": tf_job_yaml("a").replace("enabled: false", "enabled: true")}
+    )
+    remote.git(remote.work, "push", "-q", "origin", "HEAD:refs/pull/7/head")
+    remote.git(remote.work, "reset", "-q", "--hard", main)
+    remote.git(remote.work, "push", "-q", "-f", "origin", f"{main}:refs/heads/main")
+    dev = remote.commit("dev", {"dev/c.yaml": tf_job_yaml("c")})
+    remote.git(remote.work, "push", "-q", "origin", "HEAD:refs/heads/dev")
+    remote.git(remote.work, "reset", "-q", "--hard", main)
+    remote.git(remote.work, "push", "-q", "-f", "origin", f"{main}:refs/heads/main")
+    # Another repository of the same URL follows dev: its commit is in the shared clone.
+    other = repository(namespace, remote.url, name="other", revision="dev", automated={})
+    other["spec"]["path"] = "dev"
+    await create_repository(kclient, other)
+    await wait_status(
+        kclient, namespace, lambda s: (s.get("sync") or {}).get("revision") == dev, name="other"
+    )
+    manual = repository(namespace, remote.url)
+    manual["spec"]["syncPolicy"] = {}  # no automated sync: only requests apply anything
+    await create_repository(kclient, manual)
+
+    for revision, sha in (("refs/pull/7/head", pull), ("dev", dev), (dev, dev)):
+        token = await _ask(kclient, namespace, revision)
+        st = await wait_status(kclient, namespace, _handled(token))
+        operation = st["operationState"]
+        assert operation["phase"] == "Error", operation
+        assert operation["message"] == f"revision {revision}: {_refusal(sha)}"
+        for name in ("a", "b"):  # nothing of it applied (c is the other repository's)
+            assert await _job(kclient, namespace, name) is None
+
+    # An earlier commit of the target's branch, and the target itself, are synced.
+    for revision, sha in ((first[:10], first), ("main", main)):
+        token = await _ask(kclient, namespace, revision)
+        st = await wait_status(kclient, namespace, _handled(token), timeout=30)
+        assert st["operationState"]["phase"] == "Succeeded", st["operationState"]
+        assert st["operationState"]["syncResult"]["revision"] == sha
+    assert await _job(kclient, namespace, "b") is not None
+
+    # A spec field (which needs `impersonate` on the account where deploy/'s policy runs).
+    await kclient.patch(
+        JOB_REPOSITORIES,
+        "jobs",
+        {"spec": {"syncPolicy": {"allowAnyRevision": True}}},
+        namespace,
+        patch_type="merge",
+    )
+    token = await _ask(kclient, namespace, "refs/pull/7/head")
+    st = await wait_status(kclient, namespace, _handled(token), timeout=30)
+    assert st["operationState"]["phase"] == "Succeeded", st["operationState"]
+    assert st["operationState"]["syncResult"]["revision"] == pull
+    assert await _paused(kclient, namespace)
+
+
+async def _job(kclient: Client, namespace: str, name: str) -> object:
+    from kube import errors
+
+    try:
+        return await kclient.get(resources.TFJOBS, name, namespace)
+    except errors.NotFound:
+        return None

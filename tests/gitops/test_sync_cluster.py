@@ -309,7 +309,7 @@ async def test_the_hub_refreshes_on_matching_pushes_and_streams_changes(
     gitops: GitOpsReconciler, kclient: Client, namespace: str, remote: Remote
 ) -> None:
     from gitops.engine.urls import normalize_repo_url
-    from gitops.source.pushhooks import PushEvent
+    from gitops.source.pushhooks import PushCheck, PushEvent
 
     changes = gitops.changes()
     sha = remote.commit("one", {"a.yaml": tf_job_yaml("a")})
@@ -321,10 +321,10 @@ async def test_the_hub_refreshes_on_matching_pushes_and_streams_changes(
     assert first.kind in ("repository", "job")
     url = normalize_repo_url(remote.url)
     other = PushEvent("generic", (url,), "dev", None)
-    assert await gitops.push(other) == []
+    assert await gitops.push(other, PushCheck.anonymous()) == []
     second = remote.commit("two", {"b.yaml": tf_job_yaml("b")})
     event = PushEvent("github", (url,), "main", second)
-    assert await gitops.push(event) == [f"{namespace}/jobs"]
+    assert await gitops.push(event, PushCheck.anonymous()) == [f"{namespace}/jobs"]
     await wait_status(kclient, namespace, synced(second))
     assert gitops.repository(namespace, "jobs")["metadata"]["name"] == "jobs"
     await changes.aclose()  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import resource
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kube.connlimits import ConnectionLimits, Phase
+from tests.support.cluster import aeventually
 from tests.webhook.reviews import example, review
 from webhook.app import METRICS, Settings
 from webhook.server import RunningServer, ServerConfig, start
@@ -134,6 +136,118 @@ async def test_a_review_is_answered_while_300_slow_connections_are_open_and_they
         assert guard.stats["evicted"] + guard.stats["cut_head"] == 300
     finally:
         _close(slows)
+
+
+@pytest.mark.slow
+async def test_a_review_is_answered_while_1000_slow_connections_are_opened_and_each_costs_at_most_its_slot(
+    cert_dir: Path, client_context: ssl.SSLContext
+) -> None:
+    """1,000 slow connections from twenty addresses (50 each, the per-source cap), each sending
+    part of a request head: the webhook holds 100 (its cap), every newer one evicting an older
+    one, and closes the 900 it evicts at once; a review on a new connection is answered. The
+    head deadline is long here (opening 1,000 TLS connections took 20–31 s on the loaded test
+    machine), so no deadline is what frees the slots: the 300-connection test above shows the
+    deadline."""
+    _raise_fd_limit(4096)
+    server = await _start(cert_dir, ConnectionLimits(header_timeout=300))
+    guard = server.guard
+    sources = [f"127.0.0.{i}" for i in range(2, 22)]
+    slows: list[Slow] = []
+    try:
+        for _ in range(50):
+            slows += await asyncio.gather(*(_slow(server, client_context, s) for s in sources))
+        assert len(slows) == 1000
+        assert guard.open == 100 and guard.in_phase(Phase.HEAD) == 100
+        assert all(guard.open_from(s) <= 50 for s in sources)
+        asked = time.monotonic()
+        answer = await _admission(server, client_context)
+        took = time.monotonic() - asked
+        assert answer["response"]["allowed"] is True
+        assert took < 5.0  # the API server's timeoutSeconds in deploy/
+        assert guard.stats["cut_head"] == 0  # no deadline helped
+        assert guard.stats["evicted"] == 900 + 1  # the review's connection took one too
+        # Each evicted connection was closed by the server, not left to the client.
+        await aeventually(lambda: sum(s.closed_after is not None for s in slows) == 901, timeout=30)
+        assert guard.open <= 100
+    finally:
+        _close(slows)
+        await server.close()
+
+
+@dataclass
+class Silent:
+    """A TCP connection that never sends a ClientHello; `closed` once the server closes it."""
+
+    writer: asyncio.StreamWriter
+    reader: asyncio.StreamReader
+
+    @property
+    def closed(self) -> bool:
+        return self.reader.at_eof()
+
+
+async def _silent(server: RunningServer, source: str) -> Silent:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port, local_addr=(source, 0))
+    silent = Silent(writer, reader)
+    # Read in the background, so EOF from the server shows (nothing else ever comes).
+    asyncio.get_running_loop().create_task(_drain(reader))
+    return silent
+
+
+async def _drain(reader: asyncio.StreamReader) -> None:
+    with contextlib.suppress(ConnectionError):
+        await reader.read()
+
+
+def _raise_fd_limit(wanted: int) -> None:
+    """Client and server sockets of this process both count against RLIMIT_NOFILE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            pytest.skip(f"needs {wanted} file descriptors; the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+async def test_1000_connections_that_never_send_a_client_hello_hold_at_most_the_handshake_caps(
+    cert_dir: Path, client_context: ssl.SSLContext
+) -> None:
+    """Before: every accepted connection shook hands for up to the 5 s deadline, counted
+    nowhere. Now at most `max_handshakes` (and `max_handshakes_per_source` from one address)
+    are in progress; a newer connection takes the place of the oldest, so a silent flood
+    evicts itself, and the API server's handshake — a round trip — gets through."""
+    _raise_fd_limit(4096)
+    limits = ConnectionLimits(max_handshakes=100, max_handshakes_per_source=30)
+    server = await _start(cert_dir, limits)
+    handshakes = server.guard.handshakes
+    sources = [f"127.0.0.{i}" for i in range(2, 22)]  # twenty attackers, 50 each
+    silents: list[Silent] = []
+    most = most_from_one = 0
+    try:
+        for _ in range(50):
+            silents += await asyncio.gather(*(_silent(server, s) for s in sources))
+            await asyncio.sleep(0)  # let the listener accept what is queued
+            most = max(most, handshakes.in_progress)
+            most_from_one = max(most_from_one, *(handshakes.in_progress_from(s) for s in sources))
+        await aeventually(lambda: server.guard.stats["handshakes"] == 1000, timeout=10)
+        most = max(most, handshakes.in_progress)
+        assert most == 100 and most_from_one <= 30  # the caps, reached and held
+        # A review on a new connection is answered: its handshake takes a silent one's place.
+        answer = await _admission(server, client_context)
+        assert answer["response"]["allowed"] is True
+        assert handshakes.in_progress <= 100
+        # The server closed what it evicted: at most the cap is still open, client side too.
+        await aeventually(lambda: sum(not s.closed for s in silents) <= 100, timeout=10)
+        assert server.guard.stats["handshake_evicted"] >= 1000 - 100
+        # The rest go at their deadline (5 s).
+        await aeventually(
+            lambda: all(s.closed for s in silents), timeout=limits.handshake_timeout + 5
+        )
+        await aeventually(lambda: handshakes.in_progress == 0, timeout=5)
+        assert server.guard.stats["handshake_failed"] >= 1
+    finally:
+        for s in silents:
+            s.writer.transport.abort()
+        await server.close()
 
 
 async def test_one_source_holds_at_most_its_cap_and_its_oldest_slow_connection_goes_first(

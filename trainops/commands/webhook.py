@@ -62,6 +62,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="open connections from one peer address at most (default %(default)s)",
     )
     limits.add_argument(
+        "--max-handshakes",
+        type=int,
+        default=128,
+        help="TLS handshakes in progress at most; a new connection over it takes the place of "
+        "the oldest (default %(default)s)",
+    )
+    limits.add_argument(
+        "--max-handshakes-per-source",
+        type=int,
+        default=32,
+        help="TLS handshakes in progress from one peer address at most (default %(default)s)",
+    )
+    limits.add_argument(
         "--handshake-timeout",
         type=float,
         default=5.0,
@@ -165,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         limits = ConnectionLimits(
             max_connections=args.max_connections,
             max_per_source=args.max_connections_per_source,
+            max_handshakes=args.max_handshakes,
+            max_handshakes_per_source=args.max_handshakes_per_source,
             handshake_timeout=args.handshake_timeout,
             header_timeout=args.header_timeout,
             idle_timeout=args.idle_timeout,
