@@ -56,13 +56,13 @@ def install() -> None:
         note("child", _owner_key(obj), kind, event_type, phase, delay)
         return delay
 
-    ctl_manager.child_event_delay = child_event_delay  # type: ignore[assignment]
+    ctl_manager.child_event_delay = child_event_delay
 
     add, fire, get = workqueue.WorkQueue.add, workqueue.WorkQueue._fire, workqueue.WorkQueue.get
 
-    def traced_add(self: workqueue.WorkQueue, key: Any) -> None:
-        note("add", key, key in self._dirty, key in self._processing)
-        add(self, key)
+    def traced_add(self: workqueue.WorkQueue, key: Any, **kwargs: Any) -> None:
+        note("add", key, key in self._dirty, key in self._processing, *kwargs.values())
+        add(self, key, **kwargs)
 
     def traced_fire(self: workqueue.WorkQueue, key: Any) -> None:
         note("timer", key)
@@ -99,7 +99,7 @@ def install() -> None:
             note("written", key, st.get("phase"))
 
     ctl_reconciler.Reconciler.reconcile = traced_reconcile  # type: ignore[method-assign]
-    ctl_reconciler.Reconciler._write_status = traced_write  # type: ignore[method-assign]
+    ctl_reconciler.Reconciler._write_status = traced_write  # type: ignore[method-assign,assignment]
 
     started: list[float] = []
 
@@ -133,7 +133,7 @@ def install() -> None:
 
         return run(with_ticker(), **kwargs)
 
-    asyncio.run = traced_run  # type: ignore[assignment]
+    asyncio.run = traced_run
 
 
 def dump(path: Path) -> None:
