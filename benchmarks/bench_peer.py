@@ -416,7 +416,12 @@ async def main_async(args: argparse.Namespace) -> None:
                     trace=args.trace,
                 )
                 row_of[name][run] = figures
-                print(f"round {round_ + 1} {name} {run}: {figures['context']}", file=sys.stderr)
+                shown = {k: v for k, v in figures.items() if k not in ("context", "requests")}
+                print(
+                    f"round {round_ + 1} {name} {run}: {figures['context']}; {shown}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         for name in names:
             rows[name].append(row_of[name])
 
