@@ -3,7 +3,14 @@ go to docs/PERFORMANCE.md).
 
     .venv/bin/python benchmarks/bench_peer.py --kubeconfig FILE [--jobs 200] [--rates 5,10]
                                               [--rounds 3] [--paced-jobs 300]
-                                              [--run-seconds 0,2]
+                                              [--run-seconds 0,2] [--baseline DIR]
+                                              [--trace DIR]
+
+`--baseline DIR` adds a third contender, `trainops-before`: the controller of another source
+tree (`git archive <commit> | tar -x -C DIR`), alternating with the other two, so a change is
+measured before and after under the same load. `--trace DIR` runs this tree's controller under
+benchmarks/traced_controller.py; `benchmarks/trace_tail.py DIR` then cuts every job's exit →
+Succeeded at the controller's stamps (not for figures: the tracing costs CPU and memory).
 
 The peer is `github.com/kubeflow/training-operator/cmd/training-operator.v1@v1.9.3`, built with
 `go install` from the Go module proxy into ~/.cache/trainops/peer/ (once; its TFJob CRD comes
