@@ -34,7 +34,6 @@ from gitops.engine.urls import (
     validate_url,
 )
 from gitops.source import messages as gitmessages
-from gitops.source import smarthttp
 from gitops.source import tree as gittree
 from gitops.source.clones import DEFAULT_TIMEOUT, Checkout, Clones, RemoteRef
 
@@ -58,14 +57,8 @@ class Git(Clones):
         self, url: str, credentials: Credentials | None = None
     ) -> tuple[dict[str, str], str | None]:
         """Every ref of the remote → sha (peeled tags as `refs/tags/x^{}`), and the branch
-        HEAD points at (`refs/heads/main`), from `git ls-remote --symref` — or, for an
-        anonymous HTTP(S) remote, from its ref advertisement read in process
-        (`gitops.source.smarthttp`: a no-op round without a git process)."""
+        HEAD points at (`refs/heads/main`), from `git ls-remote --symref`."""
         clean, creds = self._prepare(url, credentials)
-        if not smarthttp.falls_back(clean, creds is not None, self.extra_env):
-            listed = await smarthttp.ls_remote(clean, self.ls_remote_timeout)
-            if listed is not None:
-                return listed
         out = await self._run(
             ["ls-remote", "--symref", "--", clean],
             url=clean,
