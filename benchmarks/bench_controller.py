@@ -283,12 +283,16 @@ async def _run(
     namespace: str,
     flavor: Flavor = TRAINOPS,
     run_seconds: float = 0.0,
+    stamps: dict[str, tuple[float, float]] | None = None,
 ) -> dict[str, str]:
     """One measurement; a job's chief exits `run_seconds` after its four replicas run (0: at
-    once, so the job is over before any batched status write of its progress)."""
+    once, so the job is over before any batched status write of its progress). `stamps`, if
+    given, gets each job's (chief exit written, Succeeded seen) in wall-clock seconds."""
     exited: dict[str, float] = {}  # job -> when its master's exit was written
     done: dict[str, float] = {}
     replicas_running: dict[str, int] = {}
+    wall_exited: dict[str, float] = {}
+    wall_done: dict[str, float] = {}
     kubelet_queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     pods = Informer(client, resources.PODS, namespace)
     tfjobs = Informer(client, flavor.resource, namespace)
@@ -301,6 +305,7 @@ async def _run(
         name = job["metadata"]["name"]
         if flavor.succeeded(job) and name not in done:
             done[name] = time.perf_counter()
+            wall_done[name] = time.time()
 
     pods.add_handler(on_pod)
     tfjobs.add_handler(on_job)
@@ -320,6 +325,7 @@ async def _run(
                 if pod.get("_finish"):  # the job's replicas all run: its master exits 0
                     await set_pod_status(client, namespace, name, "Succeeded", 0)
                     exited[job] = time.perf_counter()
+                    wall_exited[job] = time.time()
                     continue
                 await set_pod_status(client, namespace, name, "Running")
                 if labels.get(f"{flavor.label_prefix}/job-role") == "master":
@@ -356,6 +362,8 @@ async def _run(
     for task in [*players, *tasks]:
         task.cancel()
     delays = [done[j] - exited[j] for j in done if j in exited]
+    if stamps is not None:
+        stamps.update({j: (wall_exited[j], wall_done[j]) for j in done if j in wall_exited})
     return {
         "machine": f"{cpu_model()}, {os.cpu_count()} cores",
         "jobs": f"{jobs} TensorFlowTrainingJobs × 4 replicas (chief, 2 workers, ps)"

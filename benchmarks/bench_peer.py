@@ -3,7 +3,14 @@ go to docs/PERFORMANCE.md).
 
     .venv/bin/python benchmarks/bench_peer.py --kubeconfig FILE [--jobs 200] [--rates 5,10]
                                               [--rounds 3] [--paced-jobs 300]
-                                              [--run-seconds 0,2]
+                                              [--run-seconds 0,2] [--baseline DIR]
+                                              [--trace DIR]
+
+`--baseline DIR` adds a third contender, `trainops-before`: the controller of another source
+tree (`git archive <commit> | tar -x -C DIR`), alternating with the other two, so a change is
+measured before and after under the same load. `--trace DIR` runs this tree's controller under
+benchmarks/traced_controller.py; `benchmarks/trace_tail.py DIR` then cuts every job's exit →
+Succeeded at the controller's stamps (not for figures: the tracing costs CPU and memory).
 
 The peer is `github.com/kubeflow/training-operator/cmd/training-operator.v1@v1.9.3`, built with
 `go install` from the Go module proxy into ~/.cache/trainops/peer/ (once; its TFJob CRD comes
@@ -46,6 +53,7 @@ import asyncio
 import base64
 import contextlib
 import datetime
+import json
 import os
 import shutil
 import subprocess
@@ -200,16 +208,23 @@ def _start_peer(kubeconfig: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def _start_trainops(kubeconfig: Path) -> subprocess.Popen[bytes]:
-    log = open(LOGS / "trainops.log", "ab")  # noqa: SIM115 (the child keeps it)
+def _start_trainops(
+    kubeconfig: Path, tree: Path = REPO, trace: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """`trainops controller` of the source tree `tree` (this one, or `--baseline`'s); with
+    `trace`, this tree's benchmarks/traced_controller.py runs it and writes its timeline there."""
+    log = open(LOGS / f"trainops-{tree.name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+    traced = [str(REPO / "benchmarks" / "traced_controller.py"), str(trace)] if trace else []
     return subprocess.Popen(
         [
             sys.executable,
-            *("-m", "trainops", "controller", "--kubeconfig", str(kubeconfig)),
+            *(traced or ["-m", "trainops"]),
+            *("controller", "--kubeconfig", str(kubeconfig)),
             *("--no-leader-elect", "--port", str(bc.METRICS_PORT), "--bind", "127.0.0.1"),
             *("--workers", str(WORKERS), "--log-level", LOG_LEVEL.upper()),
         ],
-        cwd=REPO,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)} if traced else None,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -219,22 +234,42 @@ def _start_trainops(kubeconfig: Path) -> subprocess.Popen[bytes]:
 
 
 async def measure(
-    name: str, kubeconfig: Path, jobs: int, rate: float | None, run_seconds: float = 0.0
+    name: str,
+    kubeconfig: Path,
+    jobs: int,
+    rate: float | None,
+    run_seconds: float = 0.0,
+    *,
+    baseline: Path | None = None,
+    trace: Path | None = None,
 ) -> dict[str, float | str]:
-    """One controller, fresh, in a fresh namespace: the figures of one run."""
+    """One controller, fresh, in a fresh namespace: the figures of one run. `name` is
+    "training-operator", "trainops" (this tree) or "trainops-before" (the tree `baseline`);
+    with `trace` (a directory) this tree's controller writes its timeline there, and the
+    jobs' exit and Succeeded stamps go beside it (benchmarks/trace_tail.py reads both)."""
     flavor = PEER if name == "training-operator" else bc.TRAINOPS
     client = await Client.connect(kubeconfig, timeout=60)
     namespace = f"peer-{name[:8]}-{int(time.time() * 1000) % 10**9}"
     await _ensure_namespace(client, namespace)
     await bc._wait_service_account(client, namespace)
-    proc = _start_peer(kubeconfig) if name == "training-operator" else _start_trainops(kubeconfig)
+    timeline = trace / f"{namespace}.controller.jsonl" if trace and name == "trainops" else None
+    if name == "training-operator":
+        proc = _start_peer(kubeconfig)
+    elif name == "trainops-before":
+        assert baseline is not None
+        proc = _start_trainops(kubeconfig, baseline)
+    else:
+        proc = _start_trainops(kubeconfig, trace=timeline)
     try:
         await _wait_ready(client, proc, name, flavor)
         metrics0 = await bc._apiserver_metrics(client, _FAMILIES)
         server_pids = bc._reference_pids(kubeconfig)
         server_cpu0 = {k: bc._cpu_seconds(pid) for k, pid in server_pids.items()}
         load0 = os.getloadavg()[0]
-        out = await bc._run(client, proc, jobs, rate, namespace, flavor, run_seconds)
+        stamps: dict[str, tuple[float, float]] = {}
+        out = await bc._run(client, proc, jobs, rate, namespace, flavor, run_seconds, stamps)
+        if trace is not None:
+            (trace / f"{namespace}.jobs.json").write_text(json.dumps(stamps))
         finished = out["all Succeeded"].split()[0]
         if finished != f"{jobs}/{jobs}":
             raise SystemExit(
@@ -344,16 +379,22 @@ def _kubectl(kubeconfig: Path, *args: str) -> None:
 
 async def main_async(args: argparse.Namespace) -> None:
     kubeconfig: Path = args.kubeconfig
-    install_peer()
+    names = tuple(args.only.split(",")) if args.only else ("trainops", "training-operator")
+    if args.baseline is not None and "trainops-before" not in names:
+        names = ("trainops-before", *names)
+    if "training-operator" in names:
+        install_peer()
     LOGS.mkdir(exist_ok=True)
     print(f"controller logs in {LOGS}", file=sys.stderr)
     _kubectl(kubeconfig, "apply", "--server-side", "-f", str(REPO / "deploy" / "crds"))
     client = await Client.connect(kubeconfig, timeout=60)
     work = Path(tempfile.mkdtemp(prefix="bench-peer-"))
-    await _prepare_peer(client, kubeconfig, work)
+    if "training-operator" in names:
+        await _prepare_peer(client, kubeconfig, work)
     await client.close()
     rates = [float(r) for r in args.rates.split(",") if r]
-    names = tuple(args.only.split(",")) if args.only else ("trainops", "training-operator")
+    if args.trace is not None:
+        args.trace.mkdir(parents=True, exist_ok=True)
     # rows[name][round] = {"burst": figures, "5": figures, "10": figures}
     rows: dict[str, list[dict[str, dict[str, Any]]]] = {name: [] for name in names}
     # Alternating within each figure: the two bursts (and the two runs at a rate) follow each
@@ -372,9 +413,22 @@ async def main_async(args: argparse.Namespace) -> None:
             for name in order:
                 rate = None if kind == "burst" else float(kind)
                 count = args.jobs if kind == "burst" else args.paced_jobs
-                figures = await measure(name, kubeconfig, count, rate, float(seconds))
+                figures = await measure(
+                    name,
+                    kubeconfig,
+                    count,
+                    rate,
+                    float(seconds),
+                    baseline=args.baseline,
+                    trace=args.trace,
+                )
                 row_of[name][run] = figures
-                print(f"round {round_ + 1} {name} {run}: {figures['context']}", file=sys.stderr)
+                shown = {k: v for k, v in figures.items() if k not in ("context", "requests")}
+                print(
+                    f"round {round_ + 1} {name} {run}: {figures['context']}; {shown}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         for name in names:
             rows[name].append(row_of[name])
 
@@ -389,6 +443,7 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"both: {WORKERS} workers, logging at {LOG_LEVEL}; {args.rounds} alternating rounds")
     titles = {
         "trainops": "trainops",
+        "trainops-before": f"trainops before ({args.baseline})",
         "training-operator": f"training-operator v1.9.3 ({WORKERS} threads)",
     }
     for chief_seconds in run_seconds:
@@ -433,7 +488,23 @@ def main() -> None:
     )
     parser.add_argument("--rates", default="5,10", help="paced rates, jobs/s (comma-separated)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    parser.add_argument("--only", help="trainops or training-operator: measure just that one")
+    parser.add_argument(
+        "--only", help="trainops or training-operator (comma-separated): measure just those"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="another source tree of trainops (e.g. `git archive` of the commit before a "
+        "change), measured as a third contender, `trainops-before`, in the same rounds",
+    )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        metavar="DIR",
+        help="run this tree's controller under benchmarks/traced_controller.py and write its "
+        "timeline and the jobs' stamps of each run into DIR (benchmarks/trace_tail.py)",
+    )
     parser.add_argument(
         "--run-seconds",
         default="0,2",

@@ -10,10 +10,10 @@ its traceback, restarted with back-off and shown by `/readyz`):
   very same job informers. Every replica; standbys keep warm caches, so a new leader starts at
   once;
 - a job event enqueues the job's key (not the echo of this process's own status write:
-  `JobReads.is_known`); a child's event enqueues its owner's key — at once when
-  it may decide the job (a pod finished or failed, a child deleted), after
-  `CHILD_BATCH_SECONDS` when it is progress (a pod created, Pending or Running), so the events
-  of one moment share one reconcile and one status write;
+  `JobReads.is_known`); a child's event enqueues its owner's key — at once and in the queue's
+  urgent lane (handed out before the others) when it may decide the job (a pod finished or
+  failed, a child deleted), after `CHILD_BATCH_SECONDS` when it is progress (a pod created,
+  Pending or Running), so the events of one moment share one reconcile and one status write;
 - one informer on ResourceQuotas (every namespace): any change to a namespace's quota (raised,
   removed, or its `used` recomputed after pods went away) may let a refused create through,
   so it enqueues that namespace's jobs whose ReplicaFailure says FailedCreate at once, instead
@@ -237,7 +237,10 @@ class Controller:
             for ref in meta.get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") in JOB_RESOURCES:
                     key = job_key(ref["kind"], meta.get("namespace", ""), ref["name"])
-                    self.queue.add_after(key, delay)
+                    if delay > 0:
+                        self.queue.add_after(key, delay)
+                    else:  # a decision: ahead of the progress and first sights queued before it
+                        self.queue.add(key, urgent=True)
 
         return handler
 

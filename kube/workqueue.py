@@ -8,6 +8,13 @@ Failures are retried with a per-key exponential back-off, max'd with an overall 
 (client-go's default: 5 ms doubling to 1000 s, 10 qps with a burst of 100); `forget` after a
 success resets the key's back-off. Delays use the event loop's timers, never polling.
 
+Two lanes, both first in first out: a key added `urgent` (an event that decides an object, such
+as a pod that finished) is handed out before every key of the normal lane, and a key already
+waiting in the normal lane moves to the urgent one; a key re-added urgent while in flight comes
+back urgent after `done`. Without it, a decision waits behind every key queued before it: at a
+backlog of 40 keys (4 workers, status writes of 100 ms under load) a chief's exit waited 2.5 s
+for its job's Succeeded. controller-runtime's priority queue orders keys likewise.
+
 `run_workers(queue, handler, n)` is the loop every controller writes: a handler returning None
 forgets the key, a float requeues it after that many seconds, an exception is logged with its
 traceback and requeues it rate-limited.
@@ -155,7 +162,9 @@ class WorkQueue:
         self._clock = clock
         self._metrics = metrics
         self._queue: deque[Key] = deque()
+        self._urgent: deque[Key] = deque()  # handed out before `_queue`
         self._dirty: set[Key] = set()  # queued, or re-added while processing
+        self._urgent_keys: set[Key] = set()  # dirty keys added urgent
         self._processing: set[Key] = set()
         self._added_at: dict[Key, float] = {}
         self._started_at: dict[Key, float] = {}
@@ -165,24 +174,34 @@ class WorkQueue:
 
     def __len__(self) -> int:
         """The depth: keys waiting for a worker (not counting delayed ones)."""
-        return len(self._queue)
+        return len(self._queue) + len(self._urgent)
 
     @property
     def shutting_down(self) -> bool:
         return self._shutting_down
 
-    def add(self, key: Key) -> None:
+    def add(self, key: Key, *, urgent: bool = False) -> None:
         """Queue `key` unless it is queued already; if it is being processed, it is queued
-        again when `done` is called. Ignored after `shut_down`."""
-        if self._shutting_down or key in self._dirty:
+        again when `done` is called. `urgent`: in the lane handed out first (moved there if it
+        waits in the other one). Ignored after `shut_down`."""
+        if self._shutting_down:
+            return
+        if key in self._dirty:
+            if urgent and key not in self._urgent_keys:
+                self._urgent_keys.add(key)
+                if key not in self._processing:
+                    self._queue.remove(key)
+                    self._urgent.append(key)
             return
         self._dirty.add(key)
+        if urgent:
+            self._urgent_keys.add(key)
         self._added_at.setdefault(key, self._clock())
         if self._metrics is not None:
             self._metrics.on_add(self.name)
         if key in self._processing:
             return
-        self._queue.append(key)
+        (self._urgent if urgent else self._queue).append(key)
         self._wake_one()
 
     def add_after(self, key: Key, seconds: float) -> None:
@@ -220,7 +239,7 @@ class WorkQueue:
     async def get(self) -> Key:
         """The next key, waiting for one; call `done(key)` when finished with it. Raises
         QueueShutDown once the queue is shut down and drained."""
-        while not self._queue:
+        while not self._queue and not self._urgent:
             if self._shutting_down:
                 raise QueueShutDown(self.name)
             waiter = asyncio.get_running_loop().create_future()
@@ -234,9 +253,10 @@ class WorkQueue:
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
-        key = self._queue.popleft()
+        key = self._urgent.popleft() if self._urgent else self._queue.popleft()
         self._processing.add(key)
         self._dirty.discard(key)
+        self._urgent_keys.discard(key)
         now = self._clock()
         added = self._added_at.pop(key, now)
         self._started_at[key] = now
@@ -251,7 +271,7 @@ class WorkQueue:
         if self._metrics is not None and started is not None:
             self._metrics.on_done(self.name, self._clock() - started)
         if key in self._dirty:
-            self._queue.append(key)
+            (self._urgent if key in self._urgent_keys else self._queue).append(key)
             self._wake_one()
 
     def shut_down(self) -> None:

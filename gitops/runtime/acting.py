@@ -151,14 +151,19 @@ class Tenants:
         return bounded, kinds.cluster_scoped(scopes)
 
     async def pod_security(
-        self, spec: RepoSpec, source: Source, wanted: tuple[str, str, bool, str]
+        self,
+        spec: RepoSpec,
+        source: Source,
+        wanted: tuple[str, str, bool, str],
+        levels: tuple[tuple[str, str], ...] | None = None,
     ) -> bool:
         """The pre-flight's Pod Security step on `source.bounded` into `source.checked` (and
         its desired keys and kinds), each job against the level its namespace enforces, read
-        every round. True when the verdicts changed for the same commit (a label changed
-        since): the comparison must be made again."""
-        namespaces = preflight.job_namespaces(source.bounded, spec.destination)
-        levels = await self.levels(namespaces)
+        every round (`levels`: read this round already, of `job_namespaces`). True when the
+        verdicts changed for the same commit (a label changed since): the comparison must be
+        made again."""
+        if levels is None:
+            levels = await self.levels(self.job_namespaces(spec, source))
         if source.levels_for == (wanted, levels):
             return False
         source.checked = await asyncio.to_thread(
@@ -173,6 +178,11 @@ class Tenants:
         changed = source.levels_for is not None
         source.levels_for = (wanted, levels)
         return changed
+
+    @staticmethod
+    def job_namespaces(spec: RepoSpec, source: Source) -> set[str]:
+        """The namespaces whose Pod Security levels `source.bounded`'s jobs are checked with."""
+        return preflight.job_namespaces(source.bounded, spec.destination)
 
     async def levels(self, namespaces: Iterable[str]) -> tuple[tuple[str, str], ...]:
         """(namespace, enforced Pod Security level) of each namespace, read with the

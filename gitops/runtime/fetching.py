@@ -6,7 +6,9 @@ LimitExceeded) into the repository's ComparisonError."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 from typing import Any
 
 from gitops.engine import limits as repo_limits
@@ -48,6 +50,34 @@ class Fetcher:
         creds = await self._credentials(obj, spec)
         if requested_revision is not None and spec.automated:
             await self._target_only(spec, requested_revision, creds)
+        # The Pod Security levels are read every round; those of the commit checked last (most
+        # rounds' commit: a poll or a push that moved nothing) are read while it is resolved.
+        before = source.checked_for
+        ahead = (
+            asyncio.ensure_future(self.tenants.levels(self.tenants.job_namespaces(spec, source)))
+            if before is not None
+            else None
+        )
+        try:
+            commit, wanted = await self._read(obj, spec, revision, source, creds)
+            # Another commit or destination was checked: other namespaces, maybe.
+            levels = await ahead if ahead is not None and before == wanted else None
+        finally:
+            await _cancel(ahead)
+        # The Pod Security step, every round: a namespace's label may change without a commit.
+        again = await self.tenants.pod_security(spec, source, wanted, levels)
+        return commit, again
+
+    async def _read(
+        self,
+        obj: dict[str, Any],
+        spec: RepoSpec,
+        revision: str | None,
+        source: Source,
+        creds: Credentials | None,
+    ) -> tuple[Commit, tuple[str, str, bool, str]]:
+        """The commit `revision` resolves to, its manifests read, checked and bounded into
+        `source` unless they are there already; and what they were checked for."""
         ref, commit = await self.git.fetch(spec.repo_url, revision, creds)
         if requested_revision is not None and not (spec.automated or spec.allow_any_revision):
             await self._reachable(spec, requested_revision, commit.sha, creds)
@@ -68,9 +98,7 @@ class Fetcher:
             source.bounded, source.cluster_scoped = await self.tenants.bounded(obj, spec, loaded)
             source.checked_for, source.commit = wanted, commit
             source.levels_for = None
-        # The Pod Security step, every round: a namespace's label may change without a commit.
-        again = await self.tenants.pod_security(spec, source, wanted)
-        return commit, again
+        return commit, wanted
 
     async def _target_only(self, spec: RepoSpec, revision: str, creds: Credentials | None) -> None:
         """An automated repository syncs only what targetRevision resolves to: the API refuses
@@ -129,3 +157,16 @@ class Fetcher:
             bound_to=tenancy.secret_binding(secret, spec.repo_url),
             known_hosts=data.get("knownHosts") or data.get("known_hosts"),
         )
+
+
+async def _cancel(task: asyncio.Future[Any] | None) -> None:
+    """Stop `task` unless it is over; an exception it ended with counts as seen."""
+    if task is None:
+        return
+    if task.done():
+        if not task.cancelled():
+            task.exception()
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

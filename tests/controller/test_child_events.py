@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from controller.manager import CHILD_BATCH_SECONDS, child_event_delay
+from controller.manager import (
+    CHILD_BATCH_SECONDS,
+    Controller,
+    ControllerSettings,
+    child_event_delay,
+)
+from controller.reconciler import job_key
+from kube.client import Client
+from kube.manager import LeaderElection, Manager
 
 
 def pod(phase: str | None, *, deleting: bool = False) -> dict[str, Any]:
@@ -51,3 +59,30 @@ def test_progress_waits_and_what_decides_a_job_does_not(
 def test_the_wait_is_short_beside_what_a_user_waits_for() -> None:
     # kube-controller-manager's Job controller batches its pods' events for 1 s.
     assert 0 < CHILD_BATCH_SECONDS <= 1.0
+
+
+def owned_pod(job: str, phase: str) -> dict[str, Any]:
+    obj = pod(phase)
+    ref = {"kind": "TensorFlowTrainingJob", "name": job, "uid": "u", "controller": True}
+    obj["metadata"]["ownerReferences"] = [ref]
+    return obj
+
+
+async def test_a_decisive_child_event_queues_its_job_ahead_of_the_jobs_queued_before(
+    kclient: Client,
+) -> None:
+    """A chief's exit must not wait behind every job queued before it (a backlog of progress
+    and first sights under load): its job goes in the queue's urgent lane; progress waits."""
+    manager = Manager(kclient, leader_election=LeaderElection(enabled=False))
+    controller = Controller(manager, ControllerSettings())  # not started: its queue only fills
+    on_pod = controller._on_child("Pod")
+    for name in ("a", "b"):
+        controller.queue.add(job_key("TensorFlowTrainingJob", "ns", name))
+    on_pod("MODIFIED", owned_pod("running", "Running"), None)
+    on_pod("MODIFIED", owned_pod("done", "Succeeded"), None)
+    on_pod("MODIFIED", owned_pod("b", "Failed"), None)  # queued already: moves up
+
+    assert len(controller.queue) == 3  # the Running pod's job waits CHILD_BATCH_SECONDS
+    order = [await controller.queue.get() for _ in range(3)]
+    assert order == [job_key("TensorFlowTrainingJob", "ns", n) for n in ("done", "b", "a")]
+    controller.queue.shut_down()

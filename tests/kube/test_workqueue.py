@@ -236,3 +236,31 @@ async def test_a_key_is_pending_while_queued_processed_or_delayed_and_not_after(
     assert await _get(queue) == "a"
     queue.done("a")
     assert not queue.pending("a")
+
+
+async def test_an_urgent_key_is_handed_out_before_the_keys_queued_before_it() -> None:
+    queue = WorkQueue()
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    queue.add("d", urgent=True)
+    queue.add("b", urgent=True)  # waiting in the normal lane: moves to the urgent one
+    queue.add("d")  # queued already (urgent): stays where it is
+    assert len(queue) == 4
+    assert [await _get(queue) for _ in range(4)] == ["d", "b", "a", "c"]
+    assert len(queue) == 0
+
+
+async def test_a_key_made_urgent_while_in_flight_comes_back_urgent_after_done() -> None:
+    queue = WorkQueue()
+    queue.add("a")
+    assert await _get(queue) == "a"
+    queue.add("b")
+    queue.add("a")  # while processing: normal first,
+    queue.add("a", urgent=True)  # then urgent
+    queue.done("a")
+    assert [await _get(queue), await _get(queue)] == ["a", "b"]
+    queue.done("a")
+    queue.done("b")
+    queue.add("c")
+    queue.add("a")  # after done: the normal lane again
+    assert [await _get(queue), await _get(queue)] == ["c", "a"]
