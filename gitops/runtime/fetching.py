@@ -59,7 +59,9 @@ class Fetcher:
             else None
         )
         try:
-            commit, wanted = await self._read(obj, spec, revision, source, creds)
+            commit, wanted = await self._read(
+                obj, spec, revision, source, creds, requested_revision
+            )
             # Another commit or destination was checked: other namespaces, maybe.
             levels = await ahead if ahead is not None and before == wanted else None
         finally:
@@ -75,6 +77,7 @@ class Fetcher:
         revision: str | None,
         source: Source,
         creds: Credentials | None,
+        requested_revision: str | None,
     ) -> tuple[Commit, tuple[str, str, bool, str]]:
         """The commit `revision` resolves to, its manifests read, checked and bounded into
         `source` unless they are there already; and what they were checked for."""
