@@ -9,8 +9,6 @@ TRAINOPS_E2E_KUBECONFIG; without it these tests skip, saying so.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
 import uuid
@@ -21,36 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.kubectl import TRAINING_IMAGE, get, kubectl, needs_cluster
 from tests.support.cluster import eventually
 
 REPO = Path(__file__).resolve().parents[2]
-KUBECONFIG = os.environ.get("TRAINOPS_E2E_KUBECONFIG")
-TRAINING_IMAGE = os.environ.get("TRAINOPS_E2E_TRAINING_IMAGE", "localhost/trainops-training:2.21.0")
 LIMITS_CPU = "spec.replicaSpecs[0].template.spec.containers[0].resources.limits.cpu"
 
-pytestmark = pytest.mark.skipif(
-    not KUBECONFIG,
-    reason="TRAINOPS_E2E_KUBECONFIG is not set (hack/e2e-tests builds the kind cluster and sets it)",
-)
-
-
-def kubectl(
-    *args: str, stdin: str | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        ["kubectl", f"--kubeconfig={KUBECONFIG}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
-    return result
-
-
-def get(*args: str) -> Any:
-    return json.loads(kubectl("get", "-o", "json", *args).stdout)
+pytestmark = needs_cluster
 
 
 @pytest.fixture
