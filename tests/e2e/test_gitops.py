@@ -418,17 +418,13 @@ class Watch:
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        document: list[str] = []
-        for line in self.process.stdout:
-            document.append(line)
-            if line.rstrip("\n") == "}":  # kubectl indents: a top-level object ends at column 0
-                event = json.loads("".join(document))
-                document = []
-                if event["type"] not in ("ADDED", "DELETED"):
-                    continue  # status writes (MODIFIED) are not what is counted
-                meta = event["object"]["metadata"]
-                with self._lock:
-                    self.events.append((event["type"], meta["name"], meta["uid"]))
+        for line in self.process.stdout:  # with --output-watch-events: one event a line
+            event = json.loads(line)
+            if event["type"] not in ("ADDED", "DELETED"):
+                continue  # status writes (MODIFIED) are not what is counted
+            meta = event["object"]["metadata"]
+            with self._lock:
+                self.events.append((event["type"], meta["name"], meta["uid"]))
 
     def added(self) -> int:
         with self._lock:
@@ -447,6 +443,14 @@ REFRESH = "gitops.trainops.dev/refresh-requested-at"
 def _handled(namespace: str, name: str) -> str | None:
     handled = _status(namespace, name).get("lastHandledRequest") or {}
     return handled.get("refreshRequestedAt")
+
+
+def _failed(namespace: str, name: str) -> bool:
+    """Raises with the status when the repository cannot sync (a ComparisonError, say)."""
+    status = _status(namespace, name)
+    problems = [c for c in status.get("conditions") or [] if c.get("type", "").endswith("Error")]
+    assert not problems, status
+    return False
 
 
 def _refreshed(namespace: str, name: str, token: str) -> Callable[[], bool]:
@@ -502,7 +506,11 @@ def test_the_leader_killed_mid_sync_of_200_jobs_is_replaced_and_each_job_created
         watch = Watch(namespace)
         _apply(_repository(namespace, "many", f"{git_url}/many.git", automated=True))
 
-        eventually(lambda: watch is not None and watch.added() >= 5, timeout=120, interval=0.05)
+        def started() -> bool:
+            assert watch is not None and watch.process.poll() is None, "kubectl get -w ended"
+            return watch.added() >= 5 or _failed(namespace, "many")
+
+        eventually(started, timeout=120, interval=0.05)
         _kill_container(leader_pod)
         killed_at, created_before = time.monotonic(), watch.added()
         assert created_before < MANY, "the sync was over before the leader was killed"
