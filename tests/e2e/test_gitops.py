@@ -559,3 +559,102 @@ def test_the_leader_killed_mid_sync_of_200_jobs_is_replaced_and_each_job_created
         if watch is not None:
             watch.stop()
         _drop_namespace(namespace)
+
+
+def _trainops(kubeconfig: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`trainops ARGS` as on a user's machine that has a kubeconfig and nothing else (no
+    `trainops up`, no ~/.kube/config, no TRAINOPS_SERVER or TRAINOPS_TOKEN)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINOPS_")}
+    env.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"), KUBECONFIG=str(kubeconfig))
+    return subprocess.run(
+        [sys.executable, "-m", "trainops", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def test_trainops_repo_reaches_the_in_cluster_api_with_nothing_but_a_kubeconfig(
+    tenants: Tenants, tmp_path: Path
+) -> None:
+    eventually(lambda: _synced(tenants.a, "alpha-jobs"), timeout=180, interval=2)
+    # What the service proxy needs (docs/GITOPS.md, `trainops repo`), granted to alice.
+    name = f"trainops-api-{tenants.a}"
+    _apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": SYSTEM},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["services/proxy"],
+                    "resourceNames": ["http:trainops-gitops:http"],
+                    "verbs": ["get", "create", "delete"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": SYSTEM},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": tenants.a}],
+        },
+    )
+    try:
+        admin = json.loads(kubectl("config", "view", "--raw", "--minify", "-o", "json").stdout)
+        (cluster,) = admin["clusters"]
+        alice = tmp_path / "alice.kubeconfig"
+        alice.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "kind", "cluster": cluster["cluster"]}],
+                    "users": [{"name": "alice", "user": {"token": _token(tenants.a, "alice")}}],
+                    "contexts": [
+                        {"name": "alice", "context": {"cluster": "kind", "user": "alice"}}
+                    ],
+                    "current-context": "alice",
+                }
+            )
+        )
+
+        listed = _trainops(alice, tmp_path, "repo", "list")
+        assert listed.returncode == 0, listed.stderr
+        header, *rows = listed.stdout.splitlines()
+        assert header.split() == ["NAMESPACE", "NAME", "SYNC", "HEALTH", "REVISION", "AGE", "REPO"]
+        assert [row.split()[:3] for row in rows] == [[tenants.a, "alpha-jobs", "Synced"]], rows
+        assert rows[0].split()[-1] == f"{tenants.git}/hello.git", rows
+
+        got = _trainops(alice, tmp_path, "repo", "get", f"{tenants.a}/alpha-jobs", "-o", "json")
+        assert got.returncode == 0, got.stderr
+        repository = json.loads(got.stdout)
+        assert repository["metadata"]["name"] == "alpha-jobs"
+        assert repository["status"]["sync"]["status"] == "Synced", repository["status"]
+
+        synced = _trainops(alice, tmp_path, "repo", "sync", f"{tenants.a}/alpha-jobs")
+        assert synced.returncode == 0, synced.stderr
+        assert synced.stdout.strip() == f"sync of {tenants.a}/alpha-jobs requested", synced
+        asked = get("-n", tenants.a, "jobrepository", "alpha-jobs")["metadata"]["annotations"]
+        token = asked["gitops.trainops.dev/sync-requested-at"]
+
+        def carried_out() -> bool:
+            handled = _status(tenants.a, "alpha-jobs").get("lastHandledRequest") or {}
+            return bool(handled.get("syncRequestedAt") == token)
+
+        eventually(carried_out, timeout=120, interval=1)
+
+        # team b's repository: the trainops API refuses alice in the API server's words.
+        other = _trainops(alice, tmp_path, "repo", "get", f"{tenants.b}/bravo-jobs")
+        assert other.returncode == 1 and "cannot get resource" in other.stderr, other
+
+        # The kind kubeconfig's own user has a client certificate, no token to pass on.
+        kind_admin = _trainops(Path(str(KUBECONFIG)), tmp_path, "repo", "list")
+        assert kind_admin.returncode == 1, kind_admin
+        assert "has no bearer token (a client certificate?)" in kind_admin.stderr, kind_admin
+    finally:
+        kubectl("-n", SYSTEM, "delete", "rolebinding,role", name, check=False)
