@@ -658,3 +658,30 @@ def test_trainops_repo_reaches_the_in_cluster_api_with_nothing_but_a_kubeconfig(
         assert "has no bearer token (a client certificate?)" in kind_admin.stderr, kind_admin
     finally:
         kubectl("-n", SYSTEM, "delete", "rolebinding,role", name, check=False)
+
+
+def test_a_user_logs_in_with_a_browser_through_port_forward(
+    tenants: Tenants, dashboard: str
+) -> None:
+    """The same login in Debian's chromium (Playwright), as a user pasting a token does."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.dashboard.conftest import launch_chromium, log_in, require_chromium
+
+    require_chromium()
+    eventually(lambda: _synced(tenants.a, "alpha-jobs"), timeout=180, interval=2)
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(30_000)
+            log_in(page, dashboard, _token(tenants.a, "alice"))
+            link = page.locator(f'a[href="/repositories/{tenants.a}/alpha-jobs"]').first
+            link.wait_for()
+            text = page.locator("body").inner_text()
+            assert "alpha-jobs" in text and "bravo-jobs" not in text and tenants.b not in text, text
+            link.click()
+            page.wait_for_url(f"{dashboard}/repositories/{tenants.a}/alpha-jobs")
+            page.get_by_text("hello", exact=True).first.wait_for()
+        finally:
+            browser.close()
