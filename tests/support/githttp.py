@@ -44,12 +44,14 @@ async def serve_git_http(
     username: str | None = None,
     password: str | None = None,
     host: str = "127.0.0.1",
+    port: int = 0,
     redirect: Callable[[str], str | None] | None = None,
     redirect_status: int = 302,
     redirect_after_auth: bool = False,
 ) -> AsyncIterator[GitHttp]:
-    """Serve every bare repository under `root` at http://HOST:PORT/<name>; with
-    `username`/`password`, only to requests carrying them (401 otherwise, as a Git host).
+    """Serve every bare repository under `root` at http://HOST:PORT/<name> (`port` 0: a free
+    one); with `username`/`password`, only to requests carrying them (401 otherwise, as a Git
+    host).
 
     `redirect(path)` (the resolved path, query excluded) may name where to send a request
     instead, answered with `redirect_status` — before authentication, or only once the
@@ -110,7 +112,7 @@ async def serve_git_http(
     app.router.add_route("*", "/{tail:.*}", handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, 0)
+    site = web.TCPSite(runner, host, port)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     server.base = f"http://{host}:{port}"
