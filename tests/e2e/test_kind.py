@@ -102,6 +102,9 @@ def _losses(log: str) -> list[float]:
 
 def test_tensorflow_multiworker_trains_across_two_nodes(namespace: str) -> None:
     manifests = _example("tensorflow-mwms.yaml", TRAINING_IMAGE, spread="worker")
+    # The progress reporter, as the example's header says to provide it (docs/PROGRESS.md).
+    reporter = REPO / "trainops_progress.py"
+    kubectl("-n", namespace, "create", "configmap", "trainops-progress", f"--from-file={reporter}")
     kubectl("-n", namespace, "apply", "-f", "-", stdin=yaml.safe_dump_all(manifests))
 
     _wait_succeeded(namespace, "tensorflowtrainingjobs", "tf-mwms", timeout=900)
@@ -123,6 +126,23 @@ def test_tensorflow_multiworker_trains_across_two_nodes(namespace: str) -> None:
         losses = _losses(log)
         assert len(losses) >= 2 and losses[-1] < losses[0], log
         assert "training done" in log
+
+    # In containers too, the workers reported to the controller's progress endpoint through its
+    # Service: the job's status holds the whole run and the last epoch's loss (written at most
+    # every few seconds: it may trail the end), and `kubectl get` shows it.
+    def complete() -> dict[str, Any]:
+        job = get("-n", namespace, "tensorflowtrainingjobs", "tf-mwms")
+        progress: dict[str, Any] = job.get("status", {}).get("progress") or {}
+        return progress if progress.get("percent") == 100 else {}
+
+    progress = eventually(complete, timeout=60, interval=2)
+    assert (progress["step"], progress["totalSteps"], progress["epoch"]) == (100, 100, 5)
+    assert progress["metrics"]["loss"] == pytest.approx(losses[-1], abs=2e-4)
+    header, row = kubectl("-n", namespace, "get", "tensorflowtrainingjobs", "tf-mwms").stdout.split(
+        "\n"
+    )[:2]
+    at = header.index("PROGRESS")  # kubectl aligns each column's values under its heading
+    assert row[at:].split()[0] == "100", (header, row)
 
 
 def test_xgboost_master_and_two_workers_train_to_succeeded(namespace: str) -> None:
