@@ -12,6 +12,8 @@ tenant A's is a JobRepository with one paused job in namespace team-a. Then thre
 1. quiet: B pushes `--quiet-pushes` real commits; each `git push` is followed by one generic
    push hook from 127.0.0.1, posted once and not retried (as a Git host does), and B's push ->
    applied is measured (until the job carries the new value; a refused hook leaves the poll);
+   3 s between pushes, so the round the last job's status change wakes is over (else that
+   round, not the hook or the poll, would find the next commit);
 2. flood naming A: a second process posts `POST /api/v1/webhooks/git` naming tenant A's
    repository URL as fast as it can for `--duration` s on `--conns` keep-alive connections
    from `--sources` loopback addresses (127.0.0.2 onwards), while B pushes as in 1;
@@ -197,7 +199,7 @@ async def phase(
     while True:
         results.append(await b_push(up, work, bare, args.k, args.jobs))
         args.k += 1
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(3.0)  # the job event's round (STATUS_DELAY) before the next push
         if worker is None and len(results) >= args.quiet_pushes:
             break
         if worker is not None and time.perf_counter() - t0 > args.duration - 2:
