@@ -2,7 +2,8 @@
 most `qps` requests a second on average, `burst` at once after a quiet spell.
 
 `TokenBucket.reserve(now)` is the decision (pure: the caller passes its monotonic clock and
-gets how long to wait); `RateLimiter.wait()` sleeps that long. Every request of a client and of
+gets how long to wait); `RateLimiter.wait()` sleeps that long. `KeyedBuckets` is a bucket per
+key (a source address, a repository) for callers that refuse rather than wait. Every request of a client and of
 its impersonating views draws from one bucket, as every request of one `rest.Config` does.
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["RateLimiter", "TokenBucket"]
+__all__ = ["KeyedBuckets", "RateLimiter", "TokenBucket", "try_take"]
 
 
 @dataclass
@@ -55,3 +57,35 @@ class RateLimiter:
         delay = self.bucket.reserve(self._clock())
         if delay > 0:
             await asyncio.sleep(delay)
+
+
+def try_take(bucket: TokenBucket, now: float) -> float:
+    """Take a token if one is there (0); else the seconds until one is, the bucket left as it
+    was: a refused caller takes nothing, so hammering does not push the next token away."""
+    wait = bucket.reserve(now)
+    if wait > 0:
+        bucket.tokens += 1.0
+    return wait
+
+
+class KeyedBuckets:
+    """A `TokenBucket` of `qps`/`burst` per key, at most `keys` remembered: the least recently
+    seen is forgotten first and starts again with a full bucket (which bounds what forgetting
+    can give away: one burst)."""
+
+    def __init__(self, qps: float, burst: int, keys: int = 4096) -> None:
+        TokenBucket(qps, burst)  # the same check, now rather than at the first key
+        self.qps, self.burst, self.keys = qps, burst, keys
+        self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
+
+    def bucket(self, key: str) -> TokenBucket:
+        """The bucket of `key`, marked as the most recently seen."""
+        found = self._buckets.pop(key, None) or TokenBucket(self.qps, self.burst)
+        self._buckets[key] = found
+        while len(self._buckets) > self.keys:
+            self._buckets.popitem(last=False)
+        return found
+
+    def take(self, key: str, now: float) -> float:
+        """`try_take` on the bucket of `key`."""
+        return try_take(self.bucket(key), now)

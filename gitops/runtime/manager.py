@@ -19,7 +19,8 @@ Triggers besides the interval: `refresh` (compare now, even if nothing changed),
 now, optionally to a revision), `push` (a push webhook for a repository's URL and branch: a
 round now — on the leader it compares only when the revision or a live object changed, so a
 push that moved nothing costs an `ls-remote`; a standby passes it on as a refresh request;
-nothing in a push payload is ever applied, it only says when to fetch). Refresh and sync are
+nothing in a push payload is ever applied, it only says when to fetch; pushes that prove no
+secret trigger a repository at most `UNPROVEN_PUSHES`). Refresh and sync are
 writes to the JobRepository (`gitops.engine.triggers`: an annotation, merge-patched as this service),
 so any replica takes them; the informer wakes the leader, which records in status what it has
 handled.
@@ -59,9 +60,10 @@ from kube import errors, resources
 from kube.events import EventBuffer, EventRecorder
 from kube.informer import wait_synced
 from kube.manager import Manager
+from kube.ratelimit import KeyedBuckets
 from kube.workqueue import WorkQueue, run_workers
 
-__all__ = ["GitOpsReconciler", "GitOpsSettings"]
+__all__ = ["UNPROVEN_PUSHES", "GitOpsReconciler", "GitOpsSettings"]
 
 log = logging.getLogger(LOGGER)
 
@@ -70,6 +72,11 @@ SUBSCRIBER_BUFFER = 1000
 STATUS_DELAY = 2.0
 """A job's status change refreshes its repository's health this much later, so a burst of
 status writes (pods starting) costs one comparison."""
+UNPROVEN_PUSHES = (1.0, 5)
+"""What pushes that prove no secret (none asked of the repository) may trigger, per repository:
+rounds a second on average, and at once. A Git host pushes far less; a flood naming one
+repository's URL gets it a round a second, not a round per request (`gitops.api.floods` bounds
+the requests themselves)."""
 _JOB_RESOURCES = (resources.TFJOBS, resources.XGBJOBS)
 
 
@@ -157,6 +164,8 @@ class GitOpsReconciler:
         )
         self.push_secrets = PushSecrets(client, self.settings.boundaries)
         """Each repository's own push secret, read as its ServiceAccount."""
+        self._unproven = KeyedBuckets(*UNPROVEN_PUSHES)
+        """Per repository, what pushes that prove no secret may still trigger."""
         self._subscribers: set[asyncio.Queue[Change]] = set()
         self.repos.add_handler(self._on_repository)
         for informer in self.job_informers.values():
@@ -257,6 +266,7 @@ class GitOpsReconciler:
         if event.ignored:
             return []
         urls = set(event.repo_urls)
+        loop = asyncio.get_running_loop()
         out = []
         for obj in self.repositories():
             spec = read_spec(obj)
@@ -264,11 +274,14 @@ class GitOpsReconciler:
                 continue
             # Proved before the branch is matched: a push its secret proves, to a branch the
             # repository does not follow, is no 401.
-            if not check.admits(await self.push_secrets.value(obj, spec)):
+            own = await self.push_secrets.value(obj, spec)
+            if not check.admits(own):
                 continue
             key = repo_id(obj)
             if not self._push_matches(spec.target_revision, event, key):
                 continue
+            if not check.proven(own) and self._unproven.take(key, loop.time()):
+                continue  # a flood naming this repository: it has had its rounds
             if self.is_leader:
                 # A round now: it fetches, and compares only if the revision or a live
                 # object changed (a push that moved nothing costs an ls-remote).

@@ -196,6 +196,12 @@ class PushCheck:
         self.verified = True
         return True
 
+    def proven(self, own: bytes | None) -> bool:
+        """Whether a push `admits` let through for a repository (`own` as there) proved a
+        secret — the repository's own, or the shared one — rather than being let through
+        because no secret is asked of it (the reconciler bounds what those may trigger)."""
+        return own is not None or self.shared is not None
+
     def refusal(self) -> PushError | None:
         if self.shared is None or self.by_shared or self.verified:
             return None

@@ -8,6 +8,7 @@ does not exist, `plain` none. The service has a shared secret too.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -24,7 +25,7 @@ from gitops.api import routes as api
 from gitops.engine.spec import read_spec
 from gitops.engine.tenancy import Boundaries
 from gitops.engine.urls import normalize_repo_url
-from gitops.runtime.manager import GitOpsReconciler
+from gitops.runtime.manager import UNPROVEN_PUSHES, GitOpsReconciler
 from gitops.runtime.pushsecrets import TTL, PushSecrets
 from gitops.source.pushhooks import PushCheck, PushEvent, proof_of
 from kube import resources
@@ -147,6 +148,32 @@ async def test_through_the_push_hook_the_answer_is_a_count_or_a_401_naming_nothi
     for _, text in answers:
         for word in (namespace, "own", "plain", "push-a", "forbidden"):
             assert word not in text
+
+
+async def test_pushes_proving_no_secret_trigger_a_repository_at_most_its_budget(
+    hub: GitOpsReconciler, namespace: str, remote: Remote
+) -> None:
+    """A flood naming a repository's URL, unsigned, to a service with no shared secret: it
+    triggers `plain` (which asks no secret) in a burst, then about a round a second — while
+    pushes proving `own`'s secret trigger `own` every time."""
+    payload = payload_for(remote)
+    event = PushEvent("github", (normalize_repo_url(remote.url),), "main", "a" * 40)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    unproven = [await hub.push(event, PushCheck(proof_of(github(payload, None)), payload, None))]
+    for _ in range(19):
+        unproven.append(
+            await hub.push(event, PushCheck(proof_of(github(payload, None)), payload, None))
+        )
+    elapsed = loop.time() - started
+    burst, qps = UNPROVEN_PUSHES[1], UNPROVEN_PUSHES[0]
+    assert unproven[:burst] == [[f"{namespace}/plain"]] * burst
+    triggered = sum(1 for keys in unproven if keys)
+    assert triggered <= burst + int(elapsed * qps) + 1, (triggered, elapsed)
+    assert [] in unproven
+    for _ in range(20):
+        keys, _check = await pushed(hub, remote, VALUES["push-a"])
+        assert keys == [f"{namespace}/own"]
 
 
 @REAL_RBAC

@@ -7,7 +7,7 @@ import pytest
 
 from kube.client import Client
 from kube.config import Config
-from kube.ratelimit import RateLimiter, TokenBucket
+from kube.ratelimit import KeyedBuckets, RateLimiter, TokenBucket
 from tests.support.cluster import Cluster
 
 
@@ -65,3 +65,22 @@ async def test_requests_wait_their_turn(cluster: Cluster) -> None:
         assert limited._http._pool.rate_limiter.bucket.tokens < 1
     finally:
         await limited.close()
+
+
+def test_keyed_buckets_give_each_key_its_own_burst_and_a_refusal_takes_nothing() -> None:
+    buckets = KeyedBuckets(1.0, 2)
+    assert [buckets.take("a", 0.0) for _ in range(2)] == [0, 0]
+    assert buckets.take("a", 0.0) == pytest.approx(1.0)
+    for _ in range(10):  # hammering does not push the next token further away
+        assert buckets.take("a", 0.5) == pytest.approx(0.5)
+    assert buckets.take("b", 0.5) == 0  # another key, another bucket
+    assert buckets.take("a", 1.0) == 0
+
+
+def test_keyed_buckets_forget_the_least_recently_seen_key_first() -> None:
+    buckets = KeyedBuckets(1.0, 1, keys=2)
+    assert buckets.take("a", 0.0) == 0 and buckets.take("b", 0.0) == 0
+    assert buckets.take("a", 0.0) > 0  # a: seen again, so b is now the oldest
+    assert buckets.take("c", 0.0) == 0  # b forgotten
+    assert buckets.take("a", 0.0) > 0  # a kept its empty bucket
+    assert buckets.take("b", 0.0) == 0  # b starts again with a full one (one burst)
