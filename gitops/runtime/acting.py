@@ -16,7 +16,8 @@ repository, for `gitops.runtime.reconciler`:
   repository URL, before git is run;
 - `bounded` is the pre-flight's boundary step (`tenancy.enforce`) with each kind's scope
   asked of discovery; `levels` the Pod Security level each namespace enforces, for the
-  pre-flight's next step; `scope` where live state may be read.
+  pre-flight's next step (from a cache of namespaces' metadata where there is one); `scope`
+  where live state may be read.
 """
 
 from __future__ import annotations
@@ -32,14 +33,20 @@ from gitops.engine.spec import RepoSpec
 from gitops.engine.urls import GitError
 from gitops.runtime.discovery import Discovery
 from gitops.runtime.memo import Source
+from gitops.runtime.metacache import MetadataCache
 from gitops.runtime.sync import SyncEngine
 from kube import errors, resources
 from kube.client import Client
+from kube.informer import Informer
 from policies.podsecurity import enforced_level
 
-__all__ = ["Tenants", "acting_as", "repository_key"]
+__all__ = ["NAMESPACE_HOLDER", "Tenants", "acting_as", "repository_key"]
 
 log = logging.getLogger(__name__)
+
+NAMESPACE_HOLDER = "(pod-security levels)"
+"""Who holds the namespaces' metadata informer in `gitops.runtime.metacache` (no repository:
+no round settles or forgets it)."""
 
 
 class Tenants:
@@ -49,12 +56,15 @@ class Tenants:
         discovery: Discovery,
         own: SyncEngine,
         boundaries: tenancy.Boundaries,
+        metadata: MetadataCache | None = None,
     ) -> None:
         self.client = client
         self.discovery = discovery
         self.own = own
         """The reconciler's own engine (repositories acting as the reconciler)."""
         self.boundaries = boundaries
+        self.metadata = metadata
+        """Where namespaces' labels are watched (`levels`), when the process has one."""
         self.identities: dict[str, tenancy.Identity | None] = {}
         """The identity each repository acts as, settled at the start of its round."""
         self._engines: dict[tenancy.Identity, SyncEngine] = {}
@@ -186,22 +196,36 @@ class Tenants:
 
     async def levels(self, namespaces: Iterable[str]) -> tuple[tuple[str, str], ...]:
         """(namespace, enforced Pod Security level) of each namespace, read with the
-        reconciler's own `get namespaces` (a tenant's account may not read its namespace).
-        One it cannot read is left out — not checked, as the webhook fails open — and the API
-        server's admission still decides the apply."""
+        reconciler's own rights (a tenant's account may not read its namespace): from a
+        metadata-only informer of every namespace where it may list and watch them (deploy/
+        grants it; held for the process's life: a round asks nothing), else a GET of each.
+        One it cannot read, or not yet in the cache, is left out — not checked, as the webhook
+        fails open — and the API server's admission still decides the apply."""
+        cache = await self._namespaces()
         out: list[tuple[str, str]] = []
         for namespace in sorted(namespaces):
             if resources.name_problem(namespace) is not None:
                 continue
-            try:
-                found = await self.client.get(resources.NAMESPACES, namespace)
-            except errors.APIError as exc:
-                log.debug("namespace %s: Pod Security level not read: %s", namespace, exc)
-                continue
+            if cache is not None:
+                cached = cache.get(None, namespace)
+                if cached is None:
+                    continue
+                found = cached
+            else:
+                try:
+                    found = await self.client.get(resources.NAMESPACES, namespace)
+                except errors.APIError as exc:
+                    log.debug("namespace %s: Pod Security level not read: %s", namespace, exc)
+                    continue
             level = enforced_level((found.get("metadata") or {}).get("labels"))
             if level != "privileged":
                 out.append((namespace, level))
         return tuple(out)
+
+    async def _namespaces(self) -> Informer | None:
+        if self.metadata is None:
+            return None
+        return await self.metadata.informer(NAMESPACE_HOLDER, resources.NAMESPACES, None)
 
 
 def acting_as(client: Client, identity: tenancy.Identity | None) -> Client:

@@ -116,7 +116,7 @@ class Reconciler:
         self.engine = SyncEngine(client, self.discovery, cache=live_cache, metadata=metadata)
         """The reconciler's own identity (repositories acting as it, and discovery)."""
         self.tenants = Tenants(
-            client, self.discovery, self.engine, boundaries or tenancy.Boundaries()
+            client, self.discovery, self.engine, boundaries or tenancy.Boundaries(), metadata
         )
         self.clock = clock or (lambda: datetime.now(UTC))
         self.monotonic = monotonic

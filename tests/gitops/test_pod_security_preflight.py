@@ -1,7 +1,7 @@
 """The GitOps pre-flight refuses a job that breaks its namespace's Pod Security level.
 
-The namespace's `pod-security.kubernetes.io/enforce` label is read by the reconciler (its own
-`get namespaces`) and passed to the pure step (`gitops.engine.preflight.pod_security`): the job
+The namespace's `pod-security.kubernetes.io/enforce` label is read by the reconciler (with its
+own rights, from a metadata-only informer of namespaces: no request a round) and passed to the pure step (`gitops.engine.preflight.pod_security`): the job
 is an entry error at the line of the offending field, in the webhook's words, and is never
 applied — instead of being applied and then never getting a pod. A label changed later is
 seen at the next round, without a new commit.
@@ -18,6 +18,7 @@ import pytest
 from gitops.engine import preflight
 from gitops.engine.entries import entries_from_text
 from gitops.engine.tenancy import Boundaries
+from gitops.runtime.acting import NAMESPACE_HOLDER
 from gitops.runtime.manager import GitOpsReconciler
 from kube import resources
 from kube.client import Client
@@ -30,6 +31,7 @@ from tests.gitops.conftest import (
     tf_job_yaml,
     wait_status,
 )
+from tests.support.cluster import aeventually
 from tests.support.tenants import DEPLOYER_RULES, service_account
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -113,6 +115,22 @@ async def test_a_job_breaking_the_level_is_an_entry_error_until_the_label_allows
         if await get_or_none(kclient, resources.TFJOBS, "privileged", namespace) is not None:
             break
     assert await get_or_none(kclient, resources.TFJOBS, "privileged", namespace) is not None
+
+    # The levels came from the watched namespaces, held for the process (not a repository).
+    (watched,) = [
+        i for i in tenant_gitops.manager.metadata_informers() if i.resource == resources.NAMESPACES
+    ]
+    assert tenant_gitops.metadata.held(NAMESPACE_HOLDER) == {("v1", "namespaces", "")}
+    await label(kclient, namespace, "restricted")
+    tenants = tenant_gitops.reconciler.tenants
+    await aeventually(
+        lambda: (
+            ((watched.get(None, namespace) or {}).get("metadata") or {}).get("labels", {})
+            == {ENFORCE: "restricted", "kubernetes.io/metadata.name": namespace}
+        ),
+        timeout=10,
+    )
+    assert await tenants.levels([namespace, "no-such-namespace"]) == ((namespace, "restricted"),)
 
 
 def test_the_pure_step_checks_each_job_against_its_own_namespace() -> None:
