@@ -117,9 +117,9 @@ GITOPS_CALLS: tuple[tuple[str, frozenset[str], tuple[str, ...], str | None], ...
         ("JOB_REPOSITORIES", "TFJOBS", "XGBJOBS"),
         None,
     ),
-    # gitops/runtime/acting.py's namespaces, watched metadata-only for their Pod Security labels
-    # (gitops/runtime/metacache.py: only where these rights are granted).
-    ("kube/informer.py", frozenset({"list", "watch"}), ("NAMESPACES",), None),
+    # gitops/runtime/acting.py's namespaces and accounts, watched metadata-only (their Pod
+    # Security labels; that an account exists), only where these rights are granted.
+    ("kube/informer.py", frozenset({"list", "watch"}), ("NAMESPACES", "SERVICE_ACCOUNTS"), None),
     # A fresh read of a repository per round; its status replaced (update), never patched.
     ("gitops/runtime/reconciler.py", frozenset({"get"}), ("JOB_REPOSITORIES",), None),
     # The repository's ServiceAccount must exist before anything is done as it, and the Pod Security level of the namespaces its jobs go to (the pre-flight).

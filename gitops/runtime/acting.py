@@ -4,7 +4,8 @@
 repository, for `gitops.runtime.reconciler`:
 
 - `admit` settles, before any request of the round, the identity the repository acts as,
-  checks its URL and that the ServiceAccount exists (`tenancy.Refused` otherwise: the round
+  checks its URL and that the ServiceAccount exists (from a cache of accounts' metadata where
+  there is one) (`tenancy.Refused` otherwise: the round
   records a ComparisonError, nothing is fetched, applied or pruned);
 - `engine` is the sync engine acting as that identity — one per ServiceAccount, cached, on a
   `kube.Client.impersonating` view of the reconciler's client; the reconciler's own engine
@@ -40,13 +41,14 @@ from kube.client import Client
 from kube.informer import Informer
 from policies.podsecurity import enforced_level
 
-__all__ = ["NAMESPACE_HOLDER", "Tenants", "acting_as", "repository_key"]
+__all__ = ["PROCESS_HOLDER", "Tenants", "acting_as", "repository_key"]
 
 log = logging.getLogger(__name__)
 
-NAMESPACE_HOLDER = "(pod-security levels)"
-"""Who holds the namespaces' metadata informer in `gitops.runtime.metacache` (no repository:
-no round settles or forgets it)."""
+PROCESS_HOLDER = "(admission of every repository)"
+"""Who holds the metadata informers of namespaces (their Pod Security labels) and
+ServiceAccounts (that a repository's exists) in `gitops.runtime.metacache`: no repository, so no
+round settles or forgets them."""
 
 
 class Tenants:
@@ -86,7 +88,12 @@ class Tenants:
         """Refuse an account that does not exist: the API server accepts impersonation of any
         name, so a RoleBinding left behind by a deleted account would still grant its rights
         (a Pod naming a missing account is refused; so is a repository). Read with the
-        reconciler's own `get serviceaccounts` (the account may not read itself)."""
+        reconciler's own rights (the account may not read itself): found in the metadata-only
+        informer of accounts where it may list and watch them (no request a round), else — and
+        whenever the cache does not have it (one just made) — with a GET."""
+        accounts = await self._watched(resources.SERVICE_ACCOUNTS)
+        if accounts is not None and accounts.get(identity.namespace, identity.name) is not None:
+            return
         try:
             await self.client.get(resources.SERVICE_ACCOUNTS, identity.name, identity.namespace)
         except errors.NotFound:
@@ -201,7 +208,7 @@ class Tenants:
         grants it; held for the process's life: a round asks nothing), else a GET of each.
         One it cannot read, or not yet in the cache, is left out — not checked, as the webhook
         fails open — and the API server's admission still decides the apply."""
-        cache = await self._namespaces()
+        cache = await self._watched(resources.NAMESPACES)
         out: list[tuple[str, str]] = []
         for namespace in sorted(namespaces):
             if resources.name_problem(namespace) is not None:
@@ -222,10 +229,12 @@ class Tenants:
                 out.append((namespace, level))
         return tuple(out)
 
-    async def _namespaces(self) -> Informer | None:
+    async def _watched(self, resource: resources.Resource) -> Informer | None:
+        """The synced metadata-only informer of `resource` in every namespace, held for the
+        process; None where the reconciler may not list and watch it (or there is no cache)."""
         if self.metadata is None:
             return None
-        return await self.metadata.informer(NAMESPACE_HOLDER, resources.NAMESPACES, None)
+        return await self.metadata.informer(PROCESS_HOLDER, resource, None)
 
 
 def acting_as(client: Client, identity: tenancy.Identity | None) -> Client:

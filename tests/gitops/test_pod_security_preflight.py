@@ -18,7 +18,7 @@ import pytest
 from gitops.engine import preflight
 from gitops.engine.entries import entries_from_text
 from gitops.engine.tenancy import Boundaries
-from gitops.runtime.acting import NAMESPACE_HOLDER
+from gitops.runtime.acting import PROCESS_HOLDER
 from gitops.runtime.manager import GitOpsReconciler
 from kube import resources
 from kube.client import Client
@@ -116,11 +116,15 @@ async def test_a_job_breaking_the_level_is_an_entry_error_until_the_label_allows
             break
     assert await get_or_none(kclient, resources.TFJOBS, "privileged", namespace) is not None
 
-    # The levels came from the watched namespaces, held for the process (not a repository).
+    # The levels came from the watched namespaces, held for the process (not a repository), as
+    # did the answer that the account exists.
     (watched,) = [
         i for i in tenant_gitops.manager.metadata_informers() if i.resource == resources.NAMESPACES
     ]
-    assert tenant_gitops.metadata.held(NAMESPACE_HOLDER) == {("v1", "namespaces", "")}
+    assert tenant_gitops.metadata.held(PROCESS_HOLDER) == {
+        ("v1", "namespaces", ""),
+        ("v1", "serviceaccounts", ""),  # that the repository's account exists
+    }
     await label(kclient, namespace, "restricted")
     tenants = tenant_gitops.reconciler.tenants
     await aeventually(
