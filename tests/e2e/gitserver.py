@@ -37,13 +37,17 @@ def seed(seed_root: Path, git_root: Path) -> list[str]:
         # A mounted ConfigMap's own entries (..data, ..2026_…) start with dots.
         if source.name.startswith(".") or not source.is_dir():
             continue
+        bare = git_root / f"{source.name}.git"
+        if bare.exists():
+            # The container restarted (its node did, in the lost-node test): the emptyDir kept
+            # the repository and what the tests pushed to it since.
+            continue
         work = Path(tempfile.mkdtemp())
         for item in source.iterdir():
             if not item.name.startswith(".") and item.is_file():
                 shutil.copyfile(item, work / item.name)
         for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", f"seed {source.name}"]):
             subprocess.run([*GIT, "-C", str(work), *args], check=True, timeout=60)
-        bare = git_root / f"{source.name}.git"
         subprocess.run(
             [*GIT, "clone", "-q", "--bare", str(work), str(bare)], check=True, timeout=60
         )
