@@ -6,9 +6,13 @@ One command (builds Flux once into ~/.cache/trainops/flux/ with `hack/flux-peer 
 a reference control plane of its own with `hack/reference-cluster start`, stops it at the end):
 
     .venv/bin/python benchmarks/bench_flux.py [--jobs 1000] [--rounds 3] [--pushes 5] [--noops 5]
+                                              [--poll 0.02]
 
 or on a reference cluster already running: `--kubeconfig /tmp/ref-flux/kubeconfig`; `--only
 trainops` (or `flux`) measures one side. The controllers' logs go to /tmp/bench-flux-logs/.
+`--poll` is how often a trigger's end is checked: on a quiet machine both sides' no-op triggers
+end within the default 20 ms, so both read 27–30 ms; `--poll 0.002` tells them apart, at the
+cost of a check every 2 ms on each side (a metrics scrape of ours, a GET of Flux's object).
 
 The repository: N TensorFlowTrainingJobs (benchmarks/bench_gitops.py's manifest without its
 namespace, created paused), one file each under `jobs/`, in a bare repository served over smart
@@ -64,6 +68,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks import bench_controller as bc  # noqa: E402
 from benchmarks import bench_gitops as bg  # noqa: E402
 from benchmarks.flux_sides import (  # noqa: E402
+    POLL,
     Flux,
     Side,
     Trainops,
@@ -340,6 +345,7 @@ async def reference_cluster(kubeconfig: Path | None) -> Any:
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    POLL[0] = args.poll
     names = tuple(args.only.split(",")) if args.only else ("trainops", "flux")
     if "flux" in names:
         flux_peer("build")
@@ -433,6 +439,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
     parser.add_argument("--pushes", type=int, default=5, help="one-file pushes per round")
     parser.add_argument("--noops", type=int, default=5, help="no-op triggers of each kind")
+    parser.add_argument(
+        "--poll", type=float, default=0.02, help="seconds between checks for a trigger's end"
+    )
     parser.add_argument("--only", help="trainops or flux: measure just that one")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -77,15 +77,21 @@ def _rss_mib(pid: int) -> tuple[float, float]:
     return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
 
 
+POLL = [0.02]
+"""Seconds between two checks of `until` (`bench_flux.py --poll`): what a trigger's time is
+quantized to — at 20 ms both sides' no-op triggers sit at 27–30 ms on a quiet machine."""
+
+
 async def until(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> float:
-    """Poll `check` every 20 ms until it is true; the perf_counter time it was first seen."""
+    """Poll `check` every `POLL` seconds until it is true; the perf_counter time it was first
+    seen."""
     deadline = time.monotonic() + timeout
     while True:
         if await check():
             return time.perf_counter()
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(POLL[0])
 
 
 @dataclass
