@@ -188,13 +188,16 @@ class PodNetworks:
         for prefix in podnet.abandoned(await asyncio.to_thread(owners), self.names.netns_prefix):
             other = podnet.names_of(prefix)
             try:
-                for ns in podnet.leftovers(other, await asyncio.to_thread(_list_netns), ()):
+                spaces, bridge = await _remaining(other)
+                for ns in spaces:
                     await self._run("ip", "netns", "delete", ns)
-                if await asyncio.to_thread(os.path.exists, f"/sys/class/net/{other.bridge}"):
+                if bridge:
                     await self._run("ip", "link", "delete", other.bridge)
             except NetworkError as e:
-                log.warning("pod networks of a removed node (%s) not cleaned up: %s", prefix, e)
-                continue
+                # Another node starting at the same time may have swept them first.
+                if await _remaining(other) != ([], False):
+                    log.warning("pod networks of a removed node (%s) not cleaned up: %s", prefix, e)
+                    continue
             with contextlib.suppress(FileNotFoundError):
                 await asyncio.to_thread((OWNERS_DIR / prefix).unlink)
 
@@ -365,3 +368,10 @@ def _write_json(path: Path, value: object) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(value))
     os.replace(tmp, path)
+
+
+async def _remaining(names: podnet.NetNames) -> tuple[list[str], bool]:
+    """The network namespaces of `names`' node still there, and whether its bridge is."""
+    spaces = podnet.leftovers(names, await asyncio.to_thread(_list_netns), ())
+    bridge = await asyncio.to_thread(os.path.exists, f"/sys/class/net/{names.bridge}")
+    return spaces, bridge
