@@ -8,6 +8,7 @@ exits.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -50,16 +51,25 @@ async def kclient(cluster: Cluster, crds: None) -> AsyncIterator[Client]:
         await client.close()
 
 
-@pytest.fixture
-async def controller(kclient: Client) -> AsyncIterator[Controller]:
+@contextlib.asynccontextmanager
+async def running_controller(
+    kclient: Client, settings: ControllerSettings
+) -> AsyncIterator[Controller]:
+    """A Controller with `settings` on its own Manager (no leader election), synced."""
     manager = Manager(kclient, leader_election=LeaderElection(enabled=False))
-    running = Controller(manager, ControllerSettings(workers=2, resync_seconds=30))
+    running = Controller(manager, settings)
     manager.start()
     try:
         await running.wait_synced(timeout=20)
         yield running
     finally:
         await manager.stop()
+
+
+@pytest.fixture
+async def controller(kclient: Client) -> AsyncIterator[Controller]:
+    async with running_controller(kclient, ControllerSettings(workers=2, resync_seconds=30)) as c:
+        yield c
 
 
 async def pods_of(client: Client, namespace: str, job: str) -> dict[str, dict[str, Any]]:
@@ -93,3 +103,17 @@ async def wait_phase(
 
 # `trainops up` as a user runs it (one per test module), and kubectl against it.
 from tests.up.conftest import kubectl, running_up, up  # noqa: E402, F401
+
+
+async def new_pod(
+    client: Client, namespace: str, name: str, not_uid: str = "", timeout: float = 20
+) -> dict[str, Any]:
+    """Pod `name` of its job once it exists with a uid other than `not_uid` (a recreated one)."""
+
+    async def check() -> dict[str, Any] | bool:
+        pods = await pods_of(client, namespace, name.rsplit("-", 2)[0])
+        pod = pods.get(name)
+        return pod if pod and pod["metadata"]["uid"] != not_uid else False
+
+    found: dict[str, Any] = await aeventually(check, timeout=timeout)
+    return found

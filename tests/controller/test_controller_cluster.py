@@ -19,7 +19,7 @@ from controller.spec import view
 from kube import resources
 from kube.client import Client
 from kube.manager import LeaderElection, Manager
-from tests.controller.conftest import job_status, pods_of, wait_phase
+from tests.controller.conftest import job_status, new_pod, pods_of, wait_phase
 from tests.support.cluster import aeventually
 from tests.support.fakekubelet import pod_status, set_pod_status
 from tests.support.jobs import replica, tf_job, xgb_job
@@ -48,16 +48,6 @@ async def _wait_pods(client: Client, namespace: str, job: str, names: set[str]) 
         return (live,) if set(live) == names else False  # `{}` is an answer: wrapped
 
     (found,) = await aeventually(check, timeout=15)
-    return found
-
-
-async def _new_pod(client: Client, namespace: str, name: str, not_uid: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | bool:
-        pods = await pods_of(client, namespace, name.rsplit("-", 2)[0])
-        pod = pods.get(name)
-        return pod if pod and pod["metadata"]["uid"] != not_uid else False
-
-    found: dict[str, Any] = await aeventually(check, timeout=15)
     return found
 
 
@@ -145,7 +135,7 @@ async def test_a_failing_master_runs_backoff_limit_plus_one_times_then_the_job_f
     uid = ""
     runs = 0
     for _ in range(3):
-        pod = await _new_pod(kclient, namespace, "bo-worker-0", uid)
+        pod = await new_pod(kclient, namespace, "bo-worker-0", uid)
         uid = pod["metadata"]["uid"]
         runs += 1
         await set_pod_status(kclient, namespace, "bo-worker-0", "Failed", 3)
@@ -195,7 +185,7 @@ async def test_a_restart_before_the_jobs_first_status_is_counted(
     Controller(manager, ControllerSettings(workers=2, resync_seconds=30))
     manager.start()
     try:
-        second = await _new_pod(kclient, namespace, rid.name, pod["metadata"]["uid"])
+        second = await new_pod(kclient, namespace, rid.name, pod["metadata"]["uid"])
         assert second["metadata"]["annotations"][labels.RESTART_COUNT] == "1"
         await _fail_long_ago(kclient, namespace, rid.name, 3)
         failed = await wait_phase(kclient, TF, namespace, "early", "Failed")
@@ -215,7 +205,7 @@ async def test_a_pod_deleted_by_hand_is_recreated_without_using_backoff(
     pods = await _wait_pods(kclient, namespace, "hand", {"hand-worker-0"})
     old = pods["hand-worker-0"]["metadata"]["uid"]
     await kclient.delete(resources.PODS, "hand-worker-0", namespace, grace_period_seconds=0)
-    await _new_pod(kclient, namespace, "hand-worker-0", old)
+    await new_pod(kclient, namespace, "hand-worker-0", old)
     status = await job_status(kclient, TF, namespace, "hand")
     assert status.get("backoffCount", 0) == 0
 

@@ -20,8 +20,7 @@ from controller import labels
 from controller.manager import Controller, ControllerSettings
 from kube import errors, resources
 from kube.client import Client
-from kube.manager import LeaderElection, Manager
-from tests.controller.conftest import job_status, pods_of, wait_phase
+from tests.controller.conftest import job_status, new_pod, pods_of, running_controller, wait_phase
 from tests.support.cluster import aeventually
 from tests.support.fakekubelet import set_pod_status
 from tests.support.jobs import replica, tf_job
@@ -36,15 +35,9 @@ def _now() -> str:
 
 @pytest.fixture
 async def lost_controller(kclient: Client) -> AsyncIterator[Controller]:
-    manager = Manager(kclient, leader_election=LeaderElection(enabled=False))
     settings = ControllerSettings(workers=2, resync_seconds=30, lost_node_grace=GRACE)
-    running = Controller(manager, settings)
-    manager.start()
-    try:
-        await running.wait_synced(timeout=20)
+    async with running_controller(kclient, settings) as running:
         yield running
-    finally:
-        await manager.stop()
 
 
 @pytest.fixture
@@ -100,16 +93,6 @@ async def _bind(client: Client, namespace: str, pod: str, node: str) -> None:
     await set_pod_status(client, namespace, pod, "Running")
 
 
-async def _pod(client: Client, namespace: str, name: str, not_uid: str = "") -> dict[str, Any]:
-    async def check() -> dict[str, Any] | bool:
-        pods = await pods_of(client, namespace, name.rsplit("-", 2)[0])
-        pod = pods.get(name)
-        return pod if pod and pod["metadata"]["uid"] != not_uid else False
-
-    found: dict[str, Any] = await aeventually(check, timeout=20)
-    return found
-
-
 def _job(namespace: str, name: str, policy: str) -> dict[str, Any]:
     job = copy.deepcopy(tf_job(replica("worker", 2, restartPolicy=policy), name=name))
     job["metadata"]["namespace"] = namespace
@@ -124,7 +107,7 @@ async def _running_on(
     pods = {}
     for i, node in enumerate(nodes):
         name = f"{job}-worker-{i}"
-        pods[name] = await _pod(client, namespace, name)
+        pods[name] = await new_pod(client, namespace, name)
         await _bind(client, namespace, name, node)
     await wait_phase(client, TF, namespace, job, "Running", timeout=20)
     return pods
@@ -164,7 +147,7 @@ async def test_a_worker_on_a_lost_node_stuck_terminating_is_replaced_and_counted
     await _set_ready(kclient, nodes[1], "Unknown")
     await kclient.delete(resources.PODS, "lost-worker-1", namespace, grace_period_seconds=30)
 
-    new = await _pod(kclient, namespace, "lost-worker-1", not_uid=old)
+    new = await new_pod(kclient, namespace, "lost-worker-1", not_uid=old)
     assert new["metadata"]["annotations"][labels.RESTART_COUNT] == "1"
     assert not (new.get("spec") or {}).get("nodeName")  # a new pod, for the scheduler
     status = await job_status(kclient, TF, namespace, "lost")
