@@ -205,20 +205,16 @@ class Tenants:
         """(namespace, enforced Pod Security level) of each namespace, read with the
         reconciler's own rights (a tenant's account may not read its namespace): from a
         metadata-only informer of every namespace where it may list and watch them (deploy/
-        grants it; held for the process's life: a round asks nothing), else a GET of each.
-        One it cannot read, or not yet in the cache, is left out — not checked, as the webhook
-        fails open — and the API server's admission still decides the apply."""
+        grants it; held for the process's life: a round asks nothing), else — and for one the
+        cache has not seen yet — with a GET. One it cannot read is left out — not checked, as
+        the webhook fails open — and the API server's admission still decides the apply."""
         cache = await self._watched(resources.NAMESPACES)
         out: list[tuple[str, str]] = []
         for namespace in sorted(namespaces):
             if resources.name_problem(namespace) is not None:
                 continue
-            if cache is not None:
-                cached = cache.get(None, namespace)
-                if cached is None:
-                    continue
-                found = cached
-            else:
+            found = cache.get(None, namespace) if cache is not None else None
+            if found is None:  # no cache, or one that has not seen it yet (a new namespace)
                 try:
                     found = await self.client.get(resources.NAMESPACES, namespace)
                 except errors.APIError as exc:

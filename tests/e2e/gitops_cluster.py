@@ -144,42 +144,28 @@ def git_deployment(namespace: str) -> dict[str, Any]:
 def make_tenant(namespace: str) -> None:
     """The ServiceAccount `deployer` its repositories act as (docs/GITOPS.md, Trust and
     tenancy), and `alice`, a user of the namespace's repositories and jobs."""
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding"}
     apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "deployer", "namespace": namespace},
-        },
-        {**role, "metadata": {"name": "deployer", "namespace": namespace}, "rules": DEPLOYER_RULES},
-        {
-            **binding,
-            "metadata": {"name": "deployer", "namespace": namespace},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "deployer",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": namespace}],
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "alice", "namespace": namespace},
-        },
-        {**team_role(namespace), "metadata": {"name": "trainops-user", "namespace": namespace}},
-        {
-            **binding,
-            "metadata": {"name": "trainops-user-alice", "namespace": namespace},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "trainops-user",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": namespace}],
-        },
+        *_account_with_role(namespace, "deployer", "deployer", DEPLOYER_RULES),
+        *_account_with_role(namespace, "alice", "trainops-user", team_role(namespace)["rules"]),
     )
+
+
+def _account_with_role(
+    namespace: str, account: str, role: str, rules: list[dict[str, Any]]
+) -> tuple[dict[str, Any], ...]:
+    """A ServiceAccount, a Role of `rules` and the RoleBinding that gives it the Role."""
+    rbac = "rbac.authorization.k8s.io"
+    return (
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": account, "namespace": namespace}},
+        {"apiVersion": f"{rbac}/v1", "kind": "Role",
+         "metadata": {"name": role, "namespace": namespace}, "rules": rules},
+        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding",
+         "metadata": {"name": f"{role}-{account}" if role != account else role,
+                      "namespace": namespace},
+         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]},
+    )  # fmt: skip
 
 
 def repository(namespace: str, name: str, url: str, *, automated: bool) -> dict[str, Any]:
