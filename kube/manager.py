@@ -37,6 +37,7 @@ where it matters); the cache is for reads.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import secrets
@@ -246,7 +247,8 @@ class Manager:
 
     def on_stop(self, fn: Callable[[], object]) -> None:
         """Call `fn()` after every loop has stopped (e.g. shut a work queue down: before, a
-        worker loop would end normally and be restarted as one that returned)."""
+        worker loop would end normally and be restarted as one that returned); awaited when it
+        returns an awaitable (e.g. closing an HTTP session)."""
         self._on_stop.append(fn)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -273,7 +275,9 @@ class Manager:
         self._stopped = True
         await self.supervisor.stop()
         for fn in self._on_stop:
-            fn()
+            result = fn()
+            if inspect.isawaitable(result):
+                await result
 
     def problems(self) -> dict[str, str]:
         """Why the process is not ready ({} when it is): crashed loops, unsynced caches."""

@@ -176,6 +176,8 @@ class GitOpsReconciler:
             manager.add("gitops/workers", self._work, lease=self.settings.lease_name)
         manager.add("gitops/events", self.events.run)
         manager.on_stop(self.queue.shut_down)  # after the loops (see controller.manager)
+        if git is None:
+            manager.on_stop(self.git.close)  # ours to close; a Git passed in is the caller's
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _emit(self, obj: dict[str, Any], type: str, reason: str, message: str) -> None:

@@ -26,6 +26,7 @@ from gitops.engine.urls import FULL_SHA, Credentials, GitError, normalize_repo_u
 from gitops.source import diskcache as gitcache
 from gitops.source import process as gitproc
 from gitops.source import tree as gittree
+from gitops.source.advertisement import RefReader
 
 __all__ = ["DEFAULT_CACHE_BYTES", "DEFAULT_TIMEOUT", "Checkout", "Clones", "RemoteRef"]
 
@@ -94,6 +95,12 @@ class Clones:
         """Clones a git of ours was killed working on (its lock files are stale)."""
         self._commits: dict[str, dict[str, Commit]] = {}
         """Per clone, the commits read from it that its refs keep (`fetch`'s fast path)."""
+        self._refs = RefReader()
+        """Anonymous http(s) remotes' refs, read in-process (`Git.ls_remote`)."""
+
+    async def close(self) -> None:
+        """Close the HTTP session of in-process ref reads (git processes end with each call)."""
+        await self._refs.close()
 
     def clone_dir(self, url: str) -> Path:
         """The bare clone of `url` (which need not exist yet)."""

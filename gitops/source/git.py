@@ -11,7 +11,9 @@ user-written can become an option.
 Layout of the cache: `<cache_dir>/<sha256(normalized URL)[:24]>.git`, a bare repository with no
 remote configured (every fetch names the URL); fetched commits are kept under
 `refs/trainops/<sha>` so they survive `git gc`. A commit already present is never fetched again
-(commits are immutable); branch and tag names are always resolved anew with `git ls-remote`.
+(commits are immutable); branch and tag names are always resolved anew with `git ls-remote` —
+for an anonymous http(s) remote by one in-process GET of the same ref advertisement
+(`gitops.source.advertisement`), which leaves to git anything it does not read exactly as git.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from gitops.engine.urls import (
     validate_revision,
     validate_url,
 )
+from gitops.source import advertisement
 from gitops.source import messages as gitmessages
 from gitops.source import tree as gittree
 from gitops.source.clones import DEFAULT_TIMEOUT, Checkout, Clones, RemoteRef
@@ -57,8 +60,16 @@ class Git(Clones):
         self, url: str, credentials: Credentials | None = None
     ) -> tuple[dict[str, str], str | None]:
         """Every ref of the remote → sha (peeled tags as `refs/tags/x^{}`), and the branch
-        HEAD points at (`refs/heads/main`), from `git ls-remote --symref`."""
+        HEAD points at (`refs/heads/main`), from `git ls-remote --symref` — or, for an anonymous
+        http(s) remote, from the same advertisement read in-process (`gitops.source.advertisement`:
+        it leaves anything unusual to git)."""
         clean, creds = self._prepare(url, credentials)
+        if creds is None and advertisement.usable(clean, self.extra_env):
+            found = await self._refs.read(
+                clean, self.ls_remote_timeout, advertisement.tls_for(self.extra_env)
+            )
+            if found is not None:
+                return found
         out = await self._run(
             ["ls-remote", "--symref", "--", clean],
             url=clean,

@@ -153,12 +153,15 @@ async def test_a_dumb_http_remote_is_fetched_whole_when_shallow_is_refused(
     a = remote.commit("a", {"cm.yaml": CM.format(name="x", v="A")})
     Remote.git(remote.bare, "update-server-info")
     client = Git(tmp_path / "cache", timeout=20)
-    ref, commit = await client.fetch(url, "main")
-    assert commit.sha == a and ref.ref == "refs/heads/main"
-    b = remote.commit("b", {"cm.yaml": CM.format(name="x", v="B")})
-    Remote.git(remote.bare, "update-server-info")
-    out = await client.checkout(url, None, tmp_path / "co")
-    assert out.commit.sha == b and "v: 'B'" in (out.root / "cm.yaml").read_text()
+    try:
+        ref, commit = await client.fetch(url, "main")
+        assert commit.sha == a and ref.ref == "refs/heads/main"
+        b = remote.commit("b", {"cm.yaml": CM.format(name="x", v="B")})
+        Remote.git(remote.bare, "update-server-info")
+        out = await client.checkout(url, None, tmp_path / "co")
+        assert out.commit.sha == b and "v: 'B'" in (out.root / "cm.yaml").read_text()
+    finally:
+        await client.close()  # its in-process ref reads' session (left to git here: dumb HTTP)
 
 
 # --- the pure decisions ------------------------------------------------------------------------
