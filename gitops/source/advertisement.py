@@ -148,8 +148,14 @@ class RefReader:
         session = self._session
         if session is None or session.closed or self._loop is not loop:
             # One per loop: a session is bound to the loop it was made in.
+            # As git's sandbox: no proxies or .netrc from the environment, no cookies (one
+            # tenant's server must not set what another tenant's request to a shared host
+            # carries). The workers bound how many reads are in flight, not the pool: a pool
+            # full of one tenant's stalled hosts would make others' reads wait and time out.
             session = self._session = aiohttp.ClientSession(
-                trust_env=False, connector=aiohttp.TCPConnector(limit=16, limit_per_host=4)
+                trust_env=False,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                connector=aiohttp.TCPConnector(limit=64, limit_per_host=0),
             )
             self._loop = loop
         return session

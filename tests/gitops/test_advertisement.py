@@ -346,6 +346,27 @@ async def test_an_answer_git_may_read_otherwise_is_left_to_git(
         assert await read_refs(url, timeout=10) is None
 
 
+async def test_no_cookie_a_server_sets_is_sent_again() -> None:
+    """A tenant's server must not plant what another tenant's read of a shared host carries."""
+    cookies: list[str | None] = []
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        cookies.append(request.headers.get("Cookie"))
+        response = web.Response(body=ADVERTISED, content_type=advertisement.CONTENT_TYPE)
+        response.set_cookie("session", "planted")
+        return response
+
+    reader = advertisement.RefReader()
+    try:
+        async with serve(answer) as url:
+            url = url.replace("127.0.0.1", "localhost")  # a name: a cookie jar refuses an IP
+            for _ in range(3):
+                assert await reader.read(url, timeout=10) is not None
+    finally:
+        await reader.close()
+    assert cookies == [None, None, None]
+
+
 async def test_a_server_that_never_answers_fails_once_at_the_bound() -> None:
     released = asyncio.Event()
     asked = 0
