@@ -38,6 +38,7 @@ USER_AGENT = "git/trainops"
 """Some Git hosts serve the smart protocol only to agents whose name starts with `git/`."""
 CONTENT_TYPE = "application/x-git-upload-pack-advertisement"
 _PROXY_ENV = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
+_PKT_LENGTH = re.compile(rb"[0-9a-fA-F]{4}")
 _REF_LINE = re.compile(rb"([0-9a-f]{40}|[0-9a-f]{64}) ([^\s\x00]+)")
 _PARSE_IN_THREAD = 256 << 10
 
@@ -82,7 +83,7 @@ def _pkt_lines(body: bytes) -> list[bytes | None] | None:
     i = 0
     while i < len(body):
         head = body[i : i + 4]
-        if len(head) < 4 or not re.fullmatch(rb"[0-9a-fA-F]{4}", head):
+        if _PKT_LENGTH.fullmatch(head) is None:
             return None
         n = int(head, 16)
         if n == 0:

@@ -272,7 +272,10 @@ async def test_a_remote_that_wants_credentials_is_left_to_git(repos: Path, clien
         assert await read_refs(url, timeout=10) is None
         with pytest.raises(GitError, match="authentication"):
             await client.ls_remote(url)
-        assert len(server.requests) >= 2  # ours, then git's
+        # Ours first, then git's own (the 401 was not final); none carried credentials.
+        assert server.requests[0] == ("/origin.git/info/refs", None)
+        assert len(server.requests) >= 2, server.requests
+        assert {request for request in server.requests} == {("/origin.git/info/refs", None)}
 
 
 @asynccontextmanager
@@ -322,22 +325,43 @@ async def test_https_is_verified_against_the_ca_git_is_told(tmp_path: Path) -> N
             await untrusting.close()
 
 
+def _advertisement_of(size: int) -> bytes:
+    """A well-formed advertisement of at least `size` bytes: parsed, were it not too big."""
+    line = pkt(f"{SHA_A} refs/heads/branch-{'x' * 40}-0000000\n")
+    refs = [pkt(f"{SHA_A} HEAD{CAPS}\n")]
+    refs += [line.replace(b"0000000", b"%07d" % i) for i in range(size // len(line) + 1)]
+    return SERVICE + b"".join(refs) + b"0000"
+
+
+OVERSIZED = _advertisement_of(advertisement.MAX_BODY + 1)
+
+
+def test_the_oversized_answer_would_parse() -> None:
+    """What makes the oversized cases below fail if the cap is gone."""
+    parsed = advertisement.parse(OVERSIZED)
+    assert len(OVERSIZED) > advertisement.MAX_BODY
+    assert parsed is not None and len(parsed[0]) > 70_000
+
+
 @pytest.mark.parametrize(
-    ("content_type", "body"),
+    ("content_type", "body", "sized"),
     [
-        ("text/plain", SERVICE + pkt(f"{SHA_A} HEAD{CAPS}\n") + b"0000"),  # a dumb server
-        (advertisement.CONTENT_TYPE, SERVICE + pkt(f"{SHA_A} HEAD{CAPS}\n")),  # no flush
-        (advertisement.CONTENT_TYPE, b"0" * (advertisement.MAX_BODY + 1)),
+        ("text/plain", ADVERTISED, True),  # a dumb server's file, as it serves it
+        (advertisement.CONTENT_TYPE, SERVICE + pkt(f"{SHA_A} HEAD{CAPS}\n"), True),  # no flush
+        (advertisement.CONTENT_TYPE, OVERSIZED, True),  # refused by its Content-Length
+        (advertisement.CONTENT_TYPE, OVERSIZED, False),  # chunked: refused while read
     ],
-    ids=["dumb-http", "malformed", "oversized"],
+    ids=["dumb-http", "malformed", "oversized", "oversized-chunked"],
 )
 async def test_an_answer_git_may_read_otherwise_is_left_to_git(
-    content_type: str, body: bytes
+    content_type: str, body: bytes, sized: bool
 ) -> None:
     async def answer(request: web.Request) -> web.StreamResponse:
+        if sized:
+            return web.Response(body=body, headers={"Content-Type": content_type})
         response = web.StreamResponse(headers={"Content-Type": content_type})
         await response.prepare(request)
-        for start in range(0, len(body), 1 << 20):  # chunked: no Content-Length to go by
+        for start in range(0, len(body), 1 << 20):
             await response.write(body[start : start + (1 << 20)])
         await response.write_eof()
         return response
