@@ -275,7 +275,7 @@ async def test_a_remote_that_wants_credentials_is_left_to_git(repos: Path, clien
         # Ours first, then git's own (the 401 was not final); none carried credentials.
         assert server.requests[0] == ("/origin.git/info/refs", None)
         assert len(server.requests) >= 2, server.requests
-        assert {request for request in server.requests} == {("/origin.git/info/refs", None)}
+        assert set(server.requests) == {("/origin.git/info/refs", None)}
 
 
 @asynccontextmanager
